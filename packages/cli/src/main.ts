@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+import { API_VERSION } from "@ums/protocol";
+import { ConfigError } from "@ums/server";
+import { Command, CommanderError } from "commander";
+import { orgCommand } from "./commands/org.js";
+import { serveCommand } from "./commands/serve.js";
+import { tokenCommand } from "./commands/token.js";
+import { UsageError } from "./errors.js";
+
+const program = new Command("ums")
+  .description("ums: a self-hostable Unit Management Service")
+  .version(API_VERSION)
+  .showHelpAfterError()
+  .exitOverride();
+
+program.addCommand(serveCommand());
+program.addCommand(tokenCommand());
+program.addCommand(orgCommand());
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(`ums: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`ums: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+}

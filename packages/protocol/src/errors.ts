@@ -1,0 +1,47 @@
+import { type Static, Type } from "@sinclair/typebox";
+
+/**
+ * Stable, machine-readable error codes (fastify style: a fixed prefix, never reused).
+ * Every error body carries one of these in `code`; clients branch on it, never on the message.
+ */
+export const ErrorCode = {
+  /** 400: the request failed schema or semantic validation; `errors` lists each bad field. */
+  Validation: "UMS_VALIDATION",
+  /** 400: the body is not valid JSON. */
+  BadJson: "UMS_BAD_JSON",
+  /** 401: no bearer token, or one that is unknown or revoked. */
+  Unauthorized: "UMS_UNAUTHORIZED",
+  /** 403: the organization's limit forbids the operation. */
+  LimitReached: "UMS_LIMIT_REACHED",
+  /** 404: no such route. */
+  RouteNotFound: "UMS_ROUTE_NOT_FOUND",
+  /** 404: no unit of that name in the caller's organization. */
+  UnitNotFound: "UMS_UNIT_NOT_FOUND",
+  /** 405: the route exists but not with this method. */
+  MethodNotAllowed: "UMS_METHOD_NOT_ALLOWED",
+  /** 409: a unit of that name already exists in the organization. */
+  UnitExists: "UMS_UNIT_EXISTS",
+  /** 413: the body is larger than the route accepts. */
+  PayloadTooLarge: "UMS_PAYLOAD_TOO_LARGE",
+  /** 415: the body's content type is not one the route accepts. */
+  UnsupportedMediaType: "UMS_UNSUPPORTED_MEDIA_TYPE",
+  /** 501: the route is part of the interface but not served by this server yet. */
+  NotImplemented: "UMS_NOT_IMPLEMENTED",
+  /** 500: a fault of the server; the message never carries internal details. */
+  Internal: "UMS_INTERNAL",
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Spec section 7: a single message. */
+export const ErrorBody = Type.Object(
+  { error: Type.String(), code: Type.String() },
+  { title: "ErrorBody", description: "A single error message with a stable code." },
+);
+export type ErrorBody = Static<typeof ErrorBody>;
+
+/** Spec section 7: a validation list. */
+export const ValidationErrorBody = Type.Object(
+  { errors: Type.Array(Type.String()), code: Type.String() },
+  { title: "ValidationErrorBody", description: "Each entry names one bad field and what to fix." },
+);
+export type ValidationErrorBody = Static<typeof ValidationErrorBody>;

@@ -1,0 +1,5 @@
+export * from "./errors.js";
+export * from "./names.js";
+export * from "./organization.js";
+export * from "./units.js";
+export * from "./versions.js";

@@ -1,0 +1,149 @@
+import { type Static, Type } from "@sinclair/typebox";
+import { UNIT_NAME_MAX_LENGTH, UNIT_NAME_PATTERN, UNIT_NAME_RULES } from "./names.js";
+import { ENVIRONMENT_VERSION_PATTERN } from "./versions.js";
+
+const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+const DateTime = (description?: string) =>
+  Type.String({ format: "date-time", ...(description ? { description } : {}) });
+
+/** Spec 2.1: unit runtime status. */
+export const UnitStatus = Type.Union([Type.Literal("cold"), Type.Literal("warm"), Type.Literal("running")], {
+  title: "UnitStatus",
+});
+export type UnitStatus = Static<typeof UnitStatus>;
+
+export const UnitName = Type.String({
+  minLength: 1,
+  maxLength: UNIT_NAME_MAX_LENGTH,
+  pattern: UNIT_NAME_PATTERN,
+  description: `Unit name: ${UNIT_NAME_RULES}.`,
+  "x-message": `must be ${UNIT_NAME_RULES}`,
+});
+
+/** Spec 2.2: URL settings as returned. */
+export const UrlSettings = Type.Object(
+  {
+    auth: Type.Union([Type.Literal("unit"), Type.Literal("public")]),
+    private_access: Type.Optional(Type.Union([Type.Literal("admins"), Type.Literal("organization")])),
+  },
+  { title: "UrlSettings", additionalProperties: false },
+);
+export type UrlSettings = Static<typeof UrlSettings>;
+
+/** Spec 2.2: in requests `auth` is optional and defaults to `unit`. */
+export const UrlSettingsRequest = Type.Object(
+  {
+    auth: Type.Optional(Type.Union([Type.Literal("unit"), Type.Literal("public")], { default: "unit" })),
+    private_access: Type.Optional(Type.Union([Type.Literal("admins"), Type.Literal("organization"), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type UrlSettingsRequest = Static<typeof UrlSettingsRequest>;
+
+/** Spec 2.1. */
+export const Unit = Type.Object(
+  {
+    id: Type.String({ description: "`unit-<uuid>`" }),
+    name: Type.String(),
+    organization: Type.String({ description: "Organization slug" }),
+    url: Type.String({ description: "The unit's own URL, `<scheme>://<name>-<random>.<unit_host>`" }),
+    status: UnitStatus,
+    created_at: DateTime(),
+    updated_at: DateTime(),
+    url_settings: Type.Union([UrlSettings, Type.Null()]),
+    labels: Type.Optional(Type.Array(Type.String(), { description: "Omitted when empty" })),
+    environment_version: Nullable(Type.String({ pattern: ENVIRONMENT_VERSION_PATTERN })),
+    version: Nullable(Type.String()),
+    last_running_at: Nullable(DateTime()),
+    last_warming_at: Nullable(DateTime()),
+  },
+  { title: "Unit" },
+);
+export type Unit = Static<typeof Unit>;
+
+/** Spec 4.1 POST /v1/units. */
+export const CreateUnitRequest = Type.Object(
+  { name: UnitName, url_settings: Type.Optional(UrlSettingsRequest) },
+  { additionalProperties: false },
+);
+export type CreateUnitRequest = Static<typeof CreateUnitRequest>;
+
+/** Spec 4.1 PUT /v1/units/{name}: only `url_settings` is supported. */
+export const UpdateUnitRequest = Type.Object({ url_settings: UrlSettingsRequest }, { additionalProperties: false });
+export type UpdateUnitRequest = Static<typeof UpdateUnitRequest>;
+
+export const MAX_RESULTS_DEFAULT = 50;
+export const MAX_RESULTS_LIMIT = 500;
+
+/** Spec 4.1 GET /v1/units query. */
+export const ListUnitsQuery = Type.Object(
+  {
+    prefix: Type.Optional(Type.String({ maxLength: UNIT_NAME_MAX_LENGTH, description: "Name prefix filter" })),
+    max_results: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_RESULTS_LIMIT, default: MAX_RESULTS_DEFAULT })),
+    continuation_token: Type.Optional(
+      Type.String({ maxLength: 512, description: "`next_continuation_token` of the previous page" }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ListUnitsQuery = Static<typeof ListUnitsQuery>;
+
+/** Spec 2.3. */
+export const UnitList = Type.Object(
+  {
+    sprites: Type.Array(Unit),
+    has_more: Type.Boolean(),
+    next_continuation_token: Type.Union([Type.String(), Type.Null()]),
+    running: Type.Integer(),
+    warm: Type.Integer(),
+    cold: Type.Integer(),
+    name: Type.String({ description: "Organization slug" }),
+    running_limit: Type.Optional(Type.Integer()),
+    warm_limit: Type.Optional(Type.Integer()),
+  },
+  { title: "UnitList" },
+);
+export type UnitList = Static<typeof UnitList>;
+
+/** Spec 2.4. */
+export const HealthCheck = Type.Object(
+  {
+    unit_name: Type.String(),
+    unit_id: Type.String(),
+    status: Type.Union([
+      Type.Literal("healthy"),
+      Type.Literal("hibernated"),
+      Type.Literal("unhealthy"),
+      Type.Literal("error"),
+    ]),
+    reason: Type.Union([Type.String(), Type.Null()]),
+    checked_at: DateTime(),
+    elapsed: Type.Integer({ description: "Duration of the check in milliseconds" }),
+  },
+  { title: "HealthCheck" },
+);
+export type HealthCheck = Static<typeof HealthCheck>;
+
+/** Spec 4.1 upgrade: body `version`. `latest` or a known environment version. */
+export const UpgradeRequest = Type.Object(
+  {
+    version: Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description: "`latest` or an environment version `v<major>.<minor>.<patch>-rc<N>`",
+    }),
+  },
+  { additionalProperties: false },
+);
+export type UpgradeRequest = Static<typeof UpgradeRequest>;
+
+export const UpgradeResponse = Type.Object(
+  {
+    name: Type.String(),
+    status: Type.Union([Type.Literal("upgraded"), Type.Literal("up_to_date")], {
+      description: "`upgraded` when the unit's version changed, `up_to_date` when it already had it",
+    }),
+  },
+  { title: "UpgradeResponse" },
+);
+export type UpgradeResponse = Static<typeof UpgradeResponse>;

@@ -1,0 +1,77 @@
+import swagger from "@fastify/swagger";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
+import Fastify, { type FastifyBaseLogger } from "fastify";
+import type { ServerConfig } from "../config.js";
+import type { Store } from "../store/store.js";
+import { bearerAuth } from "./auth.js";
+import { ApiError, sendError } from "./errors.js";
+import type { ApiInstance } from "./instance.js";
+import { organizationRoutes } from "./organization/routes.js";
+import { proxyRoutes } from "./proxy/routes.js";
+import { unitRoutes } from "./units/routes.js";
+import { UnitService } from "./units/service.js";
+import { validatorCompiler } from "./validation.js";
+
+export interface AppDeps {
+  readonly store: Store;
+  readonly config: ServerConfig;
+  readonly logger: FastifyBaseLogger;
+}
+
+const JSON_BODY_LIMIT = 1024 * 1024;
+
+/** Builds the HTTP API. Routes are registered by feature; errors leave through `sendError` only. */
+export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: JSON_BODY_LIMIT,
+    disableRequestLogging: true,
+    return503OnClosing: true,
+    routerOptions: { maxParamLength: 512 },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
+  app.setNotFoundHandler((req, reply) =>
+    sendError(
+      new ApiError(404, ErrorCode.RouteNotFound, `no route ${req.method} ${req.url.split("?")[0]}`),
+      req,
+      reply,
+    ),
+  );
+  app.addHook("onResponse", async (req, reply) => {
+    req.log.info(
+      { method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 },
+      "request",
+    );
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "ums — Unit Management Service",
+        version: API_VERSION,
+        description: `API version ${API_VERSION}; unit environment version ${ENVIRONMENT_VERSION}.`,
+      },
+      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+      security: [{ bearer: [] }],
+    },
+  });
+
+  app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+  app.get("/healthz", { schema: { hide: true } }, async () => ({ ok: true }));
+
+  const units = new UnitService(deps.store, deps.config);
+  await app.register(async (api) => {
+    api.decorateRequest("auth", null as never);
+    api.addHook("onRequest", bearerAuth(deps.store));
+    unitRoutes(api, units);
+    organizationRoutes(api, deps.store);
+    await api.register(async (proxy) => proxyRoutes(proxy, units));
+  });
+
+  await app.ready();
+  return app;
+}

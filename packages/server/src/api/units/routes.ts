@@ -1,0 +1,134 @@
+import { Type } from "@sinclair/typebox";
+import {
+  CreateUnitRequest,
+  ErrorBody,
+  HealthCheck,
+  ListUnitsQuery,
+  MAX_RESULTS_DEFAULT,
+  namePrefixProblem,
+  Unit,
+  UnitList,
+  UpdateUnitRequest,
+  UpgradeRequest,
+  UpgradeResponse,
+} from "@ums/protocol";
+import { ApiError } from "../errors.js";
+import type { ApiInstance } from "../instance.js";
+import { commonErrors, notFound, UnitParams } from "../schemas.js";
+import type { UnitService } from "./service.js";
+
+/** Spec 4.1: the units resource. */
+export function unitRoutes(app: ApiInstance, units: UnitService): void {
+  const tags = ["units"];
+
+  app.get(
+    "/v1/units",
+    {
+      schema: {
+        tags,
+        summary: "List units",
+        querystring: ListUnitsQuery,
+        response: { 200: UnitList, ...commonErrors },
+      },
+    },
+    async (req) => {
+      const { prefix, max_results, continuation_token } = req.query;
+      const problem = prefix === undefined ? undefined : namePrefixProblem(prefix);
+      if (problem) throw ApiError.validation([`prefix: ${problem}`]);
+      return units.list(req.auth.org, {
+        ...(prefix !== undefined && { prefix }),
+        maxResults: max_results ?? MAX_RESULTS_DEFAULT,
+        ...(continuation_token !== undefined && { continuationToken: continuation_token }),
+      });
+    },
+  );
+
+  app.post(
+    "/v1/units",
+    {
+      schema: {
+        tags,
+        summary: "Create a unit (cold)",
+        body: CreateUnitRequest,
+        response: { 201: Unit, ...commonErrors, 403: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const unit = await units.create(req.auth.org, req.body.name, req.body.url_settings);
+      return reply.code(201).send(units.present(req.auth.org, unit));
+    },
+  );
+
+  app.get(
+    "/v1/units/:name",
+    {
+      schema: {
+        tags,
+        summary: "Get a unit",
+        params: UnitParams,
+        response: { 200: Unit, ...commonErrors, ...notFound },
+      },
+    },
+    async (req) => units.present(req.auth.org, await units.require(req.auth.org, req.params.name)),
+  );
+
+  app.put(
+    "/v1/units/:name",
+    {
+      schema: {
+        tags,
+        summary: "Update a unit's url_settings",
+        params: UnitParams,
+        body: UpdateUnitRequest,
+        response: { 200: Unit, ...commonErrors, ...notFound },
+      },
+    },
+    async (req) => {
+      const unit = await units.updateUrlSettings(req.auth.org, req.params.name, req.body.url_settings);
+      return units.present(req.auth.org, unit);
+    },
+  );
+
+  app.delete(
+    "/v1/units/:name",
+    {
+      schema: {
+        tags,
+        summary: "Delete a unit and everything it owns",
+        params: UnitParams,
+        response: { 204: Type.Null(), ...commonErrors, ...notFound },
+      },
+    },
+    async (req, reply) => {
+      await units.delete(req.auth.org, req.params.name);
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.get(
+    "/v1/units/:name/check",
+    {
+      schema: {
+        tags,
+        summary: "Health check",
+        params: UnitParams,
+        response: { 200: HealthCheck, ...commonErrors, ...notFound },
+      },
+    },
+    async (req) => units.check(req.auth.org, req.params.name),
+  );
+
+  app.post(
+    "/v1/units/:name/upgrade",
+    {
+      schema: {
+        tags,
+        summary: "Move a unit to an environment version ('latest' or v<major>.<minor>.<patch>-rc<N>)",
+        params: UnitParams,
+        body: UpgradeRequest,
+        response: { 200: UpgradeResponse, ...commonErrors, ...notFound },
+      },
+    },
+    async (req) => units.upgrade(req.auth.org, req.params.name, req.body.version),
+  );
+}

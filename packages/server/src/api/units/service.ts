@@ -1,0 +1,161 @@
+import { randomUUID } from "node:crypto";
+import {
+  ENVIRONMENT_VERSION,
+  ENVIRONMENT_VERSION_PATTERN,
+  ErrorCode,
+  type HealthCheck,
+  KNOWN_ENVIRONMENT_VERSIONS,
+  type UnitList,
+  type UpgradeResponse,
+  type UrlSettingsRequest,
+} from "@ums/protocol";
+import { randomString } from "../../auth/tokens.js";
+import type { ServerConfig } from "../../config.js";
+import type { OrgRecord, UnitRecord } from "../../store/records.js";
+import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
+import { ApiError } from "../errors.js";
+import { decodeContinuation, encodeContinuation } from "./pagination.js";
+import { presentUnit } from "./present.js";
+
+const URL_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+
+/** The units use cases of spec 4.1, between the routes and the store. */
+export class UnitService {
+  constructor(
+    private readonly store: Store,
+    private readonly config: ServerConfig,
+  ) {}
+
+  async require(org: OrgRecord, name: string): Promise<UnitRecord> {
+    const unit = await this.store.units.get(org.id, name);
+    if (!unit) throw ApiError.unitNotFound(name);
+    return unit;
+  }
+
+  present(org: OrgRecord, unit: UnitRecord) {
+    return presentUnit(this.config, org, unit);
+  }
+
+  async create(org: OrgRecord, name: string, settings: UrlSettingsRequest | undefined): Promise<UnitRecord> {
+    if (!org.unitsEnabled) {
+      throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
+    }
+    try {
+      return await this.store.units.create(
+        {
+          id: `unit-${randomUUID()}`,
+          orgId: org.id,
+          name,
+          urlLabel: `${name}-${randomString(8, URL_ALPHABET)}`,
+          status: "cold",
+          urlAuth: settings?.auth ?? "unit",
+          privateAccess: settings?.private_access ?? null,
+          labels: [],
+          version: ENVIRONMENT_VERSION,
+          environmentVersion: ENVIRONMENT_VERSION,
+          createdAt: new Date().toISOString(),
+        },
+        org.maxUnits,
+      );
+    } catch (err) {
+      if (err instanceof UnitExistsError) {
+        throw new ApiError(409, ErrorCode.UnitExists, `a unit named '${name}' already exists; choose another name`);
+      }
+      if (err instanceof UnitLimitError) {
+        throw new ApiError(
+          403,
+          ErrorCode.LimitReached,
+          `organization '${org.slug}' has reached its limit of ${err.limit} units (max_sprites); delete a unit or raise the limit`,
+        );
+      }
+      throw err;
+    }
+  }
+
+  async list(
+    org: OrgRecord,
+    q: { prefix?: string; maxResults: number; continuationToken?: string },
+  ): Promise<UnitList> {
+    let after: string | undefined;
+    if (q.continuationToken !== undefined && q.continuationToken !== "") {
+      after = decodeContinuation(q.continuationToken);
+      if (after === undefined) {
+        throw ApiError.validation([
+          "continuation_token: is not a token this server issued; pass next_continuation_token from the previous page unchanged",
+        ]);
+      }
+    }
+    const rows = await this.store.units.page(org.id, {
+      ...(q.prefix ? { prefix: q.prefix } : {}),
+      ...(after !== undefined ? { after } : {}),
+      limit: q.maxResults + 1,
+    });
+    const hasMore = rows.length > q.maxResults;
+    const page = hasMore ? rows.slice(0, q.maxResults) : rows;
+    const last = page[page.length - 1];
+    const count = (s: UnitRecord["status"]) => page.filter((u) => u.status === s).length;
+    return {
+      sprites: page.map((u) => this.present(org, u)),
+      has_more: hasMore,
+      next_continuation_token: hasMore && last ? encodeContinuation(last.name) : null,
+      running: count("running"),
+      warm: count("warm"),
+      cold: count("cold"),
+      name: org.slug,
+      running_limit: org.runningLimit,
+      warm_limit: org.warmLimit,
+    };
+  }
+
+  async updateUrlSettings(org: OrgRecord, name: string, settings: UrlSettingsRequest): Promise<UnitRecord> {
+    const unit = await this.store.units.update(org.id, name, {
+      urlAuth: settings.auth ?? "unit",
+      privateAccess: settings.private_access ?? null,
+      updatedAt: new Date().toISOString(),
+    });
+    if (!unit) throw ApiError.unitNotFound(name);
+    return unit;
+  }
+
+  async delete(org: OrgRecord, name: string): Promise<void> {
+    if (!(await this.store.units.delete(org.id, name))) throw ApiError.unitNotFound(name);
+  }
+
+  async check(org: OrgRecord, name: string): Promise<HealthCheck> {
+    const started = performance.now();
+    const unit = await this.require(org, name);
+    const result = (status: HealthCheck["status"], reason: string | null): HealthCheck => ({
+      unit_name: unit.name,
+      unit_id: unit.id,
+      status,
+      reason,
+      checked_at: new Date().toISOString(),
+      elapsed: Math.round(performance.now() - started),
+    });
+    if (unit.status !== "running") return result("hibernated", `unit is ${unit.status}`);
+    return result("unhealthy", "the unit runtime is not available on this server");
+  }
+
+  async upgrade(org: OrgRecord, name: string, version: string): Promise<UpgradeResponse> {
+    const target = version === "latest" ? ENVIRONMENT_VERSION : version;
+    if (!new RegExp(ENVIRONMENT_VERSION_PATTERN).test(target)) {
+      throw ApiError.validation([
+        `version: '${version}' is neither 'latest' nor a version like ${ENVIRONMENT_VERSION}`,
+      ]);
+    }
+    if (!KNOWN_ENVIRONMENT_VERSIONS.includes(target)) {
+      throw ApiError.validation([
+        `version: '${version}' is not available on this server; available: latest, ${KNOWN_ENVIRONMENT_VERSIONS.join(", ")}`,
+      ]);
+    }
+    const unit = await this.require(org, name);
+    if (unit.version === target && unit.environmentVersion === target) return { name, status: "up_to_date" };
+    const updated = await this.store.units.update(org.id, name, {
+      version: target,
+      environmentVersion: target,
+      updatedAt: new Date().toISOString(),
+    });
+    if (!updated) throw ApiError.unitNotFound(name);
+    return { name, status: "upgraded" };
+  }
+}

@@ -1,0 +1,75 @@
+import { isIP } from "node:net";
+import { resolve } from "node:path";
+
+/** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
+export interface ServerConfig {
+  readonly dataDir: string;
+  readonly listenHost: string;
+  readonly listenPort: number;
+  /** Units are reached at `<name>-<random>.<unitHost>`. */
+  readonly unitHost: string;
+  /** Scheme and port of unit URLs as clients see them (behind a TLS front: https, 443). */
+  readonly unitUrlScheme: "http" | "https";
+  readonly unitUrlPort: number;
+  readonly databaseUrl: string | undefined;
+  /** Limits given to organizations when they are created. */
+  readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
+}
+
+export interface ConfigInput {
+  dataDir?: string | undefined;
+  listen?: string | undefined;
+  unitHost?: string | undefined;
+  unitUrlScheme?: string | undefined;
+  unitUrlPort?: string | number | undefined;
+  databaseUrl?: string | undefined;
+}
+
+export class ConfigError extends Error {}
+
+export const DEFAULT_LISTEN = "127.0.0.1:7070";
+export const DEFAULT_UNIT_HOST = "units.localhost";
+
+/** `HOST:PORT`, `[v6]:PORT` or `:PORT`. */
+export function parseListen(value: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(value.trim());
+  const port = Number(m?.[3]);
+  if (!m || !Number.isInteger(port) || port > 65535) {
+    throw new ConfigError(`listen address '${value}' is not HOST:PORT (e.g. 127.0.0.1:7070 or [::1]:7070)`);
+  }
+  const host = m[1] ?? (m[2] || "0.0.0.0");
+  if (m[1] && isIP(m[1]) !== 6) throw new ConfigError(`'${m[1]}' in '${value}' is not an IPv6 address`);
+  return { host, port };
+}
+
+function parseUnitHost(value: string): string {
+  const host = value.trim().toLowerCase().replace(/\.$/, "");
+  const label = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+  if (!host || host.length > 200 || !host.split(".").every((l) => label.test(l))) {
+    throw new ConfigError(`unit host '${value}' is not a DNS name like units.example.com`);
+  }
+  return host;
+}
+
+export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
+  const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
+  if (scheme !== "http" && scheme !== "https") {
+    throw new ConfigError(`unit URL scheme '${scheme}' must be http or https`);
+  }
+  const rawPort = input.unitUrlPort ?? env.UMS_UNIT_URL_PORT;
+  const unitUrlPort = rawPort === undefined || rawPort === "" ? listen.port : Number(rawPort);
+  if (!Number.isInteger(unitUrlPort) || unitUrlPort < 1 || unitUrlPort > 65535) {
+    throw new ConfigError(`unit URL port '${rawPort}' must be an integer from 1 to 65535`);
+  }
+  return Object.freeze({
+    dataDir: resolve(input.dataDir ?? env.UMS_DATA_DIR ?? "./data"),
+    listenHost: listen.host,
+    listenPort: listen.port,
+    unitHost: parseUnitHost(input.unitHost ?? env.UMS_UNIT_HOST ?? DEFAULT_UNIT_HOST),
+    unitUrlScheme: scheme,
+    unitUrlPort,
+    databaseUrl: input.databaseUrl ?? (env.UMS_DATABASE_URL || undefined),
+    orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
+  });
+}

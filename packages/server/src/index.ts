@@ -1,0 +1,7 @@
+export { generateToken, hashToken, newTokenId } from "./auth/tokens.js";
+export { ConfigError, type ConfigInput, resolveConfig, type ServerConfig } from "./config.js";
+export { createLogger } from "./log.js";
+export { type RunningServer, startServer } from "./start.js";
+export { isPostgresUrl, openStore } from "./store/open.js";
+export type { OrgRecord, TokenRecord, TokenRole, UnitRecord } from "./store/records.js";
+export type { Store } from "./store/store.js";

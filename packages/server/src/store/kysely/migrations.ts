@@ -1,0 +1,64 @@
+import { type Kysely, type Migration, type MigrationProvider, Migrator } from "kysely";
+
+/**
+ * One set of migrations for every dialect. Only portable types (text, integer) are used so the
+ * same code runs on SQLite and PostgreSQL; names are compared with the column's collation, which
+ * is the same for `ORDER BY` and `>` so keyset pagination stays exact on both.
+ */
+const migrations: Record<string, Migration> = {
+  "0001_control_plane": {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable("orgs")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("slug", "text", (c) => c.notNull().unique())
+        .addColumn("units_enabled", "integer", (c) => c.notNull().defaultTo(1))
+        .addColumn("max_units", "integer", (c) => c.notNull())
+        .addColumn("running_limit", "integer", (c) => c.notNull())
+        .addColumn("warm_limit", "integer", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable("tokens")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("role", "text", (c) => c.notNull())
+        .addColumn("token_hash", "text", (c) => c.notNull().unique())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("last_used_at", "text")
+        .addColumn("revoked_at", "text")
+        .execute();
+      await db.schema
+        .createTable("units")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("url_label", "text", (c) => c.notNull().unique())
+        .addColumn("status", "text", (c) => c.notNull())
+        .addColumn("url_auth", "text", (c) => c.notNull())
+        .addColumn("private_access", "text")
+        .addColumn("labels", "text", (c) => c.notNull().defaultTo("[]"))
+        .addColumn("version", "text")
+        .addColumn("environment_version", "text")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("updated_at", "text", (c) => c.notNull())
+        .addColumn("last_running_at", "text")
+        .addColumn("last_warming_at", "text")
+        .addUniqueConstraint("units_org_name", ["org_id", "name"])
+        .execute();
+    },
+  },
+};
+
+const provider: MigrationProvider = { getMigrations: async () => migrations };
+
+export async function migrateToLatest(db: Kysely<unknown>): Promise<void> {
+  const migrator = new Migrator({ db, provider });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === "Error");
+  if (error || failed) {
+    const name = failed ? ` (${failed.migrationName})` : "";
+    throw new Error(`database migration failed${name}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}

@@ -1,0 +1,65 @@
+import type { OrgRecord, PrivateAccess, TokenRecord, TokenRole, UnitRecord, UnitStatus, UrlAuth } from "../records.js";
+import type { OrgsTable, TokensTable, UnitsTable } from "./schema.js";
+
+export function orgFromRow(r: OrgsTable): OrgRecord {
+  return Object.freeze({
+    id: r.id,
+    slug: r.slug,
+    unitsEnabled: Number(r.units_enabled) === 1,
+    maxUnits: Number(r.max_units),
+    runningLimit: Number(r.running_limit),
+    warmLimit: Number(r.warm_limit),
+    createdAt: r.created_at,
+  });
+}
+
+export function tokenFromRow(r: TokensTable & { org_slug: string }): TokenRecord {
+  return Object.freeze({
+    id: r.id,
+    orgId: r.org_id,
+    orgSlug: r.org_slug,
+    name: r.name,
+    role: r.role as TokenRole,
+    createdAt: r.created_at,
+    lastUsedAt: r.last_used_at,
+    revokedAt: r.revoked_at,
+  });
+}
+
+export function unitFromRow(r: UnitsTable): UnitRecord {
+  return Object.freeze({
+    id: r.id,
+    orgId: r.org_id,
+    name: r.name,
+    urlLabel: r.url_label,
+    status: r.status as UnitStatus,
+    urlAuth: r.url_auth as UrlAuth,
+    privateAccess: r.private_access as PrivateAccess | null,
+    labels: Object.freeze(JSON.parse(r.labels) as string[]),
+    version: r.version,
+    environmentVersion: r.environment_version,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    lastRunningAt: r.last_running_at,
+    lastWarmingAt: r.last_warming_at,
+  });
+}
+
+export function unitToRow(u: Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "lastWarmingAt">): UnitsTable {
+  return {
+    id: u.id,
+    org_id: u.orgId,
+    name: u.name,
+    url_label: u.urlLabel,
+    status: u.status,
+    url_auth: u.urlAuth,
+    private_access: u.privateAccess,
+    labels: JSON.stringify(u.labels),
+    version: u.version,
+    environment_version: u.environmentVersion,
+    created_at: u.createdAt,
+    updated_at: u.createdAt,
+    last_running_at: null,
+    last_warming_at: null,
+  };
+}

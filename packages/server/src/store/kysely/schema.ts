@@ -1,0 +1,44 @@
+/** Table shapes as Kysely sees them. Timestamps are ISO 8601 text; booleans are 0/1 integers. */
+export interface OrgsTable {
+  id: string;
+  slug: string;
+  units_enabled: number;
+  max_units: number;
+  running_limit: number;
+  warm_limit: number;
+  created_at: string;
+}
+
+export interface TokensTable {
+  id: string;
+  org_id: string;
+  name: string;
+  role: string;
+  token_hash: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface UnitsTable {
+  id: string;
+  org_id: string;
+  name: string;
+  url_label: string;
+  status: string;
+  url_auth: string;
+  private_access: string | null;
+  labels: string;
+  version: string | null;
+  environment_version: string | null;
+  created_at: string;
+  updated_at: string;
+  last_running_at: string | null;
+  last_warming_at: string | null;
+}
+
+export interface Database {
+  orgs: OrgsTable;
+  tokens: TokensTable;
+  units: UnitsTable;
+}

@@ -1,0 +1,188 @@
+import { randomUUID } from "node:crypto";
+import type { Kysely } from "kysely";
+import type { NewUnit, OrgLimits, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
+import type { NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
+import { UnitExistsError, UnitLimitError } from "../store.js";
+import type { DialectAdapter } from "./dialect.js";
+import { migrateToLatest } from "./migrations.js";
+import { orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
+import type { Database, UnitsTable } from "./schema.js";
+
+/** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
+export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter): Store {
+  return Object.freeze({
+    dialect: adapter.name,
+    orgs: orgStore(db),
+    tokens: tokenStore(db),
+    units: unitStore(db, adapter),
+    migrate: () => migrateToLatest(db as Kysely<unknown>),
+    close: () => db.destroy(),
+  });
+}
+
+function orgStore(db: Kysely<Database>): OrgStore {
+  const bySlug = async (slug: string) => {
+    const row = await db.selectFrom("orgs").selectAll().where("slug", "=", slug).executeTakeFirst();
+    return row && orgFromRow(row);
+  };
+  return {
+    async ensure(slug: string, limits: OrgLimits) {
+      await db
+        .insertInto("orgs")
+        .values({
+          id: `org-${randomUUID()}`,
+          slug,
+          units_enabled: 1,
+          max_units: limits.maxUnits,
+          running_limit: limits.runningLimit,
+          warm_limit: limits.warmLimit,
+          created_at: new Date().toISOString(),
+        })
+        .onConflict((oc) => oc.column("slug").doNothing())
+        .execute();
+      const org = await bySlug(slug);
+      if (!org) throw new Error(`organization '${slug}' vanished while being created`);
+      return org;
+    },
+    getBySlug: bySlug,
+    async getById(id) {
+      const row = await db.selectFrom("orgs").selectAll().where("id", "=", id).executeTakeFirst();
+      return row && orgFromRow(row);
+    },
+    async list() {
+      const rows = await db.selectFrom("orgs").selectAll().orderBy("slug").execute();
+      return rows.map(orgFromRow);
+    },
+    async setLimits(slug, limits) {
+      const set = {
+        ...(limits.maxUnits !== undefined && { max_units: limits.maxUnits }),
+        ...(limits.runningLimit !== undefined && { running_limit: limits.runningLimit }),
+        ...(limits.warmLimit !== undefined && { warm_limit: limits.warmLimit }),
+      };
+      if (Object.keys(set).length > 0) await db.updateTable("orgs").set(set).where("slug", "=", slug).execute();
+      return bySlug(slug);
+    },
+  };
+}
+
+function tokenStore(db: Kysely<Database>): TokenStore {
+  const withOrg = () =>
+    db
+      .selectFrom("tokens")
+      .innerJoin("orgs", "orgs.id", "tokens.org_id")
+      .selectAll("tokens")
+      .select("orgs.slug as org_slug");
+  return {
+    async create(t: NewToken) {
+      await db
+        .insertInto("tokens")
+        .values({ id: t.id, org_id: t.orgId, name: t.name, role: t.role, token_hash: t.hash, created_at: t.createdAt })
+        .execute();
+      const row = await withOrg().where("tokens.id", "=", t.id).executeTakeFirstOrThrow();
+      return tokenFromRow(row);
+    },
+    async findByHash(hash) {
+      const row = await withOrg()
+        .where("tokens.token_hash", "=", hash)
+        .where("tokens.revoked_at", "is", null)
+        .executeTakeFirst();
+      return row && tokenFromRow(row);
+    },
+    async list(orgId) {
+      let q = withOrg().orderBy("orgs.slug").orderBy("tokens.created_at").orderBy("tokens.id");
+      if (orgId) q = q.where("tokens.org_id", "=", orgId);
+      return (await q.execute()).map(tokenFromRow);
+    },
+    async revoke(id, at) {
+      const r = await db
+        .updateTable("tokens")
+        .set({ revoked_at: at })
+        .where("id", "=", id)
+        .where("revoked_at", "is", null)
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
+    async touch(id, at) {
+      await db.updateTable("tokens").set({ last_used_at: at }).where("id", "=", id).execute();
+    },
+  };
+}
+
+function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
+  const get = async (orgId: string, name: string) => {
+    const row = await db
+      .selectFrom("units")
+      .selectAll()
+      .where("org_id", "=", orgId)
+      .where("name", "=", name)
+      .executeTakeFirst();
+    return row && unitFromRow(row);
+  };
+  return {
+    async create(unit: NewUnit, maxUnits: number) {
+      const row = unitToRow(unit);
+      try {
+        await db.transaction().execute(async (trx) => {
+          await adapter.lockOrg(trx, unit.orgId);
+          const { n } = await trx
+            .selectFrom("units")
+            .select((eb) => eb.fn.countAll<number | string>().as("n"))
+            .where("org_id", "=", unit.orgId)
+            .executeTakeFirstOrThrow();
+          if (Number(n) >= maxUnits) throw new UnitLimitError(maxUnits);
+          await trx.insertInto("units").values(row).execute();
+        });
+      } catch (err) {
+        if (adapter.isUniqueViolation(err) && (await get(unit.orgId, unit.name))) {
+          throw new UnitExistsError(unit.name);
+        }
+        throw err;
+      }
+      return unitFromRow(row);
+    },
+    get,
+    async getByUrlLabel(label) {
+      const row = await db.selectFrom("units").selectAll().where("url_label", "=", label).executeTakeFirst();
+      return row && unitFromRow(row);
+    },
+    async page(orgId: string, q: UnitPageQuery) {
+      let query = db.selectFrom("units").selectAll().where("org_id", "=", orgId);
+      // Prefixes are validated to [a-z0-9-], so LIKE needs no escaping.
+      if (q.prefix) query = query.where("name", "like", `${q.prefix}%`);
+      if (q.after !== undefined) query = query.where("name", ">", q.after);
+      const rows = await query.orderBy("name").limit(q.limit).execute();
+      return rows.map(unitFromRow);
+    },
+    async namesWithStatus(orgId: string, status: UnitStatus) {
+      const rows = await db
+        .selectFrom("units")
+        .select("name")
+        .where("org_id", "=", orgId)
+        .where("status", "=", status)
+        .orderBy("name")
+        .execute();
+      return rows.map((r) => r.name);
+    },
+    async update(orgId: string, name: string, p: UnitPatch) {
+      const set: Partial<UnitsTable> = { updated_at: p.updatedAt };
+      if (p.urlAuth !== undefined) set.url_auth = p.urlAuth;
+      if (p.privateAccess !== undefined) set.private_access = p.privateAccess;
+      if (p.version !== undefined) set.version = p.version;
+      if (p.environmentVersion !== undefined) set.environment_version = p.environmentVersion;
+      if (p.status !== undefined) set.status = p.status;
+      if (p.lastRunningAt !== undefined) set.last_running_at = p.lastRunningAt;
+      if (p.lastWarmingAt !== undefined) set.last_warming_at = p.lastWarmingAt;
+      const r = await db
+        .updateTable("units")
+        .set(set)
+        .where("org_id", "=", orgId)
+        .where("name", "=", name)
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0 ? get(orgId, name) : undefined;
+    },
+    async delete(orgId, name) {
+      const r = await db.deleteFrom("units").where("org_id", "=", orgId).where("name", "=", name).executeTakeFirst();
+      return Number(r.numDeletedRows) > 0;
+    },
+  };
+}

@@ -1,0 +1,25 @@
+import { Kysely, PostgresDialect, sql } from "kysely";
+import pg from "pg";
+import type { DialectAdapter } from "../kysely/dialect.js";
+import type { Database } from "../kysely/schema.js";
+import { createKyselyStore } from "../kysely/store.js";
+import type { Store } from "../store.js";
+
+const adapter = Object.freeze<DialectAdapter>({
+  name: "postgres" as const,
+  // 23505 = unique_violation (PostgreSQL docs, Appendix A).
+  isUniqueViolation: (err: unknown) =>
+    typeof err === "object" && err !== null && (err as { code?: unknown }).code === "23505",
+  // Row lock on the organization: concurrent creates of one org's units queue here, so the
+  // count-then-insert of the unit limit cannot race (READ COMMITTED would let it).
+  lockOrg: async (trx, orgId) => {
+    await sql`select id from orgs where id = ${orgId} for update`.execute(trx);
+  },
+});
+
+/** PostgreSQL, selected by a `postgres://` (or `postgresql://`) URL. */
+export function createPostgresStore(url: string, opts: { maxConnections?: number } = {}): Store {
+  const pool = new pg.Pool({ connectionString: url, max: opts.maxConnections ?? 10 });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return createKyselyStore(db, adapter);
+}

@@ -1,0 +1,69 @@
+/** Records as the store keeps them; the API turns them into wire shapes (protocol). */
+
+export interface OrgLimits {
+  readonly maxUnits: number;
+  readonly runningLimit: number;
+  readonly warmLimit: number;
+}
+
+export interface OrgRecord extends OrgLimits {
+  readonly id: string;
+  readonly slug: string;
+  readonly unitsEnabled: boolean;
+  readonly createdAt: string;
+}
+
+export type TokenRole = "admin" | "member";
+
+export interface TokenRecord {
+  readonly id: string;
+  readonly orgId: string;
+  readonly orgSlug: string;
+  readonly name: string;
+  readonly role: TokenRole;
+  readonly createdAt: string;
+  readonly lastUsedAt: string | null;
+  readonly revokedAt: string | null;
+}
+
+export type UnitStatus = "cold" | "warm" | "running";
+export type UrlAuth = "unit" | "public";
+export type PrivateAccess = "admins" | "organization";
+
+export interface UnitRecord {
+  readonly id: string;
+  readonly orgId: string;
+  readonly name: string;
+  /** The DNS label of the unit's URL, `<name>-<random>`; unique across the server. */
+  readonly urlLabel: string;
+  readonly status: UnitStatus;
+  readonly urlAuth: UrlAuth;
+  readonly privateAccess: PrivateAccess | null;
+  readonly labels: readonly string[];
+  readonly version: string | null;
+  readonly environmentVersion: string | null;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly lastRunningAt: string | null;
+  readonly lastWarmingAt: string | null;
+}
+
+export type NewUnit = Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "lastWarmingAt">;
+
+export interface UnitPatch {
+  readonly urlAuth?: UrlAuth;
+  readonly privateAccess?: PrivateAccess | null;
+  readonly version?: string | null;
+  readonly environmentVersion?: string | null;
+  readonly status?: UnitStatus;
+  readonly lastRunningAt?: string | null;
+  readonly lastWarmingAt?: string | null;
+  readonly updatedAt: string;
+}
+
+export interface UnitPageQuery {
+  readonly prefix?: string;
+  /** Return names strictly after this one (keyset pagination). */
+  readonly after?: string;
+  readonly limit: number;
+}

@@ -1,0 +1,78 @@
+import type {
+  NewUnit,
+  OrgLimits,
+  OrgRecord,
+  TokenRecord,
+  TokenRole,
+  UnitPageQuery,
+  UnitPatch,
+  UnitRecord,
+  UnitStatus,
+} from "./records.js";
+
+/**
+ * The control plane's persistence, independent of the database behind it.
+ * One implementation per dialect folder (`sqlite/`, `postgres/`); the API never sees SQL.
+ */
+export interface Store {
+  readonly dialect: "sqlite" | "postgres";
+  readonly orgs: OrgStore;
+  readonly tokens: TokenStore;
+  readonly units: UnitStore;
+  /** Applies every pending migration; safe to call from several processes at once. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface OrgStore {
+  /** Returns the organization, creating it with `limits` when it does not exist. */
+  ensure(slug: string, limits: OrgLimits): Promise<OrgRecord>;
+  getBySlug(slug: string): Promise<OrgRecord | undefined>;
+  getById(id: string): Promise<OrgRecord | undefined>;
+  list(): Promise<OrgRecord[]>;
+  setLimits(slug: string, limits: Partial<OrgLimits>): Promise<OrgRecord | undefined>;
+}
+
+export interface NewToken {
+  readonly id: string;
+  readonly orgId: string;
+  readonly name: string;
+  readonly role: TokenRole;
+  /** SHA-256 of the token; the token itself is never stored. */
+  readonly hash: string;
+  readonly createdAt: string;
+}
+
+export interface TokenStore {
+  create(token: NewToken): Promise<TokenRecord>;
+  /** The live (not revoked) token with this hash. */
+  findByHash(hash: string): Promise<TokenRecord | undefined>;
+  list(orgId?: string): Promise<TokenRecord[]>;
+  /** Returns false when no live token has that id. */
+  revoke(id: string, at: string): Promise<boolean>;
+  touch(id: string, at: string): Promise<void>;
+}
+
+export class UnitExistsError extends Error {
+  constructor(readonly unitName: string) {
+    super(`unit '${unitName}' already exists`);
+  }
+}
+
+export class UnitLimitError extends Error {
+  constructor(readonly limit: number) {
+    super(`the organization has reached its limit of ${limit} units`);
+  }
+}
+
+export interface UnitStore {
+  /** Inserts the unit unless the org already has `maxUnits` units (UnitLimitError) or the name exists (UnitExistsError). */
+  create(unit: NewUnit, maxUnits: number): Promise<UnitRecord>;
+  get(orgId: string, name: string): Promise<UnitRecord | undefined>;
+  getByUrlLabel(label: string): Promise<UnitRecord | undefined>;
+  /** Units ordered by name, at most `limit`. */
+  page(orgId: string, query: UnitPageQuery): Promise<UnitRecord[]>;
+  namesWithStatus(orgId: string, status: UnitStatus): Promise<string[]>;
+  update(orgId: string, name: string, patch: UnitPatch): Promise<UnitRecord | undefined>;
+  delete(orgId: string, name: string): Promise<boolean>;
+}

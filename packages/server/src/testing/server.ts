@@ -1,0 +1,91 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { generateToken, hashToken, newTokenId } from "../auth/tokens.js";
+import { resolveConfig, type ServerConfig } from "../config.js";
+import type { OrgLimits, TokenRole } from "../store/records.js";
+import { type RunningServer, startServer } from "../start.js";
+import type { TestDialect } from "./dialects.js";
+
+/** A real ums server on a loopback port with a throwaway data dir and database. */
+export interface TestServer {
+  readonly url: string;
+  readonly config: ServerConfig;
+  readonly server: RunningServer;
+  /** Creates the organization if needed and a token for it; returns the token. */
+  token(org: string, opts?: { role?: TokenRole; limits?: Partial<OrgLimits> }): Promise<string>;
+  /** fetch against the server with the bearer token (when given) and JSON body handling. */
+  api(method: string, path: string, opts?: ApiOpts): Promise<ApiResponse>;
+  close(): Promise<void>;
+}
+
+export interface ApiOpts {
+  token?: string | undefined;
+  json?: unknown;
+  body?: string | Uint8Array;
+  headers?: Record<string, string>;
+}
+
+export interface ApiResponse {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON shapes.
+  readonly body: any;
+}
+
+export async function startTestServer(dialect: TestDialect, overrides: { unitHost?: string } = {}): Promise<TestServer> {
+  const dataDir = await mkdtemp(join(tmpdir(), "ums-test-"));
+  const db = await dialect.createDatabase();
+  const config = resolveConfig(
+    { dataDir, listen: "127.0.0.1:0", databaseUrl: db.databaseUrl, unitHost: overrides.unitHost },
+    {},
+  );
+  const logger = pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
+  const server = await startServer(config, { logger });
+  const defaults = config.orgDefaults;
+
+  return {
+    url: server.url,
+    config,
+    server,
+    async token(slug, opts = {}) {
+      const org = await server.store.orgs.ensure(slug, defaults);
+      if (opts.limits) await server.store.orgs.setLimits(slug, opts.limits);
+      const secret = generateToken();
+      await server.store.tokens.create({
+        id: newTokenId(),
+        orgId: org.id,
+        name: "test",
+        role: opts.role ?? "admin",
+        hash: hashToken(secret),
+        createdAt: new Date().toISOString(),
+      });
+      return secret;
+    },
+    async api(method, path, opts = {}) {
+      const headers: Record<string, string> = { ...opts.headers };
+      if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+      let body: string | Uint8Array | undefined = opts.body;
+      if (opts.json !== undefined) {
+        body = JSON.stringify(opts.json);
+        headers["content-type"] ??= "application/json";
+      }
+      const res = await fetch(server.url + path, { method, headers, ...(body !== undefined && { body }) });
+      const text = await res.text();
+      let parsed: unknown;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        parsed = undefined;
+      }
+      return { status: res.status, headers: res.headers, text, body: parsed };
+    },
+    async close() {
+      await server.close();
+      await db.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,48 @@
+# Shared by scripts/start and scripts/test: install what ums needs on a fresh Debian machine.
+# Every install step of the project lives here, so a new machine needs nothing done by hand.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+step() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+# ensure_apt_packages PKG...: installs the Debian packages that are missing.
+ensure_apt_packages() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    step "installing Debian packages: ${missing[*]}"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  fi
+}
+
+ensure_node() {
+  if ! command -v node >/dev/null; then
+    ensure_apt_packages nodejs npm
+  fi
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  if ((major < 20)); then
+    echo "ums needs Node.js >= 20 (found $(node --version))" >&2
+    exit 1
+  fi
+}
+
+# npm ci when node_modules is missing or older than the lockfile; then build.
+ensure_built() {
+  cd "$ROOT"
+  local stamp=node_modules/.ums-installed
+  if [[ ! -f $stamp || package-lock.json -nt $stamp ]]; then
+    step "installing npm packages (npm ci; builds better-sqlite3 from source when no prebuilt binary is reachable)"
+    npm ci --no-audit --no-fund >&2
+    touch "$stamp"
+  fi
+  step "building (tsc -b)"
+  npx tsc -b >&2
+}
