@@ -11,7 +11,7 @@
  */
 export const UNIT_NAME_MAX_LENGTH = 54;
 export const URL_SUFFIX_LENGTH = 8;
-export const UNIT_NAME_PATTERN = "^[a-z](?:[a-z0-9]|-(?!-))*$";
+export const UNIT_NAME_PATTERN = "^[a-z](?:-?[a-z0-9])*$";
 export const UNIT_NAME_RULES =
   "1-54 characters: lowercase letters, digits and single hyphens, starting with a letter and not ending with a hyphen";
 

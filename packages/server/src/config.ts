@@ -10,7 +10,8 @@ export interface ServerConfig {
   readonly unitHost: string;
   /** Scheme and port of unit URLs as clients see them (behind a TLS front: https, 443). */
   readonly unitUrlScheme: "http" | "https";
-  readonly unitUrlPort: number;
+  /** Undefined: the port the server actually listens on. */
+  readonly unitUrlPort: number | undefined;
   readonly databaseUrl: string | undefined;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
@@ -58,8 +59,8 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     throw new ConfigError(`unit URL scheme '${scheme}' must be http or https`);
   }
   const rawPort = input.unitUrlPort ?? env.UMS_UNIT_URL_PORT;
-  const unitUrlPort = rawPort === undefined || rawPort === "" ? listen.port : Number(rawPort);
-  if (!Number.isInteger(unitUrlPort) || unitUrlPort < 1 || unitUrlPort > 65535) {
+  const unitUrlPort = rawPort === undefined || rawPort === "" ? undefined : Number(rawPort);
+  if (unitUrlPort !== undefined && (!Number.isInteger(unitUrlPort) || unitUrlPort < 1 || unitUrlPort > 65535)) {
     throw new ConfigError(`unit URL port '${rawPort}' must be an integer from 1 to 65535`);
   }
   return Object.freeze({

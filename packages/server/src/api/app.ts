@@ -32,6 +32,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
+  // The API speaks JSON only (fastify also parses text/plain by default).
+  app.removeContentTypeParser("text/plain");
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) =>
     sendError(
@@ -63,7 +65,10 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
   app.get("/healthz", { schema: { hide: true } }, async () => ({ ok: true }));
 
-  const units = new UnitService(deps.store, deps.config);
+  const units = new UnitService(deps.store, deps.config, () => {
+    const address = app.server.address();
+    return typeof address === "object" && address ? address.port : deps.config.listenPort;
+  });
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store));

@@ -4,8 +4,8 @@ import { join } from "node:path";
 import pino from "pino";
 import { generateToken, hashToken, newTokenId } from "../auth/tokens.js";
 import { resolveConfig, type ServerConfig } from "../config.js";
-import type { OrgLimits, TokenRole } from "../store/records.js";
 import { type RunningServer, startServer } from "../start.js";
+import type { OrgLimits, TokenRole } from "../store/records.js";
 import type { TestDialect } from "./dialects.js";
 
 /** A real ums server on a loopback port with a throwaway data dir and database. */
@@ -35,7 +35,10 @@ export interface ApiResponse {
   readonly body: any;
 }
 
-export async function startTestServer(dialect: TestDialect, overrides: { unitHost?: string } = {}): Promise<TestServer> {
+export async function startTestServer(
+  dialect: TestDialect,
+  overrides: { unitHost?: string } = {},
+): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "ums-test-"));
   const db = await dialect.createDatabase();
   const config = resolveConfig(

@@ -3,18 +3,19 @@ import type { ServerConfig } from "../../config.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 
 /** Spec 2.1 / DESIGN 7: the URL that really works, from the server's public scheme and port. */
-export function unitUrl(config: ServerConfig, urlLabel: string): string {
+export function unitUrl(config: ServerConfig, listenPort: number, urlLabel: string): string {
   const defaultPort = config.unitUrlScheme === "https" ? 443 : 80;
-  const port = config.unitUrlPort === defaultPort ? "" : `:${config.unitUrlPort}`;
+  const actual = config.unitUrlPort ?? listenPort;
+  const port = actual === defaultPort ? "" : `:${actual}`;
   return `${config.unitUrlScheme}://${urlLabel}.${config.unitHost}${port}`;
 }
 
-export function presentUnit(config: ServerConfig, org: OrgRecord, u: UnitRecord): Unit {
+export function presentUnit(config: ServerConfig, listenPort: number, org: OrgRecord, u: UnitRecord): Unit {
   return {
     id: u.id,
     name: u.name,
     organization: org.slug,
-    url: unitUrl(config, u.urlLabel),
+    url: unitUrl(config, listenPort, u.urlLabel),
     status: u.status,
     created_at: u.createdAt,
     updated_at: u.updatedAt,

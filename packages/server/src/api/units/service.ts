@@ -8,6 +8,7 @@ import {
   type UnitList,
   type UpgradeResponse,
   type UrlSettingsRequest,
+  unitNameProblem,
 } from "@ums/protocol";
 import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
@@ -24,16 +25,24 @@ export class UnitService {
   constructor(
     private readonly store: Store,
     private readonly config: ServerConfig,
+    /** The port the server listens on, known once it listens (the config may say port 0). */
+    private readonly listenPort: () => number,
   ) {}
 
+  /** A name that breaks the naming rules cannot exist: 404 without asking the database. */
+  private static existing(name: string): string {
+    if (unitNameProblem(name)) throw ApiError.unitNotFound(name);
+    return name;
+  }
+
   async require(org: OrgRecord, name: string): Promise<UnitRecord> {
-    const unit = await this.store.units.get(org.id, name);
+    const unit = await this.store.units.get(org.id, UnitService.existing(name));
     if (!unit) throw ApiError.unitNotFound(name);
     return unit;
   }
 
   present(org: OrgRecord, unit: UnitRecord) {
-    return presentUnit(this.config, org, unit);
+    return presentUnit(this.config, this.listenPort(), org, unit);
   }
 
   async create(org: OrgRecord, name: string, settings: UrlSettingsRequest | undefined): Promise<UnitRecord> {
@@ -108,7 +117,7 @@ export class UnitService {
   }
 
   async updateUrlSettings(org: OrgRecord, name: string, settings: UrlSettingsRequest): Promise<UnitRecord> {
-    const unit = await this.store.units.update(org.id, name, {
+    const unit = await this.store.units.update(org.id, UnitService.existing(name), {
       urlAuth: settings.auth ?? "unit",
       privateAccess: settings.private_access ?? null,
       updatedAt: new Date().toISOString(),
@@ -118,7 +127,7 @@ export class UnitService {
   }
 
   async delete(org: OrgRecord, name: string): Promise<void> {
-    if (!(await this.store.units.delete(org.id, name))) throw ApiError.unitNotFound(name);
+    if (!(await this.store.units.delete(org.id, UnitService.existing(name)))) throw ApiError.unitNotFound(name);
   }
 
   async check(org: OrgRecord, name: string): Promise<HealthCheck> {

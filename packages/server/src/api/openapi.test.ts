@@ -1,0 +1,49 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { testDialects } from "../testing/dialects.js";
+import { startTestServer, type TestServer } from "../testing/server.js";
+
+const sqlite = testDialects[0];
+
+describe("OpenAPI document", () => {
+  let s: TestServer;
+  // biome-ignore lint/suspicious/noExplicitAny: the document is arbitrary JSON.
+  let doc: any;
+  before(async () => {
+    if (!sqlite) throw new Error("no sqlite dialect");
+    s = await startTestServer(sqlite);
+    doc = (await s.api("GET", "/v1/openapi.json")).body;
+  });
+  after(() => s?.close());
+
+  it("is OpenAPI 3.1 with bearer security and the API version", () => {
+    assert.equal(doc.openapi, "3.1.0");
+    assert.match(doc.info.version, /^\d+\.\d+\.\d+$/);
+    assert.deepEqual(doc.components.securitySchemes.bearer, { type: "http", scheme: "bearer" });
+    assert.deepEqual(doc.security, [{ bearer: [] }]);
+  });
+
+  it("documents every route with its request and response schemas", () => {
+    const ops = Object.entries(doc.paths).flatMap(([p, o]) =>
+      Object.entries(o as object).map(([m, op]) => ({ p, m, op })),
+    );
+    assert.ok(ops.length >= 8);
+    for (const { p, m, op } of ops) {
+      assert.ok(op.summary, `${m} ${p} has a summary`);
+      assert.ok(Object.keys(op.responses).length > 0, `${m} ${p} has responses`);
+    }
+    const create = doc.paths["/v1/units"].post;
+    const body = create.requestBody.content["application/json"].schema;
+    assert.deepEqual(body.required, ["name"]);
+    assert.equal(body.properties.name.maxLength, 54);
+    const unit = create.responses["201"].content["application/json"].schema;
+    assert.ok(
+      ["id", "name", "organization", "url", "status", "created_at", "updated_at"].every((f) =>
+        unit.required.includes(f),
+      ),
+    );
+    const list = doc.paths["/v1/units"].get;
+    const maxResults = list.parameters.find((x: { name: string }) => x.name === "max_results");
+    assert.deepEqual([maxResults.schema.minimum, maxResults.schema.maximum, maxResults.schema.default], [1, 500, 50]);
+  });
+});

@@ -1,0 +1,51 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { ConfigError, parseListen, resolveConfig } from "./config.js";
+
+describe("server configuration", () => {
+  it("has the documented defaults", () => {
+    const c = resolveConfig({}, {});
+    assert.equal(c.listenHost, "127.0.0.1");
+    assert.equal(c.listenPort, 7070);
+    assert.equal(c.unitHost, "units.localhost");
+    assert.match(c.dataDir, /\/data$/);
+    assert.equal(c.databaseUrl, undefined);
+    assert.equal(c.unitUrlScheme, "http");
+    assert.ok(Object.isFrozen(c));
+  });
+
+  it("takes flags over environment over defaults", () => {
+    const env = {
+      UMS_LISTEN: "0.0.0.0:8000",
+      UMS_UNIT_HOST: "u.example.com",
+      UMS_DATA_DIR: "/tmp/x",
+      UMS_DATABASE_URL: "postgres://h/db",
+    };
+    const fromEnv = resolveConfig({}, env);
+    assert.equal(fromEnv.listenPort, 8000);
+    assert.equal(fromEnv.unitHost, "u.example.com");
+    assert.equal(fromEnv.dataDir, "/tmp/x");
+    assert.equal(fromEnv.databaseUrl, "postgres://h/db");
+    const fromFlags = resolveConfig({ listen: "[::1]:9000", unitHost: "Other.Example.", dataDir: "/tmp/y" }, env);
+    assert.equal(fromFlags.listenHost, "::1");
+    assert.equal(fromFlags.listenPort, 9000);
+    assert.equal(fromFlags.unitHost, "other.example");
+    assert.equal(fromFlags.dataDir, "/tmp/y");
+  });
+
+  it("parses listen addresses", () => {
+    assert.deepEqual(parseListen("127.0.0.1:7070"), { host: "127.0.0.1", port: 7070 });
+    assert.deepEqual(parseListen(":80"), { host: "0.0.0.0", port: 80 });
+    assert.deepEqual(parseListen("[::]:1"), { host: "::", port: 1 });
+    for (const bad of ["7070", "host:", "h:70000", "[zz]:1", "a:b:1", ""]) {
+      assert.throws(() => parseListen(bad), ConfigError, bad);
+    }
+  });
+
+  it("rejects bad unit hosts and URL settings with a message naming the value", () => {
+    assert.throws(() => resolveConfig({ unitHost: "under_score.example" }, {}), /under_score\.example/);
+    assert.throws(() => resolveConfig({ unitUrlScheme: "ftp" }, {}), /ftp/);
+    assert.throws(() => resolveConfig({ unitUrlPort: "0" }, {}), /'0'/);
+    assert.equal(resolveConfig({ unitUrlScheme: "https", unitUrlPort: "443" }, {}).unitUrlPort, 443);
+  });
+});

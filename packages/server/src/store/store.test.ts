@@ -1,0 +1,99 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { testDialects } from "../testing/dialects.js";
+import { openStore } from "./open.js";
+import type { Store } from "./store.js";
+import { UnitExistsError, UnitLimitError } from "./store.js";
+
+const limits = { maxUnits: 2, runningLimit: 1, warmLimit: 1 };
+
+/** One store suite, looped over every dialect (kysely style). */
+for (const dialect of testDialects) {
+  describe(`store (${dialect.name})`, { skip: dialect.skip }, () => {
+    let store: Store;
+    let dir: string;
+    let drop: () => Promise<void>;
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), "ums-store-"));
+      const db = await dialect.createDatabase();
+      drop = db.drop;
+      store = await openStore({ dataDir: dir, databaseUrl: db.databaseUrl });
+    });
+    after(async () => {
+      await store?.close();
+      await drop?.();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it("migrates idempotently", async () => {
+      await store.migrate();
+      await store.migrate();
+      assert.equal(store.dialect, dialect.name);
+    });
+
+    it("creates an organization once, even when asked concurrently", async () => {
+      const orgs = await Promise.all(Array.from({ length: 8 }, () => store.orgs.ensure("once", limits)));
+      assert.equal(new Set(orgs.map((o) => o.id)).size, 1);
+      assert.equal((await store.orgs.list()).filter((o) => o.slug === "once").length, 1);
+      const updated = await store.orgs.setLimits("once", { warmLimit: 9 });
+      assert.deepEqual([updated?.maxUnits, updated?.runningLimit, updated?.warmLimit], [2, 1, 9]);
+      assert.equal(await store.orgs.setLimits("missing", { warmLimit: 1 }), undefined);
+    });
+
+    it("finds live tokens by hash only", async () => {
+      const org = await store.orgs.ensure("tok", limits);
+      const t = await store.tokens.create({
+        id: "tok_a",
+        orgId: org.id,
+        name: "n",
+        role: "member",
+        hash: "h1",
+        createdAt: new Date().toISOString(),
+      });
+      assert.equal(t.orgSlug, "tok");
+      assert.equal((await store.tokens.findByHash("h1"))?.id, "tok_a");
+      assert.equal(await store.tokens.findByHash("h2"), undefined);
+      assert.equal(await store.tokens.revoke("tok_a", new Date().toISOString()), true);
+      assert.equal(await store.tokens.revoke("tok_a", new Date().toISOString()), false, "already revoked");
+      assert.equal(await store.tokens.findByHash("h1"), undefined);
+      assert.ok((await store.tokens.list(org.id))[0]?.revokedAt);
+    });
+
+    it("enforces the unit limit and unique names", async () => {
+      const org = await store.orgs.ensure("units", limits);
+      const unit = (name: string) => ({
+        id: `unit-${name}`,
+        orgId: org.id,
+        name,
+        urlLabel: `${name}-x`,
+        status: "cold" as const,
+        urlAuth: "unit" as const,
+        privateAccess: null,
+        labels: [],
+        version: null,
+        environmentVersion: null,
+        createdAt: new Date().toISOString(),
+      });
+      await store.units.create(unit("a"), 2);
+      await assert.rejects(store.units.create({ ...unit("a"), id: "unit-a2", urlLabel: "a-y" }, 2), UnitExistsError);
+      await store.units.create(unit("b"), 2);
+      await assert.rejects(store.units.create(unit("c"), 2), UnitLimitError);
+      assert.deepEqual(
+        (await store.units.page(org.id, { limit: 10 })).map((u) => u.name),
+        ["a", "b"],
+      );
+      assert.equal((await store.units.getByUrlLabel("b-x"))?.name, "b");
+      const patched = await store.units.update(org.id, "a", {
+        status: "running",
+        updatedAt: "2030-01-01T00:00:00.000Z",
+      });
+      assert.equal(patched?.status, "running");
+      assert.deepEqual(await store.units.namesWithStatus(org.id, "running"), ["a"]);
+      assert.equal(await store.units.delete(org.id, "a"), true);
+      assert.equal(await store.units.delete(org.id, "a"), false);
+    });
+  });
+}
