@@ -34,13 +34,15 @@ ensure_node() {
   fi
 }
 
-# npm ci when node_modules is missing or older than the lockfile; then build.
+# Install the locked npm packages when node_modules is missing or older than the lockfile; then build.
+# `npm install`, not `npm ci`: the registry reachable here lacks some optional platform packages
+# (e.g. other OSes' biome binaries), which `npm ci` insists on finding in the lockfile.
 ensure_built() {
   cd "$ROOT"
   local stamp=node_modules/.ums-installed
   if [[ ! -f $stamp || package-lock.json -nt $stamp ]]; then
-    step "installing npm packages (npm ci; builds better-sqlite3 from source when no prebuilt binary is reachable)"
-    npm ci --no-audit --no-fund >&2
+    step "installing npm packages (builds better-sqlite3 from source when no prebuilt binary is reachable)"
+    npm install --no-audit --no-fund >&2
     touch "$stamp"
   fi
   step "building (tsc -b)"

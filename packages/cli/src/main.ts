@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { API_VERSION } from "@ums/protocol";
-import { ConfigError } from "@ums/server";
+import { ConfigError } from "@ums/server/config";
 import { Command, CommanderError } from "commander";
 import { orgCommand } from "./commands/org.js";
 import { serveCommand } from "./commands/serve.js";

@@ -1,4 +1,5 @@
-import { openStore, resolveConfig, type Store } from "@ums/server";
+import { resolveConfig } from "@ums/server/config";
+import { openStore, type Store } from "@ums/server/store";
 import { type Command, Option } from "commander";
 import { UsageError } from "./errors.js";
 

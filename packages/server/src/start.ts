@@ -22,7 +22,12 @@ export async function startServer(
   opts: { logger?: Logger; store?: Store } = {},
 ): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger();
-  const store = opts.store ?? (await openStore(config));
+  const store =
+    opts.store ??
+    (await openStore({
+      ...config,
+      onIdleError: (err) => logger.warn({ err: err.message }, "idle database connection lost; it will be replaced"),
+    }));
   let app: ApiInstance;
   try {
     app = await buildApp({ store, config, logger: logger as FastifyBaseLogger });
@@ -34,10 +39,11 @@ export async function startServer(
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.listenPort;
   const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
-  logger.info({ port, dialect: store.dialect, dataDir: config.dataDir }, "ums listening");
+  const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
+  logger.info({ url, port, dialect: store.dialect, dataDir: config.dataDir }, "ums listening");
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`,
+    url,
     port,
     store,
     app,

@@ -1,4 +1,3 @@
-import { createLogger, resolveConfig, startServer } from "@ums/server";
 import { Command } from "commander";
 import { withDataDir } from "../options.js";
 
@@ -27,14 +26,22 @@ export function serveCommand(): Command {
         unitUrlScheme?: string;
         unitUrlPort?: string;
       }) => {
+        // Signals are handled from the first moment: one that arrives while the server starts
+        // stops it as soon as it is up.
+        let signalled: string | undefined;
+        let onSignal: ((signal: string) => void) | undefined;
+        for (const sig of ["SIGTERM", "SIGINT"] as const) {
+          process.once(sig, () => {
+            signalled ??= sig;
+            onSignal?.(sig);
+          });
+        }
+        const { createLogger, resolveConfig, startServer } = await import("@ums/server");
         const config = resolveConfig(opts);
         const logger = createLogger();
         const server = await startServer(config, { logger });
-        process.stderr.write(
-          `ums serving on ${server.url} (data: ${config.dataDir}, database: ${server.store.dialect})\n`,
-        );
         await new Promise<void>((resolve) => {
-          const stop = (signal: string) => {
+          onSignal = (signal) => {
             logger.info({ signal }, "shutting down");
             server.close().then(resolve, (err) => {
               logger.error({ err }, "shutdown failed");
@@ -42,8 +49,7 @@ export function serveCommand(): Command {
               resolve();
             });
           };
-          process.once("SIGTERM", () => stop("SIGTERM"));
-          process.once("SIGINT", () => stop("SIGINT"));
+          if (signalled) onSignal(signalled);
         });
       },
     );

@@ -1,5 +1,7 @@
 import { unitNameProblem } from "@ums/protocol";
-import { generateToken, hashToken, newTokenId, resolveConfig, type TokenRole } from "@ums/server";
+import { generateToken, hashToken, newTokenId } from "@ums/server/auth";
+import { resolveConfig } from "@ums/server/config";
+import type { TokenRole } from "@ums/server/store";
 import { Command, Option } from "commander";
 import { UsageError } from "../errors.js";
 import { withDataDir, withStore } from "../options.js";

@@ -1,7 +1,7 @@
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
-import Fastify, { type FastifyBaseLogger } from "fastify";
+import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { ServerConfig } from "../config.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
@@ -26,14 +26,23 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: JSON_BODY_LIMIT,
-    disableRequestLogging: true,
+    // One log line per request, written by the onResponse hook below.
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
-    routerOptions: { maxParamLength: 512 },
+    routerOptions: { maxParamLength: 512, ignoreTrailingSlash: true },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
   // The API speaks JSON only (fastify also parses text/plain by default).
   app.removeContentTypeParser("text/plain");
+  // Many clients send Content-Type: application/json on requests without a body (DELETE): an
+  // empty body is no body, not bad JSON. Non-empty bodies keep fastify's parser, which guards
+  // against prototype poisoning.
+  const jsonParser = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) =>
+    body === "" ? done(null, undefined) : jsonParser(req, body as string, done),
+  );
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) =>
     sendError(

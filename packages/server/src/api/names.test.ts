@@ -70,7 +70,7 @@ for (const dialect of testDialects) {
     it("rejects bodies that are not JSON objects", async () => {
       const cases: [string, Record<string, string>, number, string][] = [
         ["{", { "content-type": "application/json" }, 400, "UMS_BAD_JSON"],
-        ["", { "content-type": "application/json" }, 400, "UMS_BAD_JSON"],
+        ["", { "content-type": "application/json" }, 400, "UMS_VALIDATION"],
         ["[]", { "content-type": "application/json" }, 400, "UMS_VALIDATION"],
         ['"name"', { "content-type": "application/json" }, 400, "UMS_VALIDATION"],
         ["null", { "content-type": "application/json" }, 400, "UMS_VALIDATION"],

@@ -1,17 +1,24 @@
 import { join } from "node:path";
-import { createPostgresStore } from "./postgres/store.js";
-import { createSqliteStore } from "./sqlite/store.js";
 import type { Store } from "./store.js";
 
 export function isPostgresUrl(url: string | undefined): url is string {
   return !!url && /^postgres(ql)?:\/\//i.test(url);
 }
 
-/** PostgreSQL when `databaseUrl` is a postgres:// URL, otherwise SQLite at `<dataDir>/ums.db`. */
-export async function openStore(opts: { dataDir: string; databaseUrl?: string | undefined }): Promise<Store> {
+/**
+ * PostgreSQL when `databaseUrl` is a postgres:// URL, otherwise SQLite at `<dataDir>/ums.db`;
+ * migrated to the latest schema. Each dialect is loaded only when it is used.
+ */
+export async function openStore(opts: {
+  dataDir: string;
+  databaseUrl?: string | undefined;
+  onIdleError?: (err: Error) => void;
+}): Promise<Store> {
   const store = isPostgresUrl(opts.databaseUrl)
-    ? createPostgresStore(opts.databaseUrl)
-    : createSqliteStore(join(opts.dataDir, "ums.db"));
+    ? (await import("./postgres/store.js")).createPostgresStore(opts.databaseUrl, {
+        ...(opts.onIdleError && { onIdleError: opts.onIdleError }),
+      })
+    : (await import("./sqlite/store.js")).createSqliteStore(join(opts.dataDir, "ums.db"));
   try {
     await store.migrate();
   } catch (err) {

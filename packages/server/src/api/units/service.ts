@@ -20,6 +20,21 @@ import { presentUnit } from "./present.js";
 
 const URL_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
+/** Spec 2.2: `auth` defaults to `unit`; `private_access` narrows a `unit` URL and means nothing on a public one. */
+function urlSettings(s: UrlSettingsRequest | undefined): {
+  urlAuth: "unit" | "public";
+  privateAccess: "admins" | "organization" | null;
+} {
+  const urlAuth = s?.auth ?? "unit";
+  const privateAccess = s?.private_access ?? null;
+  if (urlAuth === "public" && privateAccess) {
+    throw ApiError.validation([
+      "url_settings.private_access: applies only when auth is 'unit'; drop it or set auth to 'unit'",
+    ]);
+  }
+  return { urlAuth, privateAccess };
+}
+
 /** The units use cases of spec 4.1, between the routes and the store. */
 export class UnitService {
   constructor(
@@ -57,8 +72,7 @@ export class UnitService {
           name,
           urlLabel: `${name}-${randomString(8, URL_ALPHABET)}`,
           status: "cold",
-          urlAuth: settings?.auth ?? "unit",
-          privateAccess: settings?.private_access ?? null,
+          ...urlSettings(settings),
           labels: [],
           version: ENVIRONMENT_VERSION,
           environmentVersion: ENVIRONMENT_VERSION,
@@ -118,8 +132,7 @@ export class UnitService {
 
   async updateUrlSettings(org: OrgRecord, name: string, settings: UrlSettingsRequest): Promise<UnitRecord> {
     const unit = await this.store.units.update(org.id, UnitService.existing(name), {
-      urlAuth: settings.auth ?? "unit",
-      privateAccess: settings.private_access ?? null,
+      ...urlSettings(settings),
       updatedAt: new Date().toISOString(),
     });
     if (!unit) throw ApiError.unitNotFound(name);
@@ -146,6 +159,7 @@ export class UnitService {
   }
 
   async upgrade(org: OrgRecord, name: string, version: string): Promise<UpgradeResponse> {
+    const unit = await this.require(org, name);
     const target = version === "latest" ? ENVIRONMENT_VERSION : version;
     if (!new RegExp(ENVIRONMENT_VERSION_PATTERN).test(target)) {
       throw ApiError.validation([
@@ -157,7 +171,6 @@ export class UnitService {
         `version: '${version}' is not available on this server; available: latest, ${KNOWN_ENVIRONMENT_VERSIONS.join(", ")}`,
       ]);
     }
-    const unit = await this.require(org, name);
     if (unit.version === target && unit.environmentVersion === target) return { name, status: "up_to_date" };
     const updated = await this.store.units.update(org.id, name, {
       version: target,

@@ -87,6 +87,10 @@ for (const dialect of testDialects) {
         [{ url_settings: {}, name: "x" }, /^name: is not a known field$/],
         [{ url_settings: { private_access: "world" } }, /^url_settings\.private_access: must be one of/],
         [{ url_settings: "public" }, /^url_settings: must be an object$/],
+        [
+          { url_settings: { auth: "public", private_access: "admins" } },
+          /^url_settings\.private_access: applies only when auth is 'unit'/,
+        ],
       ];
       for (const [json, re] of cases) {
         const r = await s.api("PUT", "/v1/units/put-bad", { token, json });
@@ -102,7 +106,8 @@ for (const dialect of testDialects) {
 
     it("deletes a unit: 204, then 404", async () => {
       await create("del-me");
-      const r = await s.api("DELETE", "/v1/units/del-me", { token });
+      // Clients often send a JSON content type on a bodiless DELETE: no body is not bad JSON.
+      const r = await s.api("DELETE", "/v1/units/del-me", { token, headers: { "content-type": "application/json" } });
       assert.equal(r.status, 204);
       assert.equal(r.text, "");
       assert.equal((await s.api("GET", "/v1/units/del-me", { token })).status, 404);
@@ -140,6 +145,8 @@ for (const dialect of testDialects) {
       assert.deepEqual(missing.body.errors, ["version: is required"]);
       const ghost = await s.api("POST", "/v1/units/ghost/upgrade", { token, json: { version: "latest" } });
       assert.equal(ghost.status, 404);
+      const ghostBad = await s.api("POST", "/v1/units/ghost/upgrade", { token, json: { version: "nope" } });
+      assert.equal(ghostBad.status, 404, "an unknown unit is reported before a bad version");
     });
 
     it("reports the organization", async () => {
@@ -192,6 +199,9 @@ for (const dialect of testDialects) {
       assert.equal(r.body.name, "lister");
       assert.equal(r.body.running_limit, 5);
       assert.equal(r.body.warm_limit, 6);
+      const slash = await s.api("GET", "/v1/units/", { token: t });
+      assert.equal(slash.status, 200, "a trailing slash lists too");
+      assert.equal(slash.body.sprites.length, 3);
       const pre = await s.api("GET", "/v1/units?prefix=b", { token: t });
       assert.deepEqual(
         pre.body.sprites.map((u: { name: string }) => u.name),

@@ -18,8 +18,14 @@ const adapter = Object.freeze<DialectAdapter>({
 });
 
 /** PostgreSQL, selected by a `postgres://` (or `postgresql://`) URL. */
-export function createPostgresStore(url: string, opts: { maxConnections?: number } = {}): Store {
+export function createPostgresStore(
+  url: string,
+  opts: { maxConnections?: number; onIdleError?: (err: Error) => void } = {},
+): Store {
   const pool = new pg.Pool({ connectionString: url, max: opts.maxConnections ?? 10 });
+  // An idle pooled connection that dies (server restart, pg_terminate_backend) is dropped from the
+  // pool and replaced on the next query; without a listener the pool's 'error' event would throw.
+  pool.on("error", (err) => opts.onIdleError?.(err));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return createKyselyStore(db, adapter);
 }

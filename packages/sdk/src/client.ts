@@ -1,0 +1,124 @@
+import { ConnectionConfig, type ConnectionOpts, checkTimeout, type RequestOpts } from "./config.js";
+import { ConnectionError, errorFromResponse, SdkErrorCode, TimeoutError, UmsError } from "./errors.js";
+
+export const SDK_VERSION = "0.1.0";
+
+export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+export interface ApiRequestOpts extends RequestOpts {
+  /** Query parameters; undefined values are left out. */
+  query?: Readonly<Record<string, string | number | boolean | undefined>> | undefined;
+  /** Sent as JSON. Left undefined, the request has no body and no Content-Type. */
+  body?: unknown;
+}
+
+/**
+ * The HTTP transport: one per server and token, shared by every `Unit` it returns. It adds the
+ * bearer token, applies time limits, and turns every failure into a `UmsError`.
+ */
+export class UmsClient {
+  readonly config: ConnectionConfig;
+
+  constructor(opts: ConnectionOpts = {}) {
+    this.config = new ConnectionConfig(opts);
+  }
+
+  get baseUrl(): string {
+    return this.config.baseUrl;
+  }
+
+  /**
+   * Sends one API request and returns its parsed JSON body (undefined for 204). Low level:
+   * `path` starts with `/v1/`; path segments must already be encoded (see `encodePath`).
+   */
+  async request<T>(method: HttpMethod, path: string, opts: ApiRequestOpts = {}): Promise<T> {
+    const url = new URL(this.config.baseUrl + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) {
+      if (v !== undefined) url.searchParams.set(k, String(v));
+    }
+    const headers: Record<string, string> = {
+      accept: "application/json",
+      "user-agent": `ums-sdk-js/${SDK_VERSION}`,
+      ...this.config.headers,
+      authorization: `Bearer ${this.config.token}`,
+    };
+    // The server rejects an empty body declared as JSON, so bodiless requests send no Content-Type.
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers["content-type"] = "application/json";
+    }
+
+    const timeoutMs = checkTimeout(opts.timeoutMs ?? this.config.timeoutMs, "timeoutMs");
+    const timeout = timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.config.fetch(url, {
+        method,
+        headers,
+        ...(body !== undefined && { body }),
+        signal: signal ?? null,
+      });
+      text = await res.text();
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      if (timeout?.aborted) {
+        throw new TimeoutError(`${method} ${path} did not finish within ${timeoutMs} ms`, SdkErrorCode.Timeout, {
+          cause: err,
+        });
+      }
+      throw new ConnectionError(`${method} ${url.origin}${path} failed: ${describe(err)}`, SdkErrorCode.Connection, {
+        cause: err,
+      });
+    }
+
+    let parsed: unknown;
+    let isJson = false;
+    if (text !== "") {
+      try {
+        parsed = JSON.parse(text);
+        isJson = true;
+      } catch {
+        parsed = undefined;
+      }
+    }
+    if (!res.ok) throw errorFromResponse(res.status, res.statusText, parsed, text);
+    if (text !== "" && !isJson) {
+      throw new UmsError(
+        `${method} ${path} answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+        SdkErrorCode.BadResponse,
+        { status: res.status },
+      );
+    }
+    return parsed as T;
+  }
+}
+
+/** Builds a path from literal parts and values to encode, e.g. `encodePath\`/v1/units/${name}\``. */
+export function encodePath(parts: TemplateStringsArray, ...values: string[]): string {
+  return parts.reduce(
+    (acc, part, i) => acc + part + (i < values.length ? encodeURIComponent(values[i] ?? "") : ""),
+    "",
+  );
+}
+
+/** Options that can carry a ready client instead of connection settings. */
+export interface ClientOpts extends ConnectionOpts {
+  /** Reuse this client (its server, token and default timeout); the connection fields are then ignored. */
+  client?: UmsClient | undefined;
+}
+
+export function resolveClient(opts: ClientOpts = {}): UmsClient {
+  return opts.client ?? new UmsClient(opts);
+}
+
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause =
+    err.cause instanceof Error ? `: ${(err.cause as Error & { code?: string }).code ?? err.cause.message}` : "";
+  return `${err.message}${cause}`;
+}

@@ -1,0 +1,146 @@
+import { ErrorCode } from "@ums/protocol";
+
+/**
+ * Codes for failures the SDK detects itself, before or instead of a server answer. They share the
+ * `UMS_` prefix of the server's codes (`ErrorCode` in @ums/protocol) but never collide with them.
+ */
+export const SdkErrorCode = {
+  /** The request did not finish within `timeoutMs`. */
+  Timeout: "UMS_SDK_TIMEOUT",
+  /** The server could not be reached (refused, reset, DNS, TLS). */
+  Connection: "UMS_SDK_CONNECTION",
+  /** The server answered with something that is not the API's JSON. */
+  BadResponse: "UMS_SDK_BAD_RESPONSE",
+  /** No token was given and UMS_TOKEN is not set. */
+  NoToken: "UMS_SDK_NO_TOKEN",
+  /** A client option is invalid (e.g. `baseUrl` is not a URL). */
+  InvalidConfig: "UMS_SDK_INVALID_CONFIG",
+  /** A list response said `has_more` but gave no usable `next_continuation_token`. */
+  BadContinuation: "UMS_SDK_BAD_CONTINUATION",
+} as const;
+export type SdkErrorCode = (typeof SdkErrorCode)[keyof typeof SdkErrorCode];
+
+export interface UmsErrorOpts {
+  /** HTTP status of the server's answer; undefined when the SDK failed before getting one. */
+  status?: number | undefined;
+  /** Validation problems, one line per bad field (server 400 bodies). */
+  errors?: readonly string[] | undefined;
+  cause?: unknown;
+}
+
+/**
+ * Base of every error the SDK throws. Branch on the class or on `code` (stable), never on the
+ * message (meant for people).
+ */
+export class UmsError extends Error {
+  override name = "UmsError";
+  /** HTTP status, or undefined for failures detected in the SDK (timeouts, unreachable server). */
+  readonly status: number | undefined;
+  /** The server's `code` (`ErrorCode`, e.g. `UMS_UNIT_NOT_FOUND`) or an `SdkErrorCode`. */
+  readonly code: string;
+  /** The server's list of validation problems, when it sent one. */
+  readonly errors: readonly string[] | undefined;
+
+  constructor(message: string, code: string, opts: UmsErrorOpts = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.code = code;
+    this.status = opts.status;
+    this.errors = opts.errors;
+  }
+}
+
+/** 401: the token is missing, unknown or revoked; or no token was configured. */
+export class AuthenticationError extends UmsError {
+  override name = "AuthenticationError";
+}
+
+/** 404: no such unit in the token's organization (`UMS_UNIT_NOT_FOUND`) or no such route. */
+export class NotFoundError extends UmsError {
+  override name = "NotFoundError";
+}
+
+/** 409: a unit of that name already exists in the organization. */
+export class ConflictError extends UmsError {
+  override name = "ConflictError";
+}
+
+/** 403: an organization limit (e.g. `max_sprites`) or a disabled organization forbids the operation. */
+export class LimitError extends UmsError {
+  override name = "LimitError";
+}
+
+/** 400: the request was invalid; `errors` names each bad field, e.g. `name: must be ...`. */
+export class ValidationError extends UmsError {
+  override name = "ValidationError";
+  declare readonly errors: readonly string[];
+
+  constructor(message: string, code: string, opts: UmsErrorOpts = {}) {
+    super(message, code, { ...opts, errors: opts.errors ?? [message] });
+  }
+}
+
+/** 5xx: a fault of the server (or of a proxy in front of it). */
+export class ServerError extends UmsError {
+  override name = "ServerError";
+}
+
+/** 501: the operation is part of the interface but this server does not serve it yet. */
+export class NotImplementedError extends ServerError {
+  override name = "NotImplementedError";
+}
+
+/** The request did not complete within its `timeoutMs`. */
+export class TimeoutError extends UmsError {
+  override name = "TimeoutError";
+}
+
+/** The server could not be reached at all. */
+export class ConnectionError extends UmsError {
+  override name = "ConnectionError";
+}
+
+type ErrorClass = new (message: string, code: string, opts?: UmsErrorOpts) => UmsError;
+
+/** The server's codes, each to its class. A code wins over the status. */
+const BY_CODE: Readonly<Record<string, ErrorClass>> = {
+  [ErrorCode.Validation]: ValidationError,
+  [ErrorCode.BadJson]: ValidationError,
+  [ErrorCode.Unauthorized]: AuthenticationError,
+  [ErrorCode.LimitReached]: LimitError,
+  [ErrorCode.RouteNotFound]: NotFoundError,
+  [ErrorCode.UnitNotFound]: NotFoundError,
+  [ErrorCode.UnitExists]: ConflictError,
+  [ErrorCode.NotImplemented]: NotImplementedError,
+  [ErrorCode.Internal]: ServerError,
+};
+
+/** For answers without a known code (e.g. from a proxy in front of the server). */
+function classForStatus(status: number): ErrorClass {
+  if (status === 400) return ValidationError;
+  if (status === 401) return AuthenticationError;
+  if (status === 404) return NotFoundError;
+  if (status === 409) return ConflictError;
+  if (status === 501) return NotImplementedError;
+  if (status >= 500) return ServerError;
+  return UmsError;
+}
+
+/**
+ * Turns a non-2xx answer into an error. `body` is the parsed JSON (`{error, code}` or
+ * `{errors, code}`, spec section 7), or undefined when the body was not JSON; `text` is the raw body.
+ */
+export function errorFromResponse(status: number, statusText: string, body: unknown, text: string): UmsError {
+  const b = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  const code = typeof b.code === "string" && b.code !== "" ? b.code : `HTTP_${status}`;
+  const errors =
+    Array.isArray(b.errors) && b.errors.every((e) => typeof e === "string") ? (b.errors as string[]) : undefined;
+  let message: string;
+  if (typeof b.error === "string" && b.error !== "") message = b.error;
+  else if (errors && errors.length > 0) message = errors.join("; ");
+  else {
+    const snippet = text.trim().slice(0, 200);
+    message = `HTTP ${status}${statusText ? ` ${statusText}` : ""}${snippet ? `: ${snippet}` : ""}`;
+  }
+  const Class = BY_CODE[code] ?? classForStatus(status);
+  return new Class(message, code, { status, errors });
+}

@@ -1,0 +1,244 @@
+import type {
+  CreateUnitRequest,
+  HealthCheck as WireHealthCheck,
+  Unit as WireUnit,
+  UnitList as WireUnitList,
+  UpgradeResponse as WireUpgradeResponse,
+} from "@ums/protocol";
+import { type ClientOpts, encodePath, resolveClient, type UmsClient } from "./client.js";
+import type { RequestOpts } from "./config.js";
+import { paginate } from "./pagination.js";
+import {
+  healthFromWire,
+  type UnitHealth,
+  type UnitInfo,
+  type UnitStatus,
+  type UpgradeResult,
+  type UrlSettings,
+  type UrlSettingsUpdate,
+  unitInfoFromWire,
+  urlSettingsToWire,
+} from "./unit-info.js";
+
+/** Connection settings (or a ready `client`) plus per-call options; taken by every static `Unit` method. */
+export interface UnitOpts extends ClientOpts, RequestOpts {}
+
+export interface UnitCreateOpts extends UnitOpts {
+  /** Who may reach the unit's URL. Default: `{ auth: "unit" }`. */
+  urlSettings?: UrlSettingsUpdate | undefined;
+}
+
+export interface UnitListOpts extends UnitOpts {
+  /** Only units whose name starts with this. */
+  prefix?: string | undefined;
+  /** Units per request (the server's `max_results`, 1-500, default 50). */
+  pageSize?: number | undefined;
+  /** Start after the page that returned this token (`nextContinuationToken` of `listPage`). */
+  continuationToken?: string | undefined;
+}
+
+/** One page of `Unit.listPage` (spec 2.3). The counts are of the units on this page. */
+export interface UnitPage {
+  units: Unit[];
+  hasMore: boolean;
+  /** Pass as `continuationToken` to get the next page; null on the last page. */
+  nextContinuationToken: string | null;
+  running: number;
+  warm: number;
+  cold: number;
+  /** Organization slug. */
+  organization: string;
+  /** Organization-wide limit of running units. */
+  runningLimit: number | undefined;
+  /** Organization-wide limit of warm units. */
+  warmLimit: number | undefined;
+}
+
+const requestOpts = (o: RequestOpts) => ({ timeoutMs: o.timeoutMs, signal: o.signal });
+
+/**
+ * A unit: a named, persistent environment in the token's organization. Get one with
+ * `Unit.create`, `Unit.connect` or `Unit.list`; its fields are a snapshot that `refresh()` renews.
+ */
+export class Unit {
+  readonly #client: UmsClient;
+  #info: UnitInfo;
+
+  // Sub-APIs (`commands`, `files`, ...) will be properties built here from `#client`.
+  private constructor(client: UmsClient, info: UnitInfo) {
+    this.#client = client;
+    this.#info = info;
+  }
+
+  /** @internal Wraps a unit as the server returned it. */
+  static fromWire(client: UmsClient, unit: WireUnit): Unit {
+    return new Unit(client, unitInfoFromWire(unit));
+  }
+
+  /** Creates a unit (it starts cold). Throws `ConflictError` if the name is taken, `ValidationError` if it is invalid. */
+  static async create(name: string, opts: UnitCreateOpts = {}): Promise<Unit> {
+    const client = resolveClient(opts);
+    const body: CreateUnitRequest = {
+      name,
+      ...(opts.urlSettings !== undefined && { url_settings: urlSettingsToWire(opts.urlSettings) }),
+    };
+    const unit = await client.request<WireUnit>("POST", "/v1/units", { ...requestOpts(opts), body });
+    return Unit.fromWire(client, unit);
+  }
+
+  /** Gets an existing unit. Throws `NotFoundError` if the organization has none of that name. */
+  static async connect(name: string, opts: UnitOpts = {}): Promise<Unit> {
+    const client = resolveClient(opts);
+    const unit = await client.request<WireUnit>("GET", encodePath`/v1/units/${name}`, requestOpts(opts));
+    return Unit.fromWire(client, unit);
+  }
+
+  /** One page of units, in name order. */
+  static async listPage(opts: UnitListOpts = {}): Promise<UnitPage> {
+    return listPageWith(resolveClient(opts), opts, opts.continuationToken);
+  }
+
+  /**
+   * Every unit (matching `prefix`), in name order, fetching pages of `pageSize` as the loop
+   * needs them: `for await (const unit of Unit.list()) ...`.
+   */
+  static list(opts: UnitListOpts = {}): AsyncGenerator<Unit, void, undefined> {
+    const client = resolveClient(opts);
+    return paginate(async (token) => {
+      const page = await listPageWith(client, opts, token);
+      return { items: page.units, hasMore: page.hasMore, nextContinuationToken: page.nextContinuationToken };
+    }, opts.continuationToken);
+  }
+
+  /** Deletes a unit and everything it owns. Throws `NotFoundError` if there is none of that name. */
+  static async delete(name: string, opts: UnitOpts = {}): Promise<void> {
+    await resolveClient(opts).request<void>("DELETE", encodePath`/v1/units/${name}`, requestOpts(opts));
+  }
+
+  /** The client this unit talks through. */
+  get client(): UmsClient {
+    return this.#client;
+  }
+  get id(): string {
+    return this.#info.id;
+  }
+  get name(): string {
+    return this.#info.name;
+  }
+  get organization(): string {
+    return this.#info.organization;
+  }
+  get url(): string {
+    return this.#info.url;
+  }
+  get status(): UnitStatus {
+    return this.#info.status;
+  }
+  get createdAt(): Date {
+    return new Date(this.#info.createdAt);
+  }
+  get updatedAt(): Date {
+    return new Date(this.#info.updatedAt);
+  }
+  get urlSettings(): UrlSettings | null {
+    return this.#info.urlSettings && { ...this.#info.urlSettings };
+  }
+  get labels(): string[] {
+    return [...this.#info.labels];
+  }
+  get environmentVersion(): string | null {
+    return this.#info.environmentVersion;
+  }
+  get version(): string | null {
+    return this.#info.version;
+  }
+  get lastRunningAt(): Date | null {
+    return this.#info.lastRunningAt && new Date(this.#info.lastRunningAt);
+  }
+  get lastWarmingAt(): Date | null {
+    return this.#info.lastWarmingAt && new Date(this.#info.lastWarmingAt);
+  }
+
+  /** A copy of all fields. */
+  info(): UnitInfo {
+    return unitInfoCopy(this.#info);
+  }
+
+  toJSON(): UnitInfo {
+    return this.info();
+  }
+
+  /** Reloads the fields from the server. Throws `NotFoundError` if the unit was deleted. */
+  async refresh(opts: RequestOpts = {}): Promise<this> {
+    const unit = await this.#client.request<WireUnit>("GET", this.#path(), requestOpts(opts));
+    this.#info = unitInfoFromWire(unit);
+    return this;
+  }
+
+  /** Replaces the URL settings (omitted `auth` becomes `unit`, omitted `privateAccess` is cleared). */
+  async updateUrlSettings(settings: UrlSettingsUpdate, opts: RequestOpts = {}): Promise<this> {
+    const unit = await this.#client.request<WireUnit>("PUT", this.#path(), {
+      ...requestOpts(opts),
+      body: { url_settings: urlSettingsToWire(settings) },
+    });
+    this.#info = unitInfoFromWire(unit);
+    return this;
+  }
+
+  /** Asks the server how the unit is doing; a unit that is not running is `hibernated`. */
+  async check(opts: RequestOpts = {}): Promise<UnitHealth> {
+    const h = await this.#client.request<WireHealthCheck>("GET", `${this.#path()}/check`, requestOpts(opts));
+    return healthFromWire(h);
+  }
+
+  /**
+   * Moves the unit to an environment version: `latest` (default) or one like `v0.1.0-rc1`.
+   * The unit's fields are not reloaded; call `refresh()` to see the new version.
+   */
+  async upgrade(version = "latest", opts: RequestOpts = {}): Promise<UpgradeResult> {
+    const r = await this.#client.request<WireUpgradeResponse>("POST", `${this.#path()}/upgrade`, {
+      ...requestOpts(opts),
+      body: { version },
+    });
+    return { name: r.name, status: r.status };
+  }
+
+  /** Deletes the unit and everything it owns. */
+  async delete(opts: RequestOpts = {}): Promise<void> {
+    await this.#client.request<void>("DELETE", this.#path(), requestOpts(opts));
+  }
+
+  #path(): string {
+    return encodePath`/v1/units/${this.#info.name}`;
+  }
+}
+
+async function listPageWith(client: UmsClient, opts: UnitListOpts, token: string | undefined): Promise<UnitPage> {
+  const list = await client.request<WireUnitList>("GET", "/v1/units", {
+    ...requestOpts(opts),
+    query: { prefix: opts.prefix, max_results: opts.pageSize, continuation_token: token },
+  });
+  return {
+    units: list.sprites.map((u) => Unit.fromWire(client, u)),
+    hasMore: list.has_more,
+    nextContinuationToken: list.next_continuation_token ?? null,
+    running: list.running,
+    warm: list.warm,
+    cold: list.cold,
+    organization: list.name,
+    runningLimit: list.running_limit,
+    warmLimit: list.warm_limit,
+  };
+}
+
+function unitInfoCopy(i: UnitInfo): UnitInfo {
+  return {
+    ...i,
+    createdAt: new Date(i.createdAt),
+    updatedAt: new Date(i.updatedAt),
+    urlSettings: i.urlSettings && { ...i.urlSettings },
+    labels: [...i.labels],
+    lastRunningAt: i.lastRunningAt && new Date(i.lastRunningAt),
+    lastWarmingAt: i.lastWarmingAt && new Date(i.lastWarmingAt),
+  };
+}
