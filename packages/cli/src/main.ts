@@ -2,6 +2,7 @@
 import { API_VERSION } from "@ums/protocol";
 import { ConfigError } from "@ums/server/config";
 import { Command, CommanderError } from "commander";
+import { imageCommand } from "./commands/image.js";
 import { orgCommand } from "./commands/org.js";
 import { serveCommand } from "./commands/serve.js";
 import { tokenCommand } from "./commands/token.js";
@@ -16,6 +17,7 @@ const program = new Command("ums")
 program.addCommand(serveCommand());
 program.addCommand(tokenCommand());
 program.addCommand(orgCommand());
+program.addCommand(imageCommand());
 
 try {
   await program.parseAsync(process.argv);

@@ -19,6 +19,12 @@ export const ErrorCode = {
   UnitNotFound: "UMS_UNIT_NOT_FOUND",
   /** 405: the route exists but not with this method. */
   MethodNotAllowed: "UMS_METHOD_NOT_ALLOWED",
+  /** 404: no exec session with that id in the unit. */
+  SessionNotFound: "UMS_SESSION_NOT_FOUND",
+  /** 409: the organization runs as many busy units as its running_limit allows. */
+  RunningLimit: "UMS_RUNNING_LIMIT",
+  /** 502: the unit could not be started or its agent did not answer. */
+  UnitUnavailable: "UMS_UNIT_UNAVAILABLE",
   /** 409: a unit of that name already exists in the organization. */
   UnitExists: "UMS_UNIT_EXISTS",
   /** 413: the body is larger than the route accepts. */

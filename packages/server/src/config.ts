@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { parseDurationMs } from "./util/duration.js";
 import { resolve } from "node:path";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
@@ -13,6 +14,13 @@ export interface ServerConfig {
   /** Undefined: the port the server actually listens on. */
   readonly unitUrlPort: number | undefined;
   readonly databaseUrl: string | undefined;
+  /** A block device for the btrfs pool; undefined: a loop file `<dataDir>/pool.img`. */
+  readonly poolDevice: string | undefined;
+  /** Idle running units are paused (warm) after this long; warm units stopped (cold) after `idleColdMs`. */
+  readonly idleWarmMs: number;
+  readonly idleColdMs: number;
+  /** IPv4 range that units' /30 links are carved from. */
+  readonly unitSubnet: string;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -24,6 +32,10 @@ export interface ConfigInput {
   unitUrlScheme?: string | undefined;
   unitUrlPort?: string | number | undefined;
   databaseUrl?: string | undefined;
+  poolDevice?: string | undefined;
+  idleWarm?: string | undefined;
+  idleCold?: string | undefined;
+  unitSubnet?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -52,6 +64,12 @@ function parseUnitHost(value: string): string {
   return host;
 }
 
+function duration(flag: string, text: string): number {
+  const ms = parseDurationMs(text);
+  if (ms === undefined) throw new ConfigError(`--${flag} '${text}' is not a duration like 30s, 10m or 1h`);
+  return ms;
+}
+
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
   const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
@@ -71,6 +89,10 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     unitUrlScheme: scheme,
     unitUrlPort,
     databaseUrl: input.databaseUrl ?? (env.UMS_DATABASE_URL || undefined),
+    poolDevice: input.poolDevice ?? (env.UMS_POOL_DEVICE || undefined),
+    idleWarmMs: duration("idle-warm", input.idleWarm ?? env.UMS_IDLE_WARM ?? "30s"),
+    idleColdMs: duration("idle-cold", input.idleCold ?? env.UMS_IDLE_COLD ?? "10m"),
+    unitSubnet: input.unitSubnet ?? env.UMS_UNIT_SUBNET ?? "10.209.0.0/16",
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

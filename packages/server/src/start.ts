@@ -2,8 +2,12 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
 import { buildApp } from "./api/app.js";
 import type { ApiInstance } from "./api/instance.js";
+import { unitUrl } from "./api/units/present.js";
 import type { ServerConfig } from "./config.js";
+import { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
+import { openHostRuntime } from "./runtime/host.js";
+import type { UnitRuntime } from "./runtime/runtime.js";
 import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
 
@@ -12,15 +16,26 @@ export interface RunningServer {
   readonly url: string;
   readonly port: number;
   readonly store: Store;
+  readonly runtime: UnitRuntime;
+  readonly lifecycle: Lifecycle;
   readonly app: ApiInstance;
   close(): Promise<void>;
 }
 
-/** Opens the store (migrating it), builds the API and listens. */
-export async function startServer(
-  config: ServerConfig,
-  opts: { logger?: Logger; store?: Store } = {},
-): Promise<RunningServer> {
+export interface StartOpts {
+  logger?: Logger;
+  /** Injected by tests; opened from the config otherwise (and then closed with the server). */
+  store?: Store;
+  runtime?: UnitRuntime;
+  /** The idle sweep interval (tests shorten it). */
+  sweepMs?: number;
+}
+
+/**
+ * Opens the store (migrating it) and the host runtime (pool, base image, runc), re-adopts the
+ * units that kept running, builds the API and listens.
+ */
+export async function startServer(config: ServerConfig, opts: StartOpts = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger();
   const store =
     opts.store ??
@@ -28,28 +43,53 @@ export async function startServer(
       ...config,
       onIdleError: (err) => logger.warn({ err: err.message }, "idle database connection lost; it will be replaced"),
     }));
+  let port = config.listenPort;
+  let runtime: UnitRuntime | undefined;
+  let lifecycle: Lifecycle | undefined;
   let app: ApiInstance;
   try {
-    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger });
+    runtime = opts.runtime ?? (await openHostRuntime(config, logger));
+    lifecycle = new Lifecycle(
+      store,
+      runtime,
+      { idleWarmMs: config.idleWarmMs, idleColdMs: config.idleColdMs, sweepMs: opts.sweepMs ?? 1000, busyCpu: 0.05 },
+      logger,
+      async (unit) => ({
+        unitId: unit.id,
+        name: unit.name,
+        url: unitUrl(config, port, unit.urlLabel),
+        resources: JSON.parse(unit.resources),
+        privileges: JSON.parse(unit.privileges),
+      }),
+    );
+    await lifecycle.start();
+    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle });
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
+    await lifecycle?.stop().catch(() => {});
     if (!opts.store) await store.close();
     throw err;
   }
   const address = app.server.address();
-  const port = typeof address === "object" && address ? address.port : config.listenPort;
+  port = typeof address === "object" && address ? address.port : config.listenPort;
   const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
   logger.info({ url, port, dialect: store.dialect, dataDir: config.dataDir }, "ums listening");
   let closing: Promise<void> | undefined;
+  const rt = runtime;
+  const lc = lifecycle;
   return {
     url,
     port,
     store,
+    runtime: rt,
+    lifecycle: lc,
     app,
     close() {
+      // Units keep running when the server stops (DESIGN.md section 3).
       closing ??= (async () => {
         await app.close();
+        await lc.stop();
         if (!opts.store) await store.close();
       })();
       return closing;

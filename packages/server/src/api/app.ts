@@ -1,11 +1,15 @@
 import swagger from "@fastify/swagger";
+import websocket from "@fastify/websocket";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { ServerConfig } from "../config.js";
+import type { Lifecycle } from "../lifecycle/lifecycle.js";
+import type { UnitRuntime } from "../runtime/runtime.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { ApiError, sendError } from "./errors.js";
+import { execRoutes } from "./exec/routes.js";
 import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
 import { proxyRoutes } from "./proxy/routes.js";
@@ -13,10 +17,18 @@ import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";
 import { validatorCompiler } from "./validation.js";
 
+/** The port the server listens on (the config may say 0: any free port). */
+export function listenPort(app: ApiInstance, config: ServerConfig): number {
+  const address = app.server.address();
+  return typeof address === "object" && address ? address.port : config.listenPort;
+}
+
 export interface AppDeps {
   readonly store: Store;
   readonly config: ServerConfig;
   readonly logger: FastifyBaseLogger;
+  readonly runtime: UnitRuntime;
+  readonly lifecycle: Lifecycle;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -74,15 +86,15 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   app.get("/v1/openapi.json", { schema: { hide: true } }, async () => app.swagger());
   app.get("/healthz", { schema: { hide: true } }, async () => ({ ok: true }));
 
-  const units = new UnitService(deps.store, deps.config, () => {
-    const address = app.server.address();
-    return typeof address === "object" && address ? address.port : deps.config.listenPort;
-  });
+  await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
+
+  const units = new UnitService(deps.store, deps.config, () => listenPort(app, deps.config), deps.lifecycle);
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store));
     unitRoutes(api, units);
     organizationRoutes(api, deps.store);
+    await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
     await api.register(async (proxy) => proxyRoutes(proxy, units));
   });
 

@@ -46,9 +46,12 @@ export interface UnitRecord {
   readonly updatedAt: string;
   readonly lastRunningAt: string | null;
   readonly lastWarmingAt: string | null;
+  /** Resources and privileges policies as JSON (spec 4.5); "{}" means the defaults. */
+  readonly resources: string;
+  readonly privileges: string;
 }
 
-export type NewUnit = Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "lastWarmingAt">;
+export type NewUnit = Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges">;
 
 export interface UnitPatch {
   readonly urlAuth?: UrlAuth;
@@ -58,7 +61,10 @@ export interface UnitPatch {
   readonly status?: UnitStatus;
   readonly lastRunningAt?: string | null;
   readonly lastWarmingAt?: string | null;
-  readonly updatedAt: string;
+  readonly resources?: string;
+  readonly privileges?: string;
+  /** Set when a user changed the unit; runtime status changes leave it alone. */
+  readonly updatedAt?: string;
 }
 
 export interface UnitPageQuery {

@@ -69,6 +69,9 @@ export interface UnitStore {
   /** Inserts the unit unless the org already has `maxUnits` units (UnitLimitError) or the name exists (UnitExistsError). */
   create(unit: NewUnit, maxUnits: number): Promise<UnitRecord>;
   get(orgId: string, name: string): Promise<UnitRecord | undefined>;
+  getById(id: string): Promise<UnitRecord | undefined>;
+  /** Units of every organization with one of these statuses (for reconciling after a restart). */
+  withStatus(statuses: readonly UnitStatus[]): Promise<UnitRecord[]>;
   getByUrlLabel(label: string): Promise<UnitRecord | undefined>;
   /** Units ordered by name, at most `limit`. */
   page(orgId: string, query: UnitPageQuery): Promise<UnitRecord[]>;

@@ -7,6 +7,7 @@ import { resolveConfig, type ServerConfig } from "../config.js";
 import { type RunningServer, startServer } from "../start.js";
 import type { OrgLimits, TokenRole } from "../store/records.js";
 import type { TestDialect } from "./dialects.js";
+import { openTestRuntime } from "./runtime.js";
 
 /** A real ums server on a loopback port with a throwaway data dir and database. */
 export interface TestServer {
@@ -35,18 +36,34 @@ export interface ApiResponse {
   readonly body: any;
 }
 
-export async function startTestServer(
-  dialect: TestDialect,
-  overrides: { unitHost?: string } = {},
-): Promise<TestServer> {
+export interface TestServerOpts {
+  unitHost?: string;
+  idleWarm?: string;
+  idleCold?: string;
+  sweepMs?: number;
+}
+
+export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "ums-test-"));
   const db = await dialect.createDatabase();
   const config = resolveConfig(
-    { dataDir, listen: "127.0.0.1:0", databaseUrl: db.databaseUrl, unitHost: overrides.unitHost },
+    {
+      dataDir,
+      listen: "127.0.0.1:0",
+      databaseUrl: db.databaseUrl,
+      unitHost: overrides.unitHost,
+      idleWarm: overrides.idleWarm,
+      idleCold: overrides.idleCold,
+    },
     {},
   );
   const logger = pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
-  const server = await startServer(config, { logger });
+  const rt = await openTestRuntime(dataDir);
+  const server = await startServer(config, {
+    logger,
+    runtime: rt.runtime,
+    ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
+  });
   const defaults = config.orgDefaults;
 
   return {
@@ -86,7 +103,11 @@ export async function startTestServer(
       return { status: res.status, headers: res.headers, text, body: parsed };
     },
     async close() {
+      // Every unit this server made goes, with all its host resources.
+      const units = await server.store.units.withStatus(["cold", "warm", "running"]);
       await server.close();
+      for (const u of units) await rt.runtime.destroy(u.id);
+      await rt.release();
       await db.drop();
       await rm(dataDir, { recursive: true, force: true });
     },

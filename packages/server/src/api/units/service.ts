@@ -12,6 +12,7 @@ import {
 } from "@ums/protocol";
 import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
+import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
@@ -42,6 +43,7 @@ export class UnitService {
     private readonly config: ServerConfig,
     /** The port the server listens on, known once it listens (the config may say port 0). */
     private readonly listenPort: () => number,
+    private readonly lifecycle: Lifecycle,
   ) {}
 
   /** A name that breaks the naming rules cannot exist: 404 without asking the database. */
@@ -64,8 +66,9 @@ export class UnitService {
     if (!org.unitsEnabled) {
       throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
     }
+    let unit: UnitRecord;
     try {
-      return await this.store.units.create(
+      unit = await this.store.units.create(
         {
           id: `unit-${randomUUID()}`,
           orgId: org.id,
@@ -93,6 +96,14 @@ export class UnitService {
       }
       throw err;
     }
+    try {
+      await this.lifecycle.create(unit);
+    } catch (err) {
+      // Never leave a unit without a disk: take the row back.
+      await this.store.units.delete(org.id, unit.name);
+      throw err;
+    }
+    return unit;
   }
 
   async list(
@@ -140,7 +151,9 @@ export class UnitService {
   }
 
   async delete(org: OrgRecord, name: string): Promise<void> {
-    if (!(await this.store.units.delete(org.id, UnitService.existing(name)))) throw ApiError.unitNotFound(name);
+    const unit = await this.require(org, name);
+    await this.lifecycle.destroy(unit);
+    if (!(await this.store.units.delete(org.id, unit.name))) throw ApiError.unitNotFound(name);
   }
 
   async check(org: OrgRecord, name: string): Promise<HealthCheck> {
@@ -154,8 +167,8 @@ export class UnitService {
       checked_at: new Date().toISOString(),
       elapsed: Math.round(performance.now() - started),
     });
-    if (unit.status !== "running") return result("hibernated", `unit is ${unit.status}`);
-    return result("unhealthy", "the unit runtime is not available on this server");
+    const health = await this.lifecycle.health(unit);
+    return result(health.status, health.reason);
   }
 
   async upgrade(org: OrgRecord, name: string, version: string): Promise<UpgradeResponse> {

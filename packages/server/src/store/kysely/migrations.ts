@@ -49,6 +49,13 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0002_unit_policies": {
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable("units").addColumn("resources", "text", (c) => c.notNull().defaultTo("{}")).execute();
+      await db.schema.alterTable("units").addColumn("privileges", "text", (c) => c.notNull().defaultTo("{}")).execute();
+      await db.schema.createIndex("units_status").on("units").column("status").execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

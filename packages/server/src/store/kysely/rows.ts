@@ -1,4 +1,13 @@
-import type { OrgRecord, PrivateAccess, TokenRecord, TokenRole, UnitRecord, UnitStatus, UrlAuth } from "../records.js";
+import type {
+  NewUnit,
+  OrgRecord,
+  PrivateAccess,
+  TokenRecord,
+  TokenRole,
+  UnitRecord,
+  UnitStatus,
+  UrlAuth,
+} from "../records.js";
 import type { OrgsTable, TokensTable, UnitsTable } from "./schema.js";
 
 export function orgFromRow(r: OrgsTable): OrgRecord {
@@ -42,10 +51,12 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     updatedAt: r.updated_at,
     lastRunningAt: r.last_running_at,
     lastWarmingAt: r.last_warming_at,
+    resources: r.resources,
+    privileges: r.privileges,
   });
 }
 
-export function unitToRow(u: Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "lastWarmingAt">): UnitsTable {
+export function unitToRow(u: NewUnit): UnitsTable {
   return {
     id: u.id,
     org_id: u.orgId,
@@ -61,5 +72,7 @@ export function unitToRow(u: Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "l
     updated_at: u.createdAt,
     last_running_at: null,
     last_warming_at: null,
+    resources: "{}",
+    privileges: "{}",
   };
 }

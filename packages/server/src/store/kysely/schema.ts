@@ -35,6 +35,8 @@ export interface UnitsTable {
   updated_at: string;
   last_running_at: string | null;
   last_warming_at: string | null;
+  resources: string;
+  privileges: string;
 }
 
 export interface Database {

@@ -141,6 +141,15 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       return unitFromRow(row);
     },
     get,
+    async getById(id) {
+      const row = await db.selectFrom("units").selectAll().where("id", "=", id).executeTakeFirst();
+      return row && unitFromRow(row);
+    },
+    async withStatus(statuses) {
+      if (statuses.length === 0) return [];
+      const rows = await db.selectFrom("units").selectAll().where("status", "in", [...statuses]).execute();
+      return rows.map(unitFromRow);
+    },
     async getByUrlLabel(label) {
       const row = await db.selectFrom("units").selectAll().where("url_label", "=", label).executeTakeFirst();
       return row && unitFromRow(row);
@@ -164,7 +173,10 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       return rows.map((r) => r.name);
     },
     async update(orgId: string, name: string, p: UnitPatch) {
-      const set: Partial<UnitsTable> = { updated_at: p.updatedAt };
+      const set: Partial<UnitsTable> = {};
+      if (p.updatedAt !== undefined) set.updated_at = p.updatedAt;
+      if (p.resources !== undefined) set.resources = p.resources;
+      if (p.privileges !== undefined) set.privileges = p.privileges;
       if (p.urlAuth !== undefined) set.url_auth = p.urlAuth;
       if (p.privateAccess !== undefined) set.private_access = p.privateAccess;
       if (p.version !== undefined) set.version = p.version;

@@ -1,0 +1,76 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type WebSocket from "ws";
+
+const STDIN = 0;
+const STDERR = 2;
+const EXIT = 3;
+const STDIN_EOF = 4;
+
+/**
+ * Non-TTY exec over plain HTTP (spec 4.3; DESIGN.md section 8): every agent frame (first byte the
+ * stream id) is written and flushed as its own chunk, uncompressed, and the two-byte exit frame
+ * `[3, code]` ends the response. The request body is the process's stdin when `stdin=true`.
+ */
+export function pipeHttpExec(req: FastifyRequest, reply: FastifyReply, agent: WebSocket, stdin: boolean, done: () => void): void {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, {
+    "content-type": "application/octet-stream",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+  });
+  res.flushHeaders();
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    done();
+  };
+  const fail = (message: string) => {
+    if (res.writableEnded) return finish();
+    res.write(Buffer.concat([Buffer.from([STDERR]), Buffer.from(`ums: ${message}\n`)]));
+    res.end(Buffer.from([EXIT, 255]));
+    finish();
+  };
+
+  agent.on("message", (data, isBinary) => {
+    if (!isBinary || res.writableEnded) return; // session_info, pings and port events are for websockets
+    const frame = data as Buffer;
+    if (frame[0] === EXIT) {
+      res.end(frame);
+      agent.close();
+      finish();
+    } else {
+      res.write(frame);
+    }
+  });
+  agent.on("close", () => fail("the unit's agent closed the session before the process exited"));
+  agent.on("error", (err) => fail(`lost the unit's agent: ${err.message}`));
+  // The client went away: end the session (the agent kills the process of a session nobody holds).
+  res.on("close", () => {
+    if (!res.writableEnded) agent.terminate();
+    finish();
+  });
+
+  const body = req.raw;
+  if (!stdin) {
+    body.resume();
+    return;
+  }
+  body.on("data", (chunk: Buffer) => {
+    if (agent.readyState !== agent.OPEN) return;
+    agent.send(Buffer.concat([Buffer.from([STDIN]), chunk]), { binary: true });
+    if (agent.bufferedAmount > 1 << 20) {
+      body.pause();
+      const resume = setInterval(() => {
+        if (agent.bufferedAmount < 1 << 18 || agent.readyState !== agent.OPEN) {
+          clearInterval(resume);
+          body.resume();
+        }
+      }, 5);
+    }
+  });
+  body.on("end", () => {
+    if (agent.readyState === agent.OPEN) agent.send(Buffer.from([STDIN_EOF]), { binary: true });
+  });
+}

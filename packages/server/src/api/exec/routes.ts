@@ -1,0 +1,191 @@
+import type {} from "@fastify/websocket";
+import { Type } from "@sinclair/typebox";
+import { ErrorBody, ErrorCode } from "@ums/protocol";
+import type WebSocket from "ws";
+import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { UnitRuntime } from "../../runtime/runtime.js";
+import { ApiError } from "../errors.js";
+import type { ApiInstance } from "../instance.js";
+import { commonErrors, notFound, UnitParams } from "../schemas.js";
+import type { UnitService } from "../units/service.js";
+import { agentRequest } from "./agent-http.js";
+import { connectAgent } from "./agent-ws.js";
+import { pipeHttpExec } from "./http-exec.js";
+import { agentExecQuery, ExecQuery, type ExecQueryValue } from "./query.js";
+import { joinWebsockets } from "./ws-proxy.js";
+
+export interface ExecDeps {
+  readonly units: UnitService;
+  readonly lifecycle: Lifecycle;
+  readonly runtime: UnitRuntime;
+}
+
+const ExecSession = Type.Object({
+  id: Type.Integer(),
+  command: Type.String(),
+  created: Type.String({ format: "date-time" }),
+  is_active: Type.Boolean(),
+  last_activity: Type.String({ format: "date-time" }),
+  tty: Type.Boolean(),
+  workdir: Type.String(),
+  bytes_per_second: Type.Number(),
+});
+
+const SessionParams = Type.Object({ name: Type.String({ maxLength: 256 }), id: Type.String({ pattern: "^\\d{1,9}$" }) });
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The agent websocket opened before a client websocket is accepted. */
+    agentSocket?: WebSocket;
+    releaseUnit?: () => void;
+  }
+}
+
+function agentFailure(err: unknown): ApiError {
+  const e = err as { status?: number; body?: string; message?: string };
+  if (e.status && e.status < 500 && e.body) {
+    try {
+      const parsed = JSON.parse(e.body) as { error?: string; errors?: string[]; code?: string };
+      const code = (parsed.code as ErrorCode | undefined) ?? ErrorCode.Validation;
+      return new ApiError(e.status, code, parsed.error ?? parsed.errors?.join("; ") ?? "rejected", parsed.errors);
+    } catch {}
+  }
+  return new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent is not reachable: ${e.message ?? String(err)}`);
+}
+
+/** Spec 4.3 and DESIGN.md section 8: exec over HTTP and websockets, sessions, kill. */
+export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: ExecDeps): void {
+  const tags = ["exec"];
+  // HTTP exec bodies are raw stdin bytes of any type.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", (_req, _payload, done) => done(null));
+
+  /** Wakes the unit and opens the agent websocket; errors become HTTP errors before any upgrade. */
+  async function openSession(req: import("fastify").FastifyRequest, path: string): Promise<void> {
+    const { name } = req.params as { name: string };
+    const unit = await units.require(req.auth.org, name);
+    const release = await lifecycle.acquire(req.auth.org, unit);
+    try {
+      req.agentSocket = await connectAgent(runtime.agentSocket(unit.id), path);
+      req.releaseUnit = release;
+    } catch (err) {
+      release();
+      throw agentFailure(err);
+    }
+  }
+
+  app.post(
+    "/v1/units/:name/exec",
+    {
+      schema: {
+        tags,
+        summary: "Run a command (non-TTY); the response streams stream-id-prefixed frames and ends with [3, exit code]",
+        params: UnitParams,
+        querystring: ExecQuery,
+        response: { ...commonErrors, ...notFound, 502: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const q = req.query as ExecQueryValue;
+      await openSession(req, `/exec?${agentExecQuery({ ...q, tty: false })}`);
+      const agent = req.agentSocket as WebSocket;
+      pipeHttpExec(req, reply, agent, q.stdin ?? false, req.releaseUnit ?? (() => {}));
+    },
+  );
+
+  app.route({
+    method: "GET",
+    url: "/v1/units/:name/exec",
+    schema: {
+      tags,
+      summary: "List exec sessions (plain GET) or start one (websocket upgrade, DESIGN.md section 8)",
+      params: UnitParams,
+      querystring: Type.Partial(ExecQuery),
+      response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound },
+    },
+    preHandler: async (req) => {
+      if (!req.ws) return;
+      const q = req.query as Partial<ExecQueryValue>;
+      if (!q.cmd || q.cmd.length === 0) throw ApiError.validation(["cmd: is required"]);
+      await openSession(req, `/exec?${agentExecQuery(q as ExecQueryValue)}`);
+    },
+    handler: async (req) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      if (lifecycle.statusOf(unit.id) === "cold") return [];
+      const release = await lifecycle.acquire(req.auth.org, unit);
+      try {
+        const res = await agentRequest(runtime.agentSocket(unit.id), "GET", "/exec");
+        return JSON.parse(res.body);
+      } catch (err) {
+        throw agentFailure(err);
+      } finally {
+        release();
+      }
+    },
+    wsHandler: (socket, req) => joinWebsockets(socket, req.agentSocket as WebSocket, req.releaseUnit ?? (() => {})),
+  });
+
+  app.route({
+    method: "GET",
+    url: "/v1/units/:name/exec/:id",
+    schema: { tags, summary: "Attach to a live exec session (websocket)", params: SessionParams, response: { ...notFound } },
+    preHandler: async (req) => {
+      if (!req.ws) throw new ApiError(400, ErrorCode.Validation, "attach with a websocket upgrade (Connection: Upgrade)");
+      const { id } = req.params as { id: string };
+      await openSession(req, `/exec/${id}`);
+    },
+    handler: async () => {
+      throw new ApiError(400, ErrorCode.Validation, "attach with a websocket upgrade (Connection: Upgrade)");
+    },
+    wsHandler: (socket, req) => joinWebsockets(socket, req.agentSocket as WebSocket, req.releaseUnit ?? (() => {})),
+  });
+
+  app.post(
+    "/v1/units/:name/exec/:id/kill",
+    {
+      schema: {
+        tags,
+        summary: "Signal a session's process group and wait for it (NDJSON, spec 6.3)",
+        params: SessionParams,
+        querystring: Type.Object(
+          {
+            signal: Type.Optional(Type.String({ maxLength: 16, default: "SIGTERM" })),
+            timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600, default: 10 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { ...commonErrors, 404: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      if (lifecycle.statusOf(unit.id) === "cold") {
+        throw new ApiError(404, ErrorCode.SessionNotFound, `no exec session ${req.params.id} in unit '${unit.name}'`);
+      }
+      const release = await lifecycle.acquire(req.auth.org, unit);
+      const q = new URLSearchParams({ signal: req.query.signal ?? "SIGTERM", timeout: String(req.query.timeout ?? 10) });
+      let res: Awaited<ReturnType<typeof agentRequest>>;
+      try {
+        res = await agentRequest(runtime.agentSocket(unit.id), "POST", `/exec/${req.params.id}/kill?${q}`, { stream: true });
+      } catch (err) {
+        release();
+        throw agentFailure(err);
+      }
+      if (res.status !== 200) {
+        release();
+        throw agentFailure({ status: res.status, body: res.body });
+      }
+      reply.hijack();
+      reply.raw.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+      res.stream?.on("data", (chunk: Buffer) => reply.raw.write(chunk));
+      res.stream?.on("end", () => {
+        reply.raw.end();
+        release();
+      });
+      res.stream?.on("error", (err) => {
+        reply.raw.end(`${JSON.stringify({ type: "error", message: `lost the unit's agent: ${err.message}` })}\n`);
+        release();
+      });
+    },
+  );
+}

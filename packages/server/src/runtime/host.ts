@@ -1,0 +1,82 @@
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import type { Logger } from "pino";
+import { buildImage } from "./image/build.js";
+import { defaultImageName, type ImageVariant } from "./image/packages.js";
+import { UID_RANGE, UID_SHIFT } from "./image/shift.js";
+import { parseSubnet } from "./network/addresses.js";
+import { RuncRuntime } from "./runc/runc-runtime.js";
+import type { UnitRuntime } from "./runtime.js";
+import { openPool } from "./storage/pool.js";
+
+export interface HostRuntimeOptions {
+  readonly dataDir: string;
+  readonly poolDevice?: string | undefined;
+  readonly unitSubnet: string;
+  readonly imageVariant?: ImageVariant;
+  /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
+  readonly poolDir?: string;
+}
+
+/** The host pieces a unit needs from outside: node, catatonit, the agent bundle and node-pty. */
+export function hostPaths(): { node: string; init: string; agentDir: string; nodePty?: string } {
+  const require = createRequire(import.meta.url);
+  const agentDir = join(dirname(require.resolve("@ums/agent/package.json")), "dist");
+  if (!existsSync(join(agentDir, "agent.mjs"))) {
+    throw new Error(`the unit agent is not built (${agentDir}/agent.mjs); run 'npm run build:agent'`);
+  }
+  const init = ["/usr/bin/catatonit", "/usr/libexec/podman/catatonit"].find((p) => existsSync(p));
+  if (!init) throw new Error("catatonit is not installed (apt-get install catatonit)");
+  let nodePty: string | undefined;
+  try {
+    nodePty = dirname(createRequire(join(agentDir, "..", "package.json")).resolve("node-pty/package.json"));
+  } catch {}
+  return { node: process.execPath, init, agentDir, ...(nodePty && { nodePty }) };
+}
+
+/** A few hex characters naming this data dir's host resources, kept across restarts. */
+export async function runtimeId(dataDir: string): Promise<string> {
+  const file = join(dataDir, "runtime-id");
+  try {
+    const rid = (await readFile(file, "utf8")).trim();
+    if (/^[0-9a-f]{4}$/.test(rid)) return rid;
+  } catch {}
+  const rid = randomBytes(2).toString("hex");
+  await writeFile(file, `${rid}\n`);
+  return rid;
+}
+
+/** Opens the pool, builds (or finds) the base image and starts the runc runtime. */
+export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Promise<UnitRuntime> {
+  if (process.getuid?.() !== 0) throw new Error("ums serve runs units and must run as root");
+  const variant = opts.imageVariant ?? "full";
+  const poolDir = opts.poolDir ?? (await openPool({ dataDir: opts.dataDir, ...(opts.poolDevice && { device: opts.poolDevice }) })).path;
+  let lastPercent = -1;
+  const imagePath = await buildImage({
+    pool: poolDir,
+    name: defaultImageName(variant),
+    variant,
+    onProgress: (p) => {
+      const pct = p.percent === undefined ? undefined : Math.floor(p.percent);
+      if (p.step === "bootstrap" && pct !== undefined && pct === lastPercent) return;
+      if (pct !== undefined) lastPercent = pct;
+      log.info({ step: p.step, percent: pct }, `image: ${p.message}`);
+    },
+  });
+  return RuncRuntime.open({
+    dataDir: resolve(opts.dataDir),
+    poolDir,
+    imagePath,
+    rid: await runtimeId(opts.dataDir),
+    subnet: parseSubnet(opts.unitSubnet),
+    hostPaths: hostPaths(),
+    idShift: UID_SHIFT,
+    idCount: UID_RANGE,
+    defaultMemoryBytes: 2 * 1024 ** 3,
+    defaultPids: 4096,
+    bootTimeoutMs: 15_000,
+  });
+}

@@ -1,0 +1,143 @@
+import { capabilitiesFor, type PrivilegeProfile } from "./profiles.js";
+import { seccompProfile } from "./seccomp.js";
+
+/** Where the host's pieces appear inside a unit (DESIGN.md section 2). */
+export const UNIT_PATHS = Object.freeze({
+  dir: "/.unit",
+  bin: "/.unit/bin",
+  node: "/.unit/bin/node",
+  init: "/.unit/bin/catatonit",
+  agentDir: "/.unit/agent",
+  agent: "/.unit/agent/agent.mjs",
+  // Found by node's lookup from /.unit/agent/agent.mjs (…/agent/node_modules, then /.unit/node_modules).
+  nodePty: "/.unit/node_modules/node-pty",
+  run: "/.unit/run",
+  agentSocket: "/.unit/run/agent.sock",
+});
+
+export interface DeviceRule {
+  /** `c` (character) or `b` (block) */
+  readonly type: "c" | "b";
+  readonly major: number;
+  readonly minor: number;
+  readonly access: string;
+}
+
+export interface OciSpecInput {
+  readonly hostname: string;
+  readonly rootfs: string;
+  /** Host uid/gid that is root inside the unit, and how many ids are mapped. */
+  readonly idShift: number;
+  readonly idCount: number;
+  readonly netnsPath: string;
+  readonly cgroupsPath: string;
+  readonly hostPaths: {
+    readonly node: string;
+    readonly init: string;
+    readonly agentDir: string;
+    readonly nodePty: string | undefined;
+    /** The unit's runtime dir on the host, holding the agent's socket. */
+    readonly run: string;
+  };
+  readonly env: Readonly<Record<string, string>>;
+  readonly memoryLimitBytes: number | undefined;
+  readonly pidsLimit: number;
+  readonly privileges: {
+    readonly profile: PrivilegeProfile;
+    readonly noNewPrivileges: boolean;
+    readonly devices: readonly DeviceRule[];
+  };
+}
+
+const ro = (source: string, destination: string) => ({
+  destination,
+  type: "bind",
+  source,
+  options: ["bind", "ro", "nosuid", "nodev"],
+});
+
+/**
+ * The OCI runtime config of a unit (OCI runtime spec 1.0.2, config.md and config-linux.md):
+ * pid, mount, uts, ipc and a user namespace of its own; the network namespace ums prepared;
+ * catatonit as PID 1 with the agent as its child; the default masked and read-only paths.
+ */
+export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
+  const caps = [...capabilitiesFor(i.privileges.profile)];
+  return {
+    ociVersion: "1.0.2",
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: [UNIT_PATHS.init, "--", UNIT_PATHS.node, UNIT_PATHS.agent],
+      env: Object.entries({ PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ...i.env }).map(
+        ([k, v]) => `${k}=${v}`,
+      ),
+      cwd: "/",
+      capabilities: { bounding: caps, effective: caps, permitted: caps },
+      noNewPrivileges: i.privileges.noNewPrivileges,
+      oomScoreAdj: 500,
+    },
+    root: { path: i.rootfs, readonly: false },
+    hostname: i.hostname,
+    mounts: [
+      { destination: "/proc", type: "proc", source: "proc" },
+      { destination: "/dev", type: "tmpfs", source: "tmpfs", options: ["nosuid", "strictatime", "mode=755", "size=65536k"] },
+      {
+        destination: "/dev/pts",
+        type: "devpts",
+        source: "devpts",
+        options: ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
+      },
+      { destination: "/dev/shm", type: "tmpfs", source: "shm", options: ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"] },
+      { destination: "/dev/mqueue", type: "mqueue", source: "mqueue", options: ["nosuid", "noexec", "nodev"] },
+      // sysfs cannot be mounted anew in a user namespace that does not own the network namespace
+      // (which ums owns, so unit root cannot reconfigure it): bind the host's, read-only.
+      { destination: "/sys", type: "none", source: "/sys", options: ["rbind", "nosuid", "noexec", "nodev", "ro"] },
+      { destination: "/run", type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev", "mode=755"] },
+      { destination: UNIT_PATHS.dir, type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev", "mode=755", "size=1m"] },
+      ro(i.hostPaths.node, UNIT_PATHS.node),
+      ro(i.hostPaths.init, UNIT_PATHS.init),
+      ro(i.hostPaths.agentDir, UNIT_PATHS.agentDir),
+      ...(i.hostPaths.nodePty ? [ro(i.hostPaths.nodePty, UNIT_PATHS.nodePty)] : []),
+      { destination: UNIT_PATHS.run, type: "bind", source: i.hostPaths.run, options: ["bind", "nosuid", "nodev", "noexec"] },
+    ],
+    linux: {
+      uidMappings: [{ containerID: 0, hostID: i.idShift, size: i.idCount }],
+      gidMappings: [{ containerID: 0, hostID: i.idShift, size: i.idCount }],
+      namespaces: [
+        { type: "pid" },
+        { type: "ipc" },
+        { type: "uts" },
+        { type: "mount" },
+        { type: "user" },
+        { type: "network", path: i.netnsPath },
+      ],
+      cgroupsPath: i.cgroupsPath,
+      resources: {
+        devices: [
+          { allow: false, access: "rwm" },
+          ...i.privileges.devices.map((d) => ({ allow: true, type: d.type, major: d.major, minor: d.minor, access: d.access })),
+        ],
+        ...(i.memoryLimitBytes !== undefined && {
+          memory: { limit: i.memoryLimitBytes, swap: i.memoryLimitBytes },
+        }),
+        pids: { limit: i.pidsLimit },
+      },
+      seccomp: seccompProfile({ allowPtrace: i.privileges.profile !== "minimal" }),
+      maskedPaths: [
+        "/proc/acpi",
+        "/proc/asound",
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/latency_stats",
+        "/proc/timer_list",
+        "/proc/timer_stats",
+        "/proc/sched_debug",
+        "/proc/scsi",
+        "/sys/firmware",
+        "/sys/fs/cgroup",
+      ],
+      readonlyPaths: ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"],
+    },
+  };
+}

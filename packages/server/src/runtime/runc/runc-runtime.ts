@@ -1,0 +1,276 @@
+import { chmod, mkdir, open, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { waitForAgent } from "../agent-client.js";
+import { run } from "../exec/run.js";
+import type { Subnet } from "../network/addresses.js";
+import { installFirewall } from "../network/firewall.js";
+import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
+import type { BootSpec, ResourcesPolicy, RuntimeState, UnitRuntime, UnitStats } from "../runtime.js";
+import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import { buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
+import { Runc } from "./runc.js";
+import { SlotAllocator } from "./slots.js";
+
+export interface RuncRuntimeConfig {
+  readonly dataDir: string;
+  /** The mounted btrfs pool. */
+  readonly poolDir: string;
+  /** The read-only base image subvolume units are snapshots of. */
+  readonly imagePath: string;
+  /** A few hex characters that name this server's host resources (netns, veth, nft table, cgroups). */
+  readonly rid: string;
+  readonly subnet: Subnet;
+  readonly hostPaths: { readonly node: string; readonly init: string; readonly agentDir: string; readonly nodePty?: string };
+  /** Host id that is root inside units; `idCount` ids are mapped (the image is shifted the same way). */
+  readonly idShift: number;
+  readonly idCount: number;
+  readonly defaultMemoryBytes: number;
+  readonly defaultPids: number;
+  readonly bootTimeoutMs: number;
+}
+
+const CGROUP_ROOT = "/sys/fs/cgroup";
+
+async function allowTraversal(dir: string): Promise<void> {
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    const st = await stat(d);
+    if ((st.mode & 0o001) === 0) await chmod(d, (st.mode & 0o7777) | 0o001);
+    if (d === dirname(d)) break;
+  }
+}
+
+/** Units as runc containers on btrfs snapshots (DESIGN.md sections 2 and 4). */
+export class RuncRuntime implements UnitRuntime {
+  private readonly runc: Runc;
+  private readonly slots: SlotAllocator;
+  private readonly networks = new Map<string, UnitNetwork>();
+
+  private constructor(private readonly cfg: RuncRuntimeConfig) {
+    this.runc = new Runc(join(cfg.dataDir, "runc"));
+    this.slots = new SlotAllocator(cfg.subnet);
+  }
+
+  static async open(cfg: RuncRuntimeConfig): Promise<RuncRuntime> {
+    const rt = new RuncRuntime(Object.freeze({ ...cfg }));
+    await mkdir(join(cfg.poolDir, "units"), { recursive: true });
+    await mkdir(join(cfg.dataDir, "run"), { recursive: true });
+    // runc mounts a unit's rootfs and binds from inside its user namespace, as the unit's root
+    // (an unprivileged host uid): every directory above them must let it pass (o+x, not o+r).
+    await allowTraversal(join(cfg.poolDir, "units"));
+    await allowTraversal(join(cfg.dataDir, "run"));
+    await installFirewall(cfg.rid);
+    await rt.recoverNetworks();
+    return rt;
+  }
+
+  private unitDir(id: string) {
+    return join(this.cfg.poolDir, "units", id);
+  }
+  private rootfs(id: string) {
+    return join(this.unitDir(id), "rootfs");
+  }
+  private runDir(id: string) {
+    return join(this.cfg.dataDir, "run", id);
+  }
+  private cgroupsPath(id: string) {
+    return `/ums-${this.cfg.rid}/${id}`;
+  }
+
+  agentSocket(id: string): string {
+    return join(this.runDir(id), "sock", "agent.sock");
+  }
+
+  address(id: string): string | undefined {
+    return this.networks.get(id)?.unitIp;
+  }
+
+  async create(id: string): Promise<void> {
+    await mkdir(this.unitDir(id), { recursive: true });
+    await snapshot(this.cfg.imagePath, this.rootfs(id), { readonly: false });
+  }
+
+  async boot(spec: BootSpec): Promise<void> {
+    const id = spec.unitId;
+    const state = await this.state(id);
+    if (state === "running") return;
+    if (state === "paused") return this.resume(id);
+    await this.runc.delete(id); // a stopped leftover
+    const runDir = this.runDir(id);
+    const sockDir = join(runDir, "sock");
+    await mkdir(sockDir, { recursive: true });
+    await run("chown", [`${this.cfg.idShift}:${this.cfg.idShift}`, sockDir]);
+    await rm(this.agentSocket(id), { force: true });
+    await this.writeIdentity(id, spec.name);
+
+    const net = await this.attachNetwork(id);
+    try {
+      const ociSpec = buildOciSpec({
+        hostname: spec.name,
+        rootfs: this.rootfs(id),
+        idShift: this.cfg.idShift,
+        idCount: this.cfg.idCount,
+        netnsPath: net.netnsPath,
+        cgroupsPath: this.cgroupsPath(id),
+        hostPaths: { ...this.cfg.hostPaths, nodePty: this.cfg.hostPaths.nodePty, run: sockDir },
+        env: {
+          UMS_UNIT_NAME: spec.name,
+          UMS_UNIT_URL: spec.url,
+          UMS_AGENT_SOCKET: UNIT_PATHS.agentSocket,
+          HOME: "/root",
+        },
+        memoryLimitBytes: spec.resources.memory ? spec.resources.memory.limit_mb * 1024 * 1024 : this.cfg.defaultMemoryBytes,
+        pidsLimit: spec.resources.pids?.limit ?? this.cfg.defaultPids,
+        privileges: {
+          profile: spec.privileges.profile ?? "standard",
+          noNewPrivileges: spec.privileges.no_new_privileges ?? false,
+          devices: spec.privileges.devices ?? [],
+        },
+      });
+      const bundle = join(runDir, "bundle");
+      await mkdir(bundle, { recursive: true });
+      await writeFile(join(bundle, "config.json"), JSON.stringify(ociSpec));
+      const log = await open(join(runDir, "agent.log"), "a");
+      try {
+        await this.runc.start(id, bundle, log.fd);
+      } finally {
+        await log.close();
+      }
+      await waitForAgent(this.agentSocket(id), this.cfg.bootTimeoutMs, async () => (await this.state(id)) === "running");
+    } catch (err) {
+      await this.stop(id).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** /etc/hostname and /etc/hosts name the unit (the image ships placeholders). */
+  private async writeIdentity(id: string, name: string): Promise<void> {
+    const etc = join(this.rootfs(id), "etc");
+    const hosts = `127.0.0.1\tlocalhost\n127.0.1.1\t${name}\n::1\tlocalhost ip6-localhost ip6-loopback\n`;
+    for (const [file, content] of [
+      ["hostname", `${name}\n`],
+      ["hosts", hosts],
+    ] as const) {
+      const path = join(etc, file);
+      // Never follow a link the unit planted: replace whatever is there with a plain file.
+      await rm(path, { force: true });
+      await writeFile(path, content, { mode: 0o644 });
+      await run("chown", [`${this.cfg.idShift}:${this.cfg.idShift}`, path]);
+    }
+  }
+
+  private async attachNetwork(id: string): Promise<UnitNetwork> {
+    const existing = this.networks.get(id);
+    if (existing) return existing;
+    const slot = this.slots.take(id);
+    try {
+      const net = await setUpUnitNetwork(this.cfg.rid, this.cfg.subnet, slot);
+      await writeFile(join(this.runDir(id), "network.json"), JSON.stringify(net));
+      this.networks.set(id, net);
+      return net;
+    } catch (err) {
+      this.slots.release(id);
+      throw err;
+    }
+  }
+
+  private async detachNetwork(id: string): Promise<void> {
+    const net = this.networks.get(id);
+    const slot = net?.slot ?? this.slots.slotOf(id);
+    if (slot === undefined) return;
+    await tearDownUnitNetwork(this.cfg.rid, slot);
+    await rm(join(this.runDir(id), "network.json"), { force: true });
+    this.networks.delete(id);
+    this.slots.release(id);
+  }
+
+  /** After a restart, running units keep their networks: read them back. */
+  private async recoverNetworks(): Promise<void> {
+    const running = await this.running();
+    let ids: string[] = [];
+    try {
+      ids = await readdir(join(this.cfg.dataDir, "run"));
+    } catch {}
+    for (const id of ids) {
+      let net: UnitNetwork;
+      try {
+        net = JSON.parse(await readFile(join(this.runDir(id), "network.json"), "utf8"));
+      } catch {
+        continue;
+      }
+      if (running.has(id)) {
+        this.slots.claim(id, net.slot);
+        this.networks.set(id, net);
+      } else {
+        await tearDownUnitNetwork(this.cfg.rid, net.slot);
+        await rm(join(this.runDir(id), "network.json"), { force: true });
+      }
+    }
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.runc.pause(id);
+  }
+
+  async resume(id: string): Promise<void> {
+    await this.runc.resume(id);
+  }
+
+  async stop(id: string): Promise<void> {
+    await this.runc.delete(id);
+    await this.detachNetwork(id);
+  }
+
+  async destroy(id: string): Promise<void> {
+    await this.stop(id);
+    await deleteSubvolume(this.rootfs(id)).catch((err) => {
+      if (!/No such file|not found|does not exist|ENOENT/i.test(String(err))) throw err;
+    });
+    await rm(this.unitDir(id), { recursive: true, force: true });
+    await rm(this.runDir(id), { recursive: true, force: true });
+  }
+
+  async state(id: string): Promise<RuntimeState> {
+    const s = await this.runc.state(id);
+    if (!s) return "stopped";
+    return s.status === "running" ? "running" : s.status === "paused" ? "paused" : "stopped";
+  }
+
+  async running(): Promise<Map<string, RuntimeState>> {
+    const out = new Map<string, RuntimeState>();
+    for (const c of await this.runc.list()) {
+      if (c.status === "running" || c.status === "paused") out.set(c.id, c.status);
+    }
+    return out;
+  }
+
+  async stats(id: string): Promise<UnitStats | undefined> {
+    const cg = this.cgroupsPath(id);
+    try {
+      const [cpu, memStat] = await Promise.all([
+        readFile(join(CGROUP_ROOT, "cpuacct", cg, "cpuacct.usage"), "utf8"),
+        readFile(join(CGROUP_ROOT, "memory", cg, "memory.stat"), "utf8"),
+      ]);
+      const rss = /^total_rss (\d+)$/m.exec(memStat)?.[1] ?? /^rss (\d+)$/m.exec(memStat)?.[1] ?? "0";
+      return { cpuNs: Number(cpu.trim()), rssBytes: Number(rss) };
+    } catch {
+      return undefined;
+    }
+  }
+
+  async applyResources(id: string, r: ResourcesPolicy): Promise<boolean> {
+    if ((await this.state(id)) === "stopped") return false;
+    const mem = r.memory ? r.memory.limit_mb * 1024 * 1024 : this.cfg.defaultMemoryBytes;
+    const pids = r.pids?.limit ?? this.cfg.defaultPids;
+    try {
+      await run("runc", ["--root", join(this.cfg.dataDir, "runc"), "update", "--memory", String(mem), "--memory-swap", String(mem), "--pids-limit", String(pids), id]);
+      return true;
+    } catch {
+      // Lowering a memory limit below current use is refused by the kernel: it applies at next boot.
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    // Running units outlive the server (DESIGN.md section 3): nothing to stop here.
+  }
+}

@@ -1,0 +1,87 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { run } from "../exec/run.js";
+
+export type ContainerStatus = "created" | "running" | "paused" | "stopped";
+
+export interface ContainerState {
+  readonly id: string;
+  readonly pid: number;
+  readonly status: ContainerStatus;
+  readonly bundle: string;
+}
+
+/**
+ * The runc command line (runc 1.1), with a state root of ums's own so `list` shows only the
+ * containers this server made.
+ */
+export class Runc {
+  constructor(
+    private readonly root: string,
+    private readonly binary = "runc",
+  ) {}
+
+  private args(...rest: string[]): string[] {
+    return ["--root", this.root, ...rest];
+  }
+
+  /** `runc run -d`: returns once PID 1 runs; its stdout and stderr go to `logFd`. */
+  start(id: string, bundle: string, logFd: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.binary, this.args("run", "--detach", "--bundle", bundle, id), {
+        stdio: ["ignore", logFd, "pipe"],
+      });
+      let stderr = "";
+      child.stderr?.setEncoding("utf8").on("data", (d: string) => {
+        stderr += d;
+      });
+      child.on("error", reject);
+      child.on("exit", (code) =>
+        code === 0 ? resolve() : reject(new Error(`runc run ${id} failed (exit ${code}): ${stderr.trim()}`)),
+      );
+    });
+  }
+
+  async state(id: string): Promise<ContainerState | undefined> {
+    if (!this.exists(id)) return undefined;
+    try {
+      return JSON.parse(await run(this.binary, this.args("state", id))) as ContainerState;
+    } catch (err) {
+      if (/does not exist|not found/i.test(String(err))) return undefined;
+      throw err;
+    }
+  }
+
+  async list(): Promise<ContainerState[]> {
+    const out = await run(this.binary, this.args("list", "--format", "json"));
+    return (JSON.parse(out || "[]") as ContainerState[] | null) ?? [];
+  }
+
+  async pause(id: string): Promise<void> {
+    await run(this.binary, this.args("pause", id));
+  }
+
+  async resume(id: string): Promise<void> {
+    await run(this.binary, this.args("resume", id));
+  }
+
+  async kill(id: string, signal = "KILL"): Promise<void> {
+    await run(this.binary, this.args("kill", "--all", id, signal));
+  }
+
+  /** Whether runc has state for the container (a cheap check that spawns nothing). */
+  exists(id: string): boolean {
+    return existsSync(join(this.root, id));
+  }
+
+  /** Removes the container whatever its state (`delete --force` kills it first). */
+  async delete(id: string): Promise<void> {
+    if (!this.exists(id)) return;
+    try {
+      await run(this.binary, this.args("delete", "--force", id));
+    } catch (err) {
+      if (!/does not exist|not found/i.test(String(err))) throw err;
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import type { DeviceRule } from "./runc/oci-spec.js";
+import type { PrivilegeProfile } from "./runc/profiles.js";
+
+/** Resources policy (spec 4.5; our shape): cgroup limits applied at boot and live where the kernel allows. */
+export interface ResourcesPolicy {
+  readonly memory?: { readonly limit_mb: number };
+  readonly pids?: { readonly limit: number };
+}
+
+/** Privileges policy (spec 4.5; our shape). */
+export interface PrivilegesPolicy {
+  readonly profile?: PrivilegeProfile;
+  readonly devices?: readonly DeviceRule[];
+  readonly no_new_privileges?: boolean;
+}
+
+export interface BootSpec {
+  readonly unitId: string;
+  readonly name: string;
+  readonly url: string;
+  readonly resources: ResourcesPolicy;
+  readonly privileges: PrivilegesPolicy;
+}
+
+export type RuntimeState = "running" | "paused" | "stopped";
+
+export interface UnitStats {
+  /** CPU time used since boot, in nanoseconds. */
+  readonly cpuNs: number;
+  /** Resident memory of the unit's processes (cgroup rss), in bytes. */
+  readonly rssBytes: number;
+}
+
+/**
+ * How units run on a host (DESIGN.md section 2). One implementation per folder: `runc/` today;
+ * a microVM or gVisor runtime fits behind the same interface.
+ */
+export interface UnitRuntime {
+  /** Gives the unit its disk (a writable snapshot of the base image); it costs no process. */
+  create(unitId: string): Promise<void>;
+  /** Starts the unit and returns once its agent answers. */
+  boot(spec: BootSpec): Promise<void>;
+  pause(unitId: string): Promise<void>;
+  resume(unitId: string): Promise<void>;
+  /** Stops every process of the unit; its disk stays. */
+  stop(unitId: string): Promise<void>;
+  /** Removes the unit and every host resource it had. */
+  destroy(unitId: string): Promise<void>;
+  state(unitId: string): Promise<RuntimeState>;
+  /** Units that run (or are paused) on this host now, e.g. after a restart of the server. */
+  running(): Promise<Map<string, RuntimeState>>;
+  /** The Unix socket of the unit's agent on the host. */
+  agentSocket(unitId: string): string;
+  /** The unit's address as the host reaches it, while it runs. */
+  address(unitId: string): string | undefined;
+  stats(unitId: string): Promise<UnitStats | undefined>;
+  /** Applies a memory/pids limit to a running unit where the kernel allows; false when it must wait for the next boot. */
+  applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,157 @@
+import { lstat, statfs } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { CommandError, run } from "./exec.js";
+
+/** statfs f_type of btrfs. */
+const BTRFS_SUPER_MAGIC = 0x9123683e;
+/** Inode number of every subvolume's root directory (BTRFS_FIRST_FREE_OBJECTID). */
+const SUBVOLUME_ROOT_INO = 256;
+
+/** Creates an empty subvolume at `path` (its parent directory must exist, `path` must not). */
+export async function createSubvolume(path: string): Promise<void> {
+  await run("btrfs", ["subvolume", "create", resolve(path)]);
+}
+
+/**
+ * Snapshots subvolume `src` to `dst` (O(1), copy-on-write). `dst` must not exist: btrfs would
+ * otherwise create the snapshot *inside* it. Nested subvolumes of `src` appear as empty directories.
+ */
+export async function snapshot(src: string, dst: string, opts: { readonly?: boolean } = {}): Promise<void> {
+  const target = resolve(dst);
+  if (
+    await lstat(target).then(
+      () => true,
+      () => false,
+    )
+  ) {
+    throw Object.assign(new Error(`snapshot target ${target} already exists`), { code: "EEXIST" });
+  }
+  await run("btrfs", ["subvolume", "snapshot", ...(opts.readonly ? ["-r"] : []), resolve(src), target]);
+}
+
+/** True when `path` is the root of a btrfs subvolume (no btrfs call: inode 256 on a btrfs filesystem). */
+export async function isSubvolume(path: string): Promise<boolean> {
+  try {
+    const st = await lstat(path);
+    if (!st.isDirectory() || st.ino !== SUBVOLUME_ROOT_INO) return false;
+    return (await statfs(path)).type === BTRFS_SUPER_MAGIC;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT" || (err as NodeJS.ErrnoException).code === "ENOTDIR") {
+      return false;
+    }
+    throw err;
+  }
+}
+
+export async function isReadonly(path: string): Promise<boolean> {
+  const { stdout } = await run("btrfs", ["property", "get", "-ts", resolve(path), "ro"]);
+  return stdout.trim() === "ro=true";
+}
+
+export async function setReadonly(path: string, readonly: boolean): Promise<void> {
+  await run("btrfs", ["property", "set", "-ts", resolve(path), "ro", readonly ? "true" : "false"]);
+}
+
+/** Absolute paths of the subvolumes directly nested in subvolume `path`. */
+export async function childSubvolumes(path: string): Promise<string[]> {
+  const abs = resolve(path);
+  // Both `subvolume show` and `list -o` name subvolumes relative to the filesystem's top level.
+  const show = await run("btrfs", ["subvolume", "show", abs]);
+  const own = (show.stdout.split("\n")[0] ?? "").trim();
+  const list = await run("btrfs", ["subvolume", "list", "-o", abs]);
+  const out: string[] = [];
+  for (const entry of parseSubvolumeList(list.stdout)) {
+    if (own === "/" || own === "<FS_TREE>") out.push(join(abs, entry.path));
+    else if (entry.path.startsWith(`${own}/`)) out.push(join(abs, entry.path.slice(own.length + 1)));
+    else throw new Error(`cannot place nested subvolume ${entry.path} under ${own}`);
+  }
+  return out;
+}
+
+/**
+ * Deletes subvolume `path` and, first, every subvolume nested in it. A read-only subvolume that has
+ * nested subvolumes is made writable first (its nested entries could not be unlinked otherwise); a
+ * read-only subvolume without any is deleted as it is.
+ */
+export async function deleteSubvolume(path: string): Promise<void> {
+  const abs = resolve(path);
+  if (!(await isSubvolume(abs))) throw Object.assign(new Error(`${abs} is not a btrfs subvolume`), { code: "EINVAL" });
+  const children = await childSubvolumes(abs);
+  if (children.length > 0 && (await isReadonly(abs))) await setReadonly(abs, false);
+  for (const child of children) await deleteSubvolume(child);
+  try {
+    await run("btrfs", ["subvolume", "delete", abs]);
+  } catch (err) {
+    // Older kernels refuse to delete a read-only subvolume in some setups: retry writable.
+    if (err instanceof CommandError && /read-only/i.test(err.stderr) && (await isReadonly(abs))) {
+      await setReadonly(abs, false);
+      await run("btrfs", ["subvolume", "delete", abs]);
+    } else {
+      throw err;
+    }
+  }
+}
+
+export interface SubvolumeInfo {
+  id: number;
+  /** The id of the subvolume that contains it (5 = the top level). */
+  parentId: number;
+  generation: number;
+  uuid: string;
+  /** The uuid of the subvolume it was snapshotted from, if any. */
+  parentUuid: string | undefined;
+  /** Path relative to the filesystem's top level. */
+  path: string;
+  /** Absolute path, for a pool mounted at its top level (as {@link openPool} does). */
+  absPath: string;
+  readonly: boolean;
+}
+
+/** Parses `btrfs subvolume list` output lines (`ID 256 gen 7 top level 5 [parent_uuid X uuid Y] path P`). */
+export function parseSubvolumeList(text: string): Array<{
+  id: number;
+  generation: number;
+  topLevel: number;
+  uuid?: string;
+  parentUuid?: string;
+  path: string;
+}> {
+  const out = [];
+  for (const line of text.split("\n")) {
+    const m = /^ID (\d+) gen (\d+) top level (\d+)(?: parent_uuid (\S+))?(?:\s+uuid (\S+))? path (.*)$/.exec(
+      line.trim(),
+    );
+    if (!m) continue;
+    out.push({
+      id: Number(m[1]),
+      generation: Number(m[2]),
+      topLevel: Number(m[3]),
+      ...(m[4] !== undefined && m[4] !== "-" ? { parentUuid: m[4] } : {}),
+      ...(m[5] !== undefined ? { uuid: m[5] } : {}),
+      path: m[6] ?? "",
+    });
+  }
+  return out;
+}
+
+/** Every subvolume of the pool mounted at `poolPath`, sorted by path. */
+export async function listSubvolumes(poolPath: string): Promise<SubvolumeInfo[]> {
+  const abs = resolve(poolPath);
+  const [all, ro] = await Promise.all([
+    run("btrfs", ["subvolume", "list", "-u", "-q", abs]),
+    run("btrfs", ["subvolume", "list", "-r", abs]),
+  ]);
+  const readonlyIds = new Set(parseSubvolumeList(ro.stdout).map((e) => e.id));
+  return parseSubvolumeList(all.stdout)
+    .map((e) => ({
+      id: e.id,
+      parentId: e.topLevel,
+      generation: e.generation,
+      uuid: e.uuid ?? "",
+      parentUuid: e.parentUuid,
+      path: e.path,
+      absPath: join(abs, e.path),
+      readonly: readonlyIds.has(e.id),
+    }))
+    .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}

@@ -1,0 +1,66 @@
+import { readFile } from "node:fs/promises";
+import { run } from "./exec.js";
+
+export interface MountEntry {
+  mountPoint: string;
+  fsType: string;
+  source: string;
+  options: string;
+}
+
+/** `\040`-style escapes of /proc/self/mountinfo. */
+function unescapeOctal(field: string): string {
+  return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(Number.parseInt(oct, 8)));
+}
+
+/** The mounts of this process's mount namespace, in mount order. */
+export async function readMounts(): Promise<MountEntry[]> {
+  const text = await readFile("/proc/self/mountinfo", "utf8");
+  const out: MountEntry[] = [];
+  for (const line of text.split("\n")) {
+    if (!line) continue;
+    const [left, right] = line.split(" - ");
+    if (!left || !right) continue;
+    const l = left.split(" ");
+    const r = right.split(" ");
+    out.push({
+      mountPoint: unescapeOctal(l[4] ?? ""),
+      options: l[5] ?? "",
+      fsType: r[0] ?? "",
+      source: unescapeOctal(r[1] ?? ""),
+    });
+  }
+  return out;
+}
+
+/** The top-most mount at exactly `path` (an absolute, resolved path), if any. */
+export async function mountAt(path: string): Promise<MountEntry | undefined> {
+  const all = await readMounts();
+  return all.filter((m) => m.mountPoint === path).at(-1);
+}
+
+/** Mounts at or below `path` (an absolute, resolved path), deepest first. */
+export async function mountsBelow(path: string): Promise<MountEntry[]> {
+  const prefix = path.endsWith("/") ? path : `${path}/`;
+  const all = await readMounts();
+  return all.filter((m) => m.mountPoint === path || m.mountPoint.startsWith(prefix)).reverse();
+}
+
+/**
+ * Unmounts everything at or below `path`, deepest first. Only for trees this process created (e.g. a
+ * crashed image build leaves mmdebstrap's /proc and /dev mounts inside its target).
+ */
+export async function unmountBelow(path: string): Promise<number> {
+  let count = 0;
+  for (let round = 0; round < 8; round++) {
+    const mounts = await mountsBelow(path);
+    if (mounts.length === 0) return count;
+    for (const m of mounts) {
+      await run("umount", [m.mountPoint]).catch(() => run("umount", ["--lazy", m.mountPoint]));
+      count++;
+    }
+  }
+  const left = await mountsBelow(path);
+  if (left.length) throw new Error(`could not unmount ${left.map((m) => m.mountPoint).join(", ")}`);
+  return count;
+}

@@ -1,0 +1,69 @@
+import { randomBytes } from "node:crypto";
+import { open, readFile, rm } from "node:fs/promises";
+import { testImage } from "../runtime/image/test-image.js";
+import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
+import { hostPaths } from "../runtime/host.js";
+import { parseSubnet } from "../runtime/network/addresses.js";
+import { removeFirewall } from "../runtime/network/firewall.js";
+import { RuncRuntime } from "../runtime/runc/runc-runtime.js";
+
+/**
+ * A real runc runtime for a test server: the shared test image and pool, and host resources of
+ * its own (runtime id, a /24 of 10.209.0.0/16 held by a lock file) so test files can run at once.
+ */
+export interface TestRuntime {
+  readonly runtime: RuncRuntime;
+  readonly rid: string;
+  /** Removes what the runtime put on the host (firewall table, subnet lock). Units are destroyed by the caller. */
+  release(): Promise<void>;
+}
+
+async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<void> }> {
+  const start = randomBytes(1)[0] ?? 0;
+  for (let i = 0; i < 256; i++) {
+    const n = (start + i) % 256;
+    const file = `/tmp/ums-test-subnet-${n}.lock`;
+    try {
+      const fh = await open(file, "wx");
+      await fh.writeFile(String(process.pid));
+      await fh.close();
+      return { n, unlock: () => rm(file, { force: true }) };
+    } catch {
+      // Held: take it over only when its process is gone.
+      const pid = Number(await readFile(file, "utf8").catch(() => "0"));
+      let alive = false;
+      try {
+        alive = pid > 0 && process.kill(pid, 0);
+      } catch {}
+      if (!alive) await rm(file, { force: true });
+    }
+  }
+  throw new Error("no free test subnet");
+}
+
+export async function openTestRuntime(dataDir: string): Promise<TestRuntime> {
+  const image = await testImage();
+  const rid = randomBytes(2).toString("hex");
+  const subnet = await lockSubnet();
+  const runtime = await RuncRuntime.open({
+    dataDir,
+    poolDir: image.pool.path,
+    imagePath: image.path,
+    rid,
+    subnet: parseSubnet(`10.209.${subnet.n}.0/24`),
+    hostPaths: hostPaths(),
+    idShift: UID_SHIFT,
+    idCount: UID_RANGE,
+    defaultMemoryBytes: 512 * 1024 ** 2,
+    defaultPids: 1024,
+    bootTimeoutMs: 20_000,
+  });
+  return {
+    runtime,
+    rid,
+    async release() {
+      await removeFirewall(rid);
+      await subnet.unlock();
+    },
+  };
+}
