@@ -16,6 +16,10 @@ export interface ServerConfig {
   readonly databaseUrl: string | undefined;
   /** A block device for the btrfs pool; undefined: a loop file `<dataDir>/pool.img`. */
   readonly poolDevice: string | undefined;
+  /** An already mounted btrfs filesystem to use as the pool instead (e.g. shared by test servers). */
+  readonly poolDir: string | undefined;
+  /** The base image units start from: `full` (default) or the small `test` image. */
+  readonly imageVariant: "full" | "test";
   /** Idle running units are paused (warm) after this long; warm units stopped (cold) after `idleColdMs`. */
   readonly idleWarmMs: number;
   readonly idleColdMs: number;
@@ -33,6 +37,8 @@ export interface ConfigInput {
   unitUrlPort?: string | number | undefined;
   databaseUrl?: string | undefined;
   poolDevice?: string | undefined;
+  poolDir?: string | undefined;
+  imageVariant?: string | undefined;
   idleWarm?: string | undefined;
   idleCold?: string | undefined;
   unitSubnet?: string | undefined;
@@ -70,6 +76,11 @@ function duration(flag: string, text: string): number {
   return ms;
 }
 
+function imageVariant(v: string): "full" | "test" {
+  if (v !== "full" && v !== "test") throw new ConfigError(`image variant '${v}' must be full or test`);
+  return v;
+}
+
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
   const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
@@ -90,6 +101,8 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     unitUrlPort,
     databaseUrl: input.databaseUrl ?? (env.UMS_DATABASE_URL || undefined),
     poolDevice: input.poolDevice ?? (env.UMS_POOL_DEVICE || undefined),
+    poolDir: input.poolDir ?? (env.UMS_POOL_DIR || undefined),
+    imageVariant: imageVariant(input.imageVariant ?? env.UMS_IMAGE_VARIANT ?? "full"),
     idleWarmMs: duration("idle-warm", input.idleWarm ?? env.UMS_IDLE_WARM ?? "30s"),
     idleColdMs: duration("idle-cold", input.idleCold ?? env.UMS_IDLE_COLD ?? "10m"),
     unitSubnet: input.unitSubnet ?? env.UMS_UNIT_SUBNET ?? "10.209.0.0/16",

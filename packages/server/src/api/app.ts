@@ -10,6 +10,7 @@ import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
+import { policyRoutes } from "./policies/routes.js";
 import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
 import { proxyRoutes } from "./proxy/routes.js";
@@ -94,6 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onRequest", bearerAuth(deps.store));
     unitRoutes(api, units);
     organizationRoutes(api, deps.store);
+    policyRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
     await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
     await api.register(async (proxy) => proxyRoutes(proxy, units));
   });

@@ -18,7 +18,7 @@ export interface HostRuntimeOptions {
   readonly unitSubnet: string;
   readonly imageVariant?: ImageVariant;
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
-  readonly poolDir?: string;
+  readonly poolDir?: string | undefined;
 }
 
 /** The host pieces a unit needs from outside: node, catatonit, the agent bundle and node-pty. */

@@ -1,18 +1,6 @@
-import type { DeviceRule } from "./runc/oci-spec.js";
-import type { PrivilegeProfile } from "./runc/profiles.js";
+import type { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
 
-/** Resources policy (spec 4.5; our shape): cgroup limits applied at boot and live where the kernel allows. */
-export interface ResourcesPolicy {
-  readonly memory?: { readonly limit_mb: number };
-  readonly pids?: { readonly limit: number };
-}
-
-/** Privileges policy (spec 4.5; our shape). */
-export interface PrivilegesPolicy {
-  readonly profile?: PrivilegeProfile;
-  readonly devices?: readonly DeviceRule[];
-  readonly no_new_privileges?: boolean;
-}
+export type { PrivilegesPolicy, ResourcesPolicy };
 
 export interface BootSpec {
   readonly unitId: string;

@@ -5,7 +5,7 @@ import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { hostPaths } from "../runtime/host.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
-import { RuncRuntime } from "../runtime/runc/runc-runtime.js";
+import { removeCgroups, RuncRuntime } from "../runtime/runc/runc-runtime.js";
 
 /**
  * A real runc runtime for a test server: the shared test image and pool, and host resources of
@@ -18,7 +18,7 @@ export interface TestRuntime {
   release(): Promise<void>;
 }
 
-async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<void> }> {
+export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<void> }> {
   const start = randomBytes(1)[0] ?? 0;
   for (let i = 0; i < 256; i++) {
     const n = (start + i) % 256;
@@ -63,6 +63,7 @@ export async function openTestRuntime(dataDir: string): Promise<TestRuntime> {
     rid,
     async release() {
       await removeFirewall(rid);
+      await removeCgroups(rid);
       await subnet.unlock();
     },
   };

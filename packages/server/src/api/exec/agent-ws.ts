@@ -1,6 +1,10 @@
 import WebSocket from "ws";
 
-/** Opens a websocket to the unit agent's exec endpoint over its Unix socket (DESIGN.md section 8). */
+/**
+ * Opens a websocket to the unit agent's exec endpoint over its Unix socket (DESIGN.md section 8).
+ * It comes back paused: frames that arrived with the handshake (a quick command's whole output)
+ * wait until the caller has its listeners on and calls `resume()`.
+ */
 export function connectAgent(socketPath: string, path: string): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(`ws+unix://${socketPath}:${path}`, { perMessageDeflate: false });
@@ -10,6 +14,7 @@ export function connectAgent(socketPath: string, path: string): Promise<WebSocke
       reject(err);
     };
     ws.once("open", () => {
+      ws.pause();
       ws.removeListener("error", fail);
       resolve(ws);
     });

@@ -46,6 +46,7 @@ export function pipeHttpExec(req: FastifyRequest, reply: FastifyReply, agent: We
   });
   agent.on("close", () => fail("the unit's agent closed the session before the process exited"));
   agent.on("error", (err) => fail(`lost the unit's agent: ${err.message}`));
+  agent.resume();
   // The client went away: end the session (the agent kills the process of a session nobody holds).
   res.on("close", () => {
     if (!res.writableEnded) agent.terminate();

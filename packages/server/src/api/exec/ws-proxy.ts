@@ -27,6 +27,7 @@ export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => 
   });
   agent.on("error", () => client.terminate());
   client.on("error", () => agent.terminate());
+  agent.resume();
 }
 
 /** Codes a peer may send (RFC 6455 §7.4); 1005/1006 are only reported, never sent. */

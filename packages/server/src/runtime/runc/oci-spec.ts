@@ -16,12 +16,19 @@ export const UNIT_PATHS = Object.freeze({
 });
 
 export interface DeviceRule {
+  readonly path: string;
   /** `c` (character) or `b` (block) */
   readonly type: "c" | "b";
   readonly major: number;
   readonly minor: number;
-  readonly access: string;
 }
+
+/** The host devices a privileges policy may expose (its `devices` names). */
+export const ALLOWED_DEVICES: Readonly<Record<string, DeviceRule>> = Object.freeze({
+  fuse: { path: "/dev/fuse", type: "c", major: 10, minor: 229 },
+  tun: { path: "/dev/net/tun", type: "c", major: 10, minor: 200 },
+  kvm: { path: "/dev/kvm", type: "c", major: 10, minor: 232 },
+});
 
 export interface OciSpecInput {
   readonly hostname: string;
@@ -75,7 +82,6 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
       cwd: "/",
       capabilities: { bounding: caps, effective: caps, permitted: caps },
       noNewPrivileges: i.privileges.noNewPrivileges,
-      oomScoreAdj: 500,
     },
     root: { path: i.rootfs, readonly: false },
     hostname: i.hostname,
@@ -102,6 +108,15 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
       { destination: UNIT_PATHS.run, type: "bind", source: i.hostPaths.run, options: ["bind", "nosuid", "nodev", "noexec"] },
     ],
     linux: {
+      devices: i.privileges.devices.map((d) => ({
+        path: d.path,
+        type: d.type,
+        major: d.major,
+        minor: d.minor,
+        fileMode: 0o666,
+        uid: 0,
+        gid: 0,
+      })),
       uidMappings: [{ containerID: 0, hostID: i.idShift, size: i.idCount }],
       gidMappings: [{ containerID: 0, hostID: i.idShift, size: i.idCount }],
       namespaces: [
@@ -116,7 +131,7 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
       resources: {
         devices: [
           { allow: false, access: "rwm" },
-          ...i.privileges.devices.map((d) => ({ allow: true, type: d.type, major: d.major, minor: d.minor, access: d.access })),
+          ...i.privileges.devices.map((d) => ({ allow: true, type: d.type, major: d.major, minor: d.minor, access: "rwm" })),
         ],
         ...(i.memoryLimitBytes !== undefined && {
           memory: { limit: i.memoryLimitBytes, swap: i.memoryLimitBytes },

@@ -1,4 +1,5 @@
-import { chmod, mkdir, open, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, open, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/run.js";
@@ -7,7 +8,7 @@ import { installFirewall } from "../network/firewall.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import type { BootSpec, ResourcesPolicy, RuntimeState, UnitRuntime, UnitStats } from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
-import { buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
+import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
 import { Runc } from "./runc.js";
 import { SlotAllocator } from "./slots.js";
 
@@ -30,6 +31,15 @@ export interface RuncRuntimeConfig {
 }
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
+
+/** Removes this runtime's (empty) parent cgroups; runc removes each unit's own on delete. */
+export async function removeCgroups(rid: string): Promise<void> {
+  let controllers: string[] = [];
+  try {
+    controllers = await readdir(CGROUP_ROOT);
+  } catch {}
+  for (const c of controllers) await rmdir(join(CGROUP_ROOT, c, `ums-${rid}`)).catch(() => {});
+}
 
 async function allowTraversal(dir: string): Promise<void> {
   for (let d = resolve(dir); ; d = dirname(d)) {
@@ -123,7 +133,11 @@ export class RuncRuntime implements UnitRuntime {
         privileges: {
           profile: spec.privileges.profile ?? "standard",
           noNewPrivileges: spec.privileges.no_new_privileges ?? false,
-          devices: spec.privileges.devices ?? [],
+          // Devices the host lacks are left out rather than failing the boot.
+          devices: (spec.privileges.devices ?? []).flatMap((d) => {
+            const rule = ALLOWED_DEVICES[d];
+            return rule && existsSync(rule.path) ? [rule] : [];
+          }),
         },
       });
       const bundle = join(runDir, "bundle");
@@ -136,9 +150,24 @@ export class RuncRuntime implements UnitRuntime {
         await log.close();
       }
       await waitForAgent(this.agentSocket(id), this.cfg.bootTimeoutMs, async () => (await this.state(id)) === "running");
+      await this.protectAgent(id);
     } catch (err) {
       await this.stop(id).catch(() => {});
       throw err;
+    }
+  }
+
+  /**
+   * When a unit runs out of memory the kernel must kill one of its processes, never PID 1 or the
+   * agent. Only the host may lower a score (a user namespace cannot), so it does so here; the agent
+   * raises the score of every process it starts back to 0.
+   */
+  private async protectAgent(id: string): Promise<void> {
+    const pid1 = (await this.runc.state(id))?.pid;
+    if (!pid1) return;
+    const children = (await readFile(`/proc/${pid1}/task/${pid1}/children`, "utf8").catch(() => "")).trim().split(/\s+/);
+    for (const pid of [String(pid1), ...children].filter(Boolean)) {
+      await writeFile(`/proc/${pid}/oom_score_adj`, "-999").catch(() => {});
     }
   }
 

@@ -162,7 +162,8 @@ export async function openPool(opts: OpenPoolOptions): Promise<Pool> {
       }
     }
     await mkdir(imagesDir, { recursive: true, mode: 0o700 });
-    await mkdir(unitsDir, { recursive: true, mode: 0o700 });
+    // Units run as an unprivileged host uid (the shift) that runc must let through to their rootfs.
+    await mkdir(unitsDir, { recursive: true, mode: 0o711 });
     return Object.freeze({ dataDir, path, imagesDir, unitsDir, device, backingFile, formatted });
   });
 }
