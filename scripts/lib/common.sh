@@ -45,6 +45,10 @@ ensure_built() {
     npm install --no-audit --no-fund >&2
     touch "$stamp"
   fi
-  step "building (tsc -b)"
+  step "building (tsc -b, then the unit agent bundle)"
   npx tsc -b >&2
+  npm run --silent build:agent >&2
 }
+
+# What the host needs to run units (DESIGN.md section 2).
+HOST_PACKAGES=(runc catatonit btrfs-progs mmdebstrap iproute2 nftables util-linux debian-archive-keyring)

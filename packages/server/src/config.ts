@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
-import { parseDurationMs } from "./util/duration.js";
 import { resolve } from "node:path";
+import { parseDurationMs } from "./util/duration.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {

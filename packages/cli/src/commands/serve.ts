@@ -11,6 +11,15 @@ export function serveCommand(): Command {
       "units are reached at <name>-<random>.<host> (env UMS_UNIT_HOST, default units.localhost)",
     )
     .option(
+      "--pool-device <dev>",
+      "block device for the btrfs pool (env UMS_POOL_DEVICE; default a loop file in the data dir)",
+    )
+    .option("--pool-dir <dir>", "an already mounted btrfs filesystem to use as the pool (env UMS_POOL_DIR)")
+    .option("--image-variant <full|test>", "base image of new units (env UMS_IMAGE_VARIANT, default full)")
+    .option("--idle-warm <duration>", "pause idle running units after this long (env UMS_IDLE_WARM, default 30s)")
+    .option("--idle-cold <duration>", "stop warm units after this long (env UMS_IDLE_COLD, default 10m)")
+    .option("--unit-subnet <cidr>", "IPv4 range for units' links (env UMS_UNIT_SUBNET, default 10.209.0.0/16)")
+    .option(
       "--unit-url-scheme <scheme>",
       "scheme of unit URLs as clients see them (env UMS_UNIT_URL_SCHEME, default http)",
     )
@@ -25,6 +34,12 @@ export function serveCommand(): Command {
         unitHost?: string;
         unitUrlScheme?: string;
         unitUrlPort?: string;
+        poolDevice?: string;
+        poolDir?: string;
+        imageVariant?: string;
+        idleWarm?: string;
+        idleCold?: string;
+        unitSubnet?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
         // stops it as soon as it is up.

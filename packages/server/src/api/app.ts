@@ -1,6 +1,6 @@
 import swagger from "@fastify/swagger";
-import websocket from "@fastify/websocket";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import websocket from "@fastify/websocket";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { ServerConfig } from "../config.js";
@@ -10,9 +10,9 @@ import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
-import { policyRoutes } from "./policies/routes.js";
 import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
+import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes } from "./proxy/routes.js";
 import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";

@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
-import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
-import type { Store } from "../store/store.js";
 import { agentHealth } from "../runtime/agent-client.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
+import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
+import type { Store } from "../store/store.js";
 import { Activity } from "./activity.js";
 import { KeyedMutex } from "./keyed-mutex.js";
 
@@ -106,7 +106,9 @@ export class Lifecycle {
 
   /** Keeps the organization within running_limit by moving its least recently used idle unit down. */
   private async makeRoom(org: OrgRecord, wakingId: string): Promise<void> {
-    const running = [...this.tracked.entries()].filter(([id, t]) => t.orgId === org.id && t.status === "running" && id !== wakingId);
+    const running = [...this.tracked.entries()].filter(
+      ([id, t]) => t.orgId === org.id && t.status === "running" && id !== wakingId,
+    );
     if (running.length < org.runningLimit) return;
     const idle = running
       .filter(([id]) => !this.activity.isHeld(id))
@@ -122,7 +124,7 @@ export class Lifecycle {
 
   private async toWarm(id: string, warmLimit?: number): Promise<void> {
     const t = this.tracked.get(id);
-    if (!t || t.status !== "running" || this.activity.isHeld(id)) return;
+    if (t?.status !== "running" || this.activity.isHeld(id)) return;
     const limit = warmLimit ?? (await this.store.orgs.getById(t.orgId))?.warmLimit ?? 0;
     const warm = [...this.tracked.entries()].filter(([, x]) => x.orgId === t.orgId && x.status === "warm");
     if (warm.length >= limit) {
@@ -164,10 +166,14 @@ export class Lifecycle {
             t.cpuAt = now;
           }
           if (this.activity.idleFor(id, now) >= this.cfg.idleWarmMs) {
-            await this.mutex.run(id, () => this.toWarm(id)).catch((err) => this.log.error({ err, unitId: id }, "pause failed"));
+            await this.mutex
+              .run(id, () => this.toWarm(id))
+              .catch((err) => this.log.error({ err, unitId: id }, "pause failed"));
           }
         } else if (t.status === "warm" && now - t.since >= this.cfg.idleColdMs) {
-          await this.mutex.run(id, () => this.toCold(id)).catch((err) => this.log.error({ err, unitId: id }, "stop failed"));
+          await this.mutex
+            .run(id, () => this.toCold(id))
+            .catch((err) => this.log.error({ err, unitId: id }, "stop failed"));
         }
       }
     } finally {
@@ -188,14 +194,20 @@ export class Lifecycle {
   }
 
   /** Spec 2.4: healthy when the agent answers in time. */
-  async health(unit: UnitRecord, timeoutMs = 2000): Promise<{ status: "healthy" | "hibernated" | "unhealthy"; reason: string | null }> {
+  async health(
+    unit: UnitRecord,
+    timeoutMs = 2000,
+  ): Promise<{ status: "healthy" | "hibernated" | "unhealthy"; reason: string | null }> {
     const status = this.statusOf(unit.id);
     if (status !== "running") return { status: "hibernated", reason: `unit is ${status}` };
     try {
       await agentHealth(this.runtime.agentSocket(unit.id), timeoutMs);
       return { status: "healthy", reason: null };
     } catch (err) {
-      return { status: "unhealthy", reason: `agent did not answer: ${err instanceof Error ? err.message : String(err)}` };
+      return {
+        status: "unhealthy",
+        reason: `agent did not answer: ${err instanceof Error ? err.message : String(err)}`,
+      };
     }
   }
 

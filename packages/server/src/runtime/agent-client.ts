@@ -24,7 +24,11 @@ export function agentHealth(socketPath: string, timeoutMs = 1000): Promise<{ ok:
 }
 
 /** Polls the agent until it answers or `timeoutMs` passes. */
-export async function waitForAgent(socketPath: string, timeoutMs: number, isAlive: () => Promise<boolean>): Promise<void> {
+export async function waitForAgent(
+  socketPath: string,
+  timeoutMs: number,
+  isAlive: () => Promise<boolean>,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let delay = 2;
   let last: unknown;

@@ -53,7 +53,9 @@ export async function runtimeId(dataDir: string): Promise<string> {
 export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Promise<UnitRuntime> {
   if (process.getuid?.() !== 0) throw new Error("ums serve runs units and must run as root");
   const variant = opts.imageVariant ?? "full";
-  const poolDir = opts.poolDir ?? (await openPool({ dataDir: opts.dataDir, ...(opts.poolDevice && { device: opts.poolDevice }) })).path;
+  const poolDir =
+    opts.poolDir ??
+    (await openPool({ dataDir: opts.dataDir, ...(opts.poolDevice && { device: opts.poolDevice }) })).path;
   let lastPercent = -1;
   const imagePath = await buildImage({
     pool: poolDir,

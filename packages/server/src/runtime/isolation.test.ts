@@ -44,13 +44,15 @@ describe("unit isolation", () => {
   });
 
   it("sees none of the host's files", async () => {
-    const r = await sh(`test -e ${marker} && echo visible; test -e /work && echo work; test -e /var/tmp/ums-test-pool && echo pool; echo end`);
+    const r = await sh(
+      `test -e ${marker} && echo visible; test -e /work && echo work; test -e /var/tmp/ums-test-pool && echo pool; echo end`,
+    );
     assert.equal(r.stdout.toString(), "end\n");
   });
 
   it("cannot write to what ums mounts in, even as root", async () => {
     const r = await sh(
-      "for f in /root/control /.unit/bin/node /.unit/agent/agent.mjs /.unit/agent/new /proc/sys/kernel/hostname /sys/kernel/x; do sudo sh -c \": > $f\" 2>/dev/null && echo wrote $f; done; echo end",
+      'for f in /root/control /.unit/bin/node /.unit/agent/agent.mjs /.unit/agent/new /proc/sys/kernel/hostname /sys/kernel/x; do sudo sh -c ": > $f" 2>/dev/null && echo wrote $f; done; echo end',
     );
     assert.equal(r.stdout.toString(), "wrote /root/control\nend\n", "root writes its own files and nothing else");
   });
@@ -72,7 +74,12 @@ describe("unit isolation", () => {
     assert.match(hostIp, /^10\.209\.\d+\.\d+$/);
     const apiPort = s.server.port;
     const servicePort = (listener.address() as { port: number }).port;
-    for (const target of [`${hostIp}:${apiPort}`, `${hostIp}:${servicePort}`, `127.0.0.1:${apiPort}`, `169.254.169.254:80`]) {
+    for (const target of [
+      `${hostIp}:${apiPort}`,
+      `${hostIp}:${servicePort}`,
+      `127.0.0.1:${apiPort}`,
+      `169.254.169.254:80`,
+    ]) {
       const r = await sh(`curl -s --max-time 1 -o /dev/null http://${target}/ && echo reached; echo end`);
       assert.equal(r.stdout.toString(), "end\n", `${target} must be unreachable`);
     }
@@ -87,12 +94,20 @@ describe("unit isolation", () => {
     const set = await s.api("POST", "/v1/units/iso/policy/resources", { token, json: { memory: { limit_mb: 64 } } });
     assert.equal(set.status, 200);
     assert.deepEqual(set.body.memory, { limit_mb: 64 });
-    const r = await execHttp(s.url, token, "iso", ["python3", "-c", "b = bytearray(300 * 1024 * 1024); print('survived')"]);
+    const r = await execHttp(s.url, token, "iso", [
+      "python3",
+      "-c",
+      "b = bytearray(300 * 1024 * 1024); print('survived')",
+    ]);
     assert.equal(r.exitCode, 137, `${r.stdout} ${r.stderr}`);
     assert.equal((await sh("echo still-here")).stdout.toString(), "still-here\n", "the unit itself lives on");
     const reset = await s.api("DELETE", "/v1/units/iso/policy/resources", { token });
     assert.deepEqual(reset.body, { memory: { limit_mb: 2048 }, pids: { limit: 4096 } });
-    const ok = await execHttp(s.url, token, "iso", ["python3", "-c", "b = bytearray(300 * 1024 * 1024); print('survived')"]);
+    const ok = await execHttp(s.url, token, "iso", [
+      "python3",
+      "-c",
+      "b = bytearray(300 * 1024 * 1024); print('survived')",
+    ]);
     assert.equal(ok.stdout.toString(), "survived\n");
   });
 
@@ -100,10 +115,16 @@ describe("unit isolation", () => {
     const bad = await s.api("POST", "/v1/units/iso/policy/resources", { token, json: { memory: { limit_mb: 1 } } });
     assert.equal(bad.status, 400);
     assert.match(bad.body.errors[0], /^memory\.limit_mb: must be >= 32$/);
-    const priv = await s.api("POST", "/v1/units/iso/policy/privileges", { token, json: { profile: "root", devices: ["gpu"] } });
+    const priv = await s.api("POST", "/v1/units/iso/policy/privileges", {
+      token,
+      json: { profile: "root", devices: ["gpu"] },
+    });
     assert.equal(priv.status, 400);
     assert.equal(priv.body.errors.length, 2, JSON.stringify(priv.body.errors));
-    const good = await s.api("POST", "/v1/units/iso/policy/privileges", { token, json: { profile: "minimal", devices: ["fuse"] } });
+    const good = await s.api("POST", "/v1/units/iso/policy/privileges", {
+      token,
+      json: { profile: "minimal", devices: ["fuse"] },
+    });
     assert.deepEqual(good.body, { profile: "minimal", devices: ["fuse"], no_new_privileges: false });
     assert.deepEqual((await s.api("GET", "/v1/units/iso/policy/privileges", { token })).body, good.body);
     const reset = await s.api("DELETE", "/v1/units/iso/policy/privileges", { token });

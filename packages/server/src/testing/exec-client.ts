@@ -23,7 +23,13 @@ export interface ExecOpts {
  * chunk, because clients of this API take each chunk as one stream-id-prefixed frame
  * (DESIGN.md section 8) and fetch would hide chunk boundaries.
  */
-export function execHttp(baseUrl: string, token: string, unit: string, cmd: string[], opts: ExecOpts = {}): Promise<ExecResult> {
+export function execHttp(
+  baseUrl: string,
+  token: string,
+  unit: string,
+  cmd: string[],
+  opts: ExecOpts = {},
+): Promise<ExecResult> {
   const url = new URL(baseUrl);
   const q = new URLSearchParams();
   for (const c of cmd) q.append("cmd", c);

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { open, readFile, rm } from "node:fs/promises";
-import { testImage } from "../runtime/image/test-image.js";
-import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { hostPaths } from "../runtime/host.js";
+import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
+import { testImage } from "../runtime/image/test-image.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
-import { removeCgroups, RuncRuntime } from "../runtime/runc/runc-runtime.js";
+import { RuncRuntime, removeCgroups } from "../runtime/runc/runc-runtime.js";
 
 /**
  * A real runc runtime for a test server: the shared test image and pool, and host resources of

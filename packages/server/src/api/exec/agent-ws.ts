@@ -24,7 +24,9 @@ export function connectAgent(socketPath: string, path: string): Promise<WebSocke
       res.setEncoding("utf8").on("data", (d: string) => {
         body += d;
       });
-      res.on("end", () => fail(Object.assign(new Error(body || `agent answered ${res.statusCode}`), { status: res.statusCode, body })));
+      res.on("end", () =>
+        fail(Object.assign(new Error(body || `agent answered ${res.statusCode}`), { status: res.statusCode, body })),
+      );
     });
   });
 }

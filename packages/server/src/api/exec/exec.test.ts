@@ -66,7 +66,10 @@ describe("exec over HTTP", () => {
     assert.equal(big.exitCode, 0);
     assert.equal(big.stdout.length, 20_000_000);
     const all = await run(["python3", "-c", "import sys; sys.stdout.buffer.write(bytes(range(256))*4)"]);
-    assert.deepEqual([...all.stdout], [...Buffer.concat(Array.from({ length: 4 }, () => Buffer.from([...Array(256).keys()])))]);
+    assert.deepEqual(
+      [...all.stdout],
+      [...Buffer.concat(Array.from({ length: 4 }, () => Buffer.from([...Array(256).keys()])))],
+    );
     const bin = Buffer.from([0, 1, 2, 3, 255, 254, 10, 13, 0]);
     assert.deepEqual([...(await run(["cat"], { stdin: bin })).stdout], [...bin]);
   });

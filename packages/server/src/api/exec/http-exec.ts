@@ -11,7 +11,13 @@ const STDIN_EOF = 4;
  * stream id) is written and flushed as its own chunk, uncompressed, and the two-byte exit frame
  * `[3, code]` ends the response. The request body is the process's stdin when `stdin=true`.
  */
-export function pipeHttpExec(req: FastifyRequest, reply: FastifyReply, agent: WebSocket, stdin: boolean, done: () => void): void {
+export function pipeHttpExec(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  agent: WebSocket,
+  stdin: boolean,
+  done: () => void,
+): void {
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {

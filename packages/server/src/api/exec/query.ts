@@ -4,11 +4,23 @@ import { ApiError } from "../errors.js";
 /** Spec 4.3 and DESIGN.md section 8: the exec query, for HTTP and websocket exec alike. */
 export const ExecQuery = Type.Object(
   {
-    cmd: Type.Array(Type.String({ maxLength: 65536 }), { minItems: 1, maxItems: 4096, description: "Command and arguments; repeat for each" }),
-    path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "Executable; defaults to the first cmd" })),
-    stdin: Type.Optional(Type.Boolean({ description: "Forward the request body (or websocket stdin frames) to the process" })),
-    env: Type.Optional(Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 4096, description: "KEY=VALUE, repeatable" })),
-    dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "Working directory; default /home/unit" })),
+    cmd: Type.Array(Type.String({ maxLength: 65536 }), {
+      minItems: 1,
+      maxItems: 4096,
+      description: "Command and arguments; repeat for each",
+    }),
+    path: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 4096, description: "Executable; defaults to the first cmd" }),
+    ),
+    stdin: Type.Optional(
+      Type.Boolean({ description: "Forward the request body (or websocket stdin frames) to the process" }),
+    ),
+    env: Type.Optional(
+      Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 4096, description: "KEY=VALUE, repeatable" }),
+    ),
+    dir: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 4096, description: "Working directory; default /home/unit" }),
+    ),
     tty: Type.Optional(Type.Boolean()),
     cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),

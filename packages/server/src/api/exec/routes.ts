@@ -2,8 +2,9 @@ import type {} from "@fastify/websocket";
 import { Type } from "@sinclair/typebox";
 import { ErrorBody, ErrorCode } from "@ums/protocol";
 import type WebSocket from "ws";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import { type Lifecycle, RunningLimitError } from "../../lifecycle/lifecycle.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
@@ -31,13 +32,31 @@ const ExecSession = Type.Object({
   bytes_per_second: Type.Number(),
 });
 
-const SessionParams = Type.Object({ name: Type.String({ maxLength: 256 }), id: Type.String({ pattern: "^\\d{1,9}$" }) });
+const SessionParams = Type.Object({
+  name: Type.String({ maxLength: 256 }),
+  id: Type.String({ pattern: "^\\d{1,9}$" }),
+});
 
 declare module "fastify" {
   interface FastifyRequest {
     /** The agent websocket opened before a client websocket is accepted. */
     agentSocket?: WebSocket;
     releaseUnit?: () => void;
+  }
+}
+
+/** Wakes the unit for a request; lifecycle failures become API errors. */
+export async function acquire(lifecycle: Lifecycle, org: OrgRecord, unit: UnitRecord): Promise<() => void> {
+  try {
+    return await lifecycle.acquire(org, unit);
+  } catch (err) {
+    if (err instanceof RunningLimitError) throw new ApiError(409, ErrorCode.RunningLimit, err.message);
+    if (err instanceof ApiError) throw err;
+    throw new ApiError(
+      502,
+      ErrorCode.UnitUnavailable,
+      `unit '${unit.name}' could not be started: ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
 }
 
@@ -64,7 +83,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
   async function openSession(req: import("fastify").FastifyRequest, path: string): Promise<void> {
     const { name } = req.params as { name: string };
     const unit = await units.require(req.auth.org, name);
-    const release = await lifecycle.acquire(req.auth.org, unit);
+    const release = await acquire(lifecycle, req.auth.org, unit);
     try {
       req.agentSocket = await connectAgent(runtime.agentSocket(unit.id), path);
       req.releaseUnit = release;
@@ -112,7 +131,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
     handler: async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
       if (lifecycle.statusOf(unit.id) === "cold") return [];
-      const release = await lifecycle.acquire(req.auth.org, unit);
+      const release = await acquire(lifecycle, req.auth.org, unit);
       try {
         const res = await agentRequest(runtime.agentSocket(unit.id), "GET", "/exec");
         return JSON.parse(res.body);
@@ -128,9 +147,15 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
   app.route({
     method: "GET",
     url: "/v1/units/:name/exec/:id",
-    schema: { tags, summary: "Attach to a live exec session (websocket)", params: SessionParams, response: { ...notFound } },
+    schema: {
+      tags,
+      summary: "Attach to a live exec session (websocket)",
+      params: SessionParams,
+      response: { ...notFound },
+    },
     preHandler: async (req) => {
-      if (!req.ws) throw new ApiError(400, ErrorCode.Validation, "attach with a websocket upgrade (Connection: Upgrade)");
+      if (!req.ws)
+        throw new ApiError(400, ErrorCode.Validation, "attach with a websocket upgrade (Connection: Upgrade)");
       const { id } = req.params as { id: string };
       await openSession(req, `/exec/${id}`);
     },
@@ -162,11 +187,16 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       if (lifecycle.statusOf(unit.id) === "cold") {
         throw new ApiError(404, ErrorCode.SessionNotFound, `no exec session ${req.params.id} in unit '${unit.name}'`);
       }
-      const release = await lifecycle.acquire(req.auth.org, unit);
-      const q = new URLSearchParams({ signal: req.query.signal ?? "SIGTERM", timeout: String(req.query.timeout ?? 10) });
+      const release = await acquire(lifecycle, req.auth.org, unit);
+      const q = new URLSearchParams({
+        signal: req.query.signal ?? "SIGTERM",
+        timeout: String(req.query.timeout ?? 10),
+      });
       let res: Awaited<ReturnType<typeof agentRequest>>;
       try {
-        res = await agentRequest(runtime.agentSocket(unit.id), "POST", `/exec/${req.params.id}/kill?${q}`, { stream: true });
+        res = await agentRequest(runtime.agentSocket(unit.id), "POST", `/exec/${req.params.id}/kill?${q}`, {
+          stream: true,
+        });
       } catch (err) {
         release();
         throw agentFailure(err);

@@ -32,7 +32,9 @@ export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => 
 
 /** Codes a peer may send (RFC 6455 §7.4); 1005/1006 are only reported, never sent. */
 function validCode(code: number): number {
-  return code === 1000 || (code >= 3000 && code <= 4999) || (code >= 1001 && code <= 1014 && code !== 1005 && code !== 1006)
+  return code === 1000 ||
+    (code >= 3000 && code <= 4999) ||
+    (code >= 1001 && code <= 1014 && code !== 1005 && code !== 1006)
     ? code
     : 1000;
 }

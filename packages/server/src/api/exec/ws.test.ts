@@ -39,7 +39,9 @@ describe("exec over websockets", () => {
   let token: string;
   const open = (path: string) =>
     new Promise<Collected>((resolve, reject) => {
-      const ws = new WebSocket(`${s.url.replace("http", "ws")}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      const ws = new WebSocket(`${s.url.replace("http", "ws")}${path}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
       const c = collect(ws);
       ws.once("open", () => resolve(c));
       ws.once("error", reject);
@@ -103,7 +105,9 @@ describe("exec over websockets", () => {
   });
 
   it("lists sessions and kills one, streaming the 6.3 events", async () => {
-    const c = await open(`/v1/units/term/exec?${q(["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"], { max_run_after_disconnect: "30s" })}`);
+    const c = await open(
+      `/v1/units/term/exec?${q(["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"], { max_run_after_disconnect: "30s" })}`,
+    );
     await c.waitFor(() => c.messages.length > 0);
     const id = (c.messages[0] as { session_id: number }).session_id;
     const list = await s.api("GET", "/v1/units/term/exec", { token });
@@ -116,7 +120,10 @@ describe("exec over websockets", () => {
     const kill = await s.api("POST", `/v1/units/term/exec/${id}/kill?signal=TERM&timeout=1`, { token });
     assert.equal(kill.status, 200);
     assert.match(kill.headers.get("content-type") ?? "", /ndjson/);
-    const events = kill.text.trim().split("\n").map((l) => JSON.parse(l));
+    const events = kill.text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     assert.deepEqual(
       events.map((e) => e.type),
       ["signal", "timeout", "killed", "complete"],
@@ -145,7 +152,9 @@ describe("exec over websockets", () => {
   });
 
   it("tells the client when a port opens and closes in the unit", async () => {
-    const c = await open(`/v1/units/term/exec?${q(["sh", "-c", "sleep 1; timeout 3 python3 -m http.server 8765 >/dev/null 2>&1; sleep 2"])}`);
+    const c = await open(
+      `/v1/units/term/exec?${q(["sh", "-c", "sleep 1; timeout 3 python3 -m http.server 8765 >/dev/null 2>&1; sleep 2"])}`,
+    );
     await c.waitFor(() => c.messages.some((m) => (m as { type: string }).type === "port_opened"), 15_000);
     const opened = c.messages.find((m) => (m as { type: string }).type === "port_opened") as Record<string, unknown>;
     assert.equal(opened.port, 8765);

@@ -16,7 +16,11 @@ export interface PolicyDeps {
 
 /** Defaults a unit gets when its policy says nothing (documented in the OpenAPI descriptions). */
 export const DEFAULT_RESOURCES = Object.freeze({ memory: { limit_mb: 2048 }, pids: { limit: 4096 } });
-export const DEFAULT_PRIVILEGES = Object.freeze({ profile: "standard" as const, devices: [], no_new_privileges: false });
+export const DEFAULT_PRIVILEGES = Object.freeze({
+  profile: "standard" as const,
+  devices: [],
+  no_new_privileges: false,
+});
 
 const effectiveResources = (json: string): ResourcesPolicy => ({ ...DEFAULT_RESOURCES, ...JSON.parse(json) });
 const effectivePrivileges = (json: string): PrivilegesPolicy => ({ ...DEFAULT_PRIVILEGES, ...JSON.parse(json) });
@@ -29,13 +33,23 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
 
   app.get(
     "/v1/units/:name/policy/resources",
-    { schema: { tags, summary: "The unit's resources policy, defaults filled in", params: UnitParams, response: resources } },
+    {
+      schema: {
+        tags,
+        summary: "The unit's resources policy, defaults filled in",
+        params: UnitParams,
+        response: resources,
+      },
+    },
     async (req) => effectiveResources((await units.require(req.auth.org, req.params.name)).resources),
   );
 
   async function setResources(org: OrgRecord, name: string, policy: ResourcesPolicy) {
     const unit = await units.require(org, name);
-    await store.units.update(unit.orgId, unit.name, { resources: JSON.stringify(policy), updatedAt: new Date().toISOString() });
+    await store.units.update(unit.orgId, unit.name, {
+      resources: JSON.stringify(policy),
+      updatedAt: new Date().toISOString(),
+    });
     const effective = effectiveResources(JSON.stringify(policy));
     // Live where the kernel allows; a running unit that refuses (e.g. a limit below its use) gets it at next boot.
     if (lifecycle.statusOf(unit.id) !== "cold") await runtime.applyResources(unit.id, effective);
@@ -64,13 +78,23 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
 
   app.get(
     "/v1/units/:name/policy/privileges",
-    { schema: { tags, summary: "The unit's privileges policy, defaults filled in", params: UnitParams, response: privileges } },
+    {
+      schema: {
+        tags,
+        summary: "The unit's privileges policy, defaults filled in",
+        params: UnitParams,
+        response: privileges,
+      },
+    },
     async (req) => effectivePrivileges((await units.require(req.auth.org, req.params.name)).privileges),
   );
 
   async function setPrivileges(org: OrgRecord, name: string, policy: PrivilegesPolicy) {
     const unit = await units.require(org, name);
-    await store.units.update(unit.orgId, unit.name, { privileges: JSON.stringify(policy), updatedAt: new Date().toISOString() });
+    await store.units.update(unit.orgId, unit.name, {
+      privileges: JSON.stringify(policy),
+      updatedAt: new Date().toISOString(),
+    });
     return effectivePrivileges(JSON.stringify(policy));
   }
 

@@ -3,7 +3,7 @@ import { access, chmod, mkdir, readFile, rename, rm, stat, writeFile } from "nod
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { createSubvolume, deleteSubvolume, isReadonly, isSubvolume, setReadonly } from "../storage/btrfs.js";
-import { run, toolEnv } from "../storage/exec.js";
+import { run, toolEnv } from "../exec/host-command.js";
 import { withFileLock } from "../storage/lock.js";
 import { unmountBelow } from "../storage/mounts.js";
 import type { Pool } from "../storage/pool.js";
@@ -85,6 +85,8 @@ export interface ImagePaths {
   manifest: string;
   /** The writable subvolume a build works in. */
   building: string;
+  /** TMPDIR of the build's mmdebstrap, removed with the build (a killed mmdebstrap leaves files there). */
+  tmp: string;
   lock: string;
 }
 
@@ -96,6 +98,7 @@ export function imagePaths(pool: Pick<Pool, "path"> | string, name: string): Ima
     path: join(images, name),
     manifest: join(images, `${name}.json`),
     building: join(images, `.${name}.building`),
+    tmp: join(images, `.${name}.tmp`),
     lock: join(images, `.${name}.lock`),
   };
 }
@@ -222,8 +225,10 @@ async function build(
     await removeBuilding(paths.building);
   }
   await createSubvolume(paths.building);
+  await rm(paths.tmp, { recursive: true, force: true });
+  await mkdir(paths.tmp, { mode: 0o700 });
   try {
-    await bootstrap(paths.building, packages, sources, report, opts.signal);
+    await bootstrap(paths.building, paths.tmp, packages, sources, report, opts.signal);
     opts.signal?.throwIfAborted();
 
     report({ step: "configure", message: `user ${UNIT_USER.name}, sudo, placeholders`, percent: 86 });
@@ -276,12 +281,15 @@ async function build(
   } catch (err) {
     await removeBuilding(paths.building).catch(() => {});
     throw err;
+  } finally {
+    await rm(paths.tmp, { recursive: true, force: true });
   }
 }
 
 /** Runs mmdebstrap into `target` (an empty directory), streaming its lines as progress. */
 async function bootstrap(
   target: string,
+  tmpdir: string,
   packages: string[],
   sources: string[],
   report: (p: BuildProgress) => void,
@@ -304,7 +312,7 @@ async function bootstrap(
   const tail: string[] = [];
   signal?.throwIfAborted();
   const child = spawn("mmdebstrap", args, {
-    env: toolEnv(),
+    env: toolEnv({ TMPDIR: tmpdir }),
     // mmdebstrap reads apt sources from stdin when it is not a terminal: give it nothing.
     stdio: ["ignore", "pipe", "pipe"],
     // Its own process group, so that an abort stops apt and dpkg too, not just mmdebstrap.

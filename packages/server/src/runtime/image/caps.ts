@@ -1,6 +1,6 @@
 import { access } from "node:fs/promises";
 import { join } from "node:path";
-import { run } from "../storage/exec.js";
+import { run } from "../exec/host-command.js";
 
 /*
  * File capabilities (the `security.capability` xattr, e.g. cap_net_raw on /usr/bin/ping) are cleared

@@ -1,4 +1,4 @@
-import { run } from "../exec/run.js";
+import { run } from "../exec/host-command.js";
 
 /**
  * ums's own nftables table (one per server, named after its runtime id; no other rule is ever

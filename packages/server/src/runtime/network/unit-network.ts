@@ -1,4 +1,4 @@
-import { run } from "../exec/run.js";
+import { run } from "../exec/host-command.js";
 import { type Subnet, slotAddresses } from "./addresses.js";
 
 export interface UnitNetwork {

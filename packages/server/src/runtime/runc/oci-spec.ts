@@ -87,25 +87,45 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
     hostname: i.hostname,
     mounts: [
       { destination: "/proc", type: "proc", source: "proc" },
-      { destination: "/dev", type: "tmpfs", source: "tmpfs", options: ["nosuid", "strictatime", "mode=755", "size=65536k"] },
+      {
+        destination: "/dev",
+        type: "tmpfs",
+        source: "tmpfs",
+        options: ["nosuid", "strictatime", "mode=755", "size=65536k"],
+      },
       {
         destination: "/dev/pts",
         type: "devpts",
         source: "devpts",
         options: ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
       },
-      { destination: "/dev/shm", type: "tmpfs", source: "shm", options: ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"] },
+      {
+        destination: "/dev/shm",
+        type: "tmpfs",
+        source: "shm",
+        options: ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+      },
       { destination: "/dev/mqueue", type: "mqueue", source: "mqueue", options: ["nosuid", "noexec", "nodev"] },
       // sysfs cannot be mounted anew in a user namespace that does not own the network namespace
       // (which ums owns, so unit root cannot reconfigure it): bind the host's, read-only.
       { destination: "/sys", type: "none", source: "/sys", options: ["rbind", "nosuid", "noexec", "nodev", "ro"] },
       { destination: "/run", type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev", "mode=755"] },
-      { destination: UNIT_PATHS.dir, type: "tmpfs", source: "tmpfs", options: ["nosuid", "nodev", "mode=755", "size=1m"] },
+      {
+        destination: UNIT_PATHS.dir,
+        type: "tmpfs",
+        source: "tmpfs",
+        options: ["nosuid", "nodev", "mode=755", "size=1m"],
+      },
       ro(i.hostPaths.node, UNIT_PATHS.node),
       ro(i.hostPaths.init, UNIT_PATHS.init),
       ro(i.hostPaths.agentDir, UNIT_PATHS.agentDir),
       ...(i.hostPaths.nodePty ? [ro(i.hostPaths.nodePty, UNIT_PATHS.nodePty)] : []),
-      { destination: UNIT_PATHS.run, type: "bind", source: i.hostPaths.run, options: ["bind", "nosuid", "nodev", "noexec"] },
+      {
+        destination: UNIT_PATHS.run,
+        type: "bind",
+        source: i.hostPaths.run,
+        options: ["bind", "nosuid", "nodev", "noexec"],
+      },
     ],
     linux: {
       devices: i.privileges.devices.map((d) => ({
@@ -131,7 +151,13 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
       resources: {
         devices: [
           { allow: false, access: "rwm" },
-          ...i.privileges.devices.map((d) => ({ allow: true, type: d.type, major: d.major, minor: d.minor, access: "rwm" })),
+          ...i.privileges.devices.map((d) => ({
+            allow: true,
+            type: d.type,
+            major: d.major,
+            minor: d.minor,
+            access: "rwm",
+          })),
         ],
         ...(i.memoryLimitBytes !== undefined && {
           memory: { limit: i.memoryLimitBytes, swap: i.memoryLimitBytes },

@@ -5,8 +5,11 @@
  */
 export type PrivilegeProfile = "minimal" | "standard" | "privileged";
 
-/** The OCI default set (`runc spec`). */
-const MINIMAL = ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"];
+/**
+ * The OCI default set (`runc spec`), plus SETUID and SETGID, without which the agent (the unit's
+ * root) could not start sessions as the unit's user.
+ */
+const MINIMAL = ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SETUID", "CAP_SETGID"];
 
 /** What a developer expects of root on a small machine (the set container engines give by default). */
 const STANDARD = [

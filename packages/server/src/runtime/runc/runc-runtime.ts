@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { chmod, mkdir, open, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { waitForAgent } from "../agent-client.js";
-import { run } from "../exec/run.js";
+import { run } from "../exec/host-command.js";
 import type { Subnet } from "../network/addresses.js";
 import { installFirewall } from "../network/firewall.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
@@ -21,7 +21,12 @@ export interface RuncRuntimeConfig {
   /** A few hex characters that name this server's host resources (netns, veth, nft table, cgroups). */
   readonly rid: string;
   readonly subnet: Subnet;
-  readonly hostPaths: { readonly node: string; readonly init: string; readonly agentDir: string; readonly nodePty?: string };
+  readonly hostPaths: {
+    readonly node: string;
+    readonly init: string;
+    readonly agentDir: string;
+    readonly nodePty?: string;
+  };
   /** Host id that is root inside units; `idCount` ids are mapped (the image is shifted the same way). */
   readonly idShift: number;
   readonly idCount: number;
@@ -128,7 +133,9 @@ export class RuncRuntime implements UnitRuntime {
           UMS_AGENT_SOCKET: UNIT_PATHS.agentSocket,
           HOME: "/root",
         },
-        memoryLimitBytes: spec.resources.memory ? spec.resources.memory.limit_mb * 1024 * 1024 : this.cfg.defaultMemoryBytes,
+        memoryLimitBytes: spec.resources.memory
+          ? spec.resources.memory.limit_mb * 1024 * 1024
+          : this.cfg.defaultMemoryBytes,
         pidsLimit: spec.resources.pids?.limit ?? this.cfg.defaultPids,
         privileges: {
           profile: spec.privileges.profile ?? "standard",
@@ -149,7 +156,11 @@ export class RuncRuntime implements UnitRuntime {
       } finally {
         await log.close();
       }
-      await waitForAgent(this.agentSocket(id), this.cfg.bootTimeoutMs, async () => (await this.state(id)) === "running");
+      await waitForAgent(
+        this.agentSocket(id),
+        this.cfg.bootTimeoutMs,
+        async () => (await this.state(id)) === "running",
+      );
       await this.protectAgent(id);
     } catch (err) {
       await this.stop(id).catch(() => {});
@@ -159,13 +170,16 @@ export class RuncRuntime implements UnitRuntime {
 
   /**
    * When a unit runs out of memory the kernel must kill one of its processes, never PID 1 or the
-   * agent. Only the host may lower a score (a user namespace cannot), so it does so here; the agent
-   * raises the score of every process it starts back to 0.
+   * agent. Only the host may lower a score (a user namespace cannot): best effort, since a host
+   * without CAP_SYS_RESOURCE (some sandboxes) cannot either; the agent also raises the score of
+   * every process it starts to the maximum.
    */
   private async protectAgent(id: string): Promise<void> {
     const pid1 = (await this.runc.state(id))?.pid;
     if (!pid1) return;
-    const children = (await readFile(`/proc/${pid1}/task/${pid1}/children`, "utf8").catch(() => "")).trim().split(/\s+/);
+    const children = (await readFile(`/proc/${pid1}/task/${pid1}/children`, "utf8").catch(() => ""))
+      .trim()
+      .split(/\s+/);
     for (const pid of [String(pid1), ...children].filter(Boolean)) {
       await writeFile(`/proc/${pid}/oom_score_adj`, "-999").catch(() => {});
     }
@@ -291,7 +305,18 @@ export class RuncRuntime implements UnitRuntime {
     const mem = r.memory ? r.memory.limit_mb * 1024 * 1024 : this.cfg.defaultMemoryBytes;
     const pids = r.pids?.limit ?? this.cfg.defaultPids;
     try {
-      await run("runc", ["--root", join(this.cfg.dataDir, "runc"), "update", "--memory", String(mem), "--memory-swap", String(mem), "--pids-limit", String(pids), id]);
+      await run("runc", [
+        "--root",
+        join(this.cfg.dataDir, "runc"),
+        "update",
+        "--memory",
+        String(mem),
+        "--memory-swap",
+        String(mem),
+        "--pids-limit",
+        String(pids),
+        id,
+      ]);
       return true;
     } catch {
       // Lowering a memory limit below current use is refused by the kernel: it applies at next boot.

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { run } from "../exec/run.js";
+import { run } from "../exec/host-command.js";
 
 export type ContainerStatus = "created" | "running" | "paused" | "stopped";
 
@@ -46,7 +46,7 @@ export class Runc {
   async state(id: string): Promise<ContainerState | undefined> {
     if (!this.exists(id)) return undefined;
     try {
-      return JSON.parse(await run(this.binary, this.args("state", id))) as ContainerState;
+      return JSON.parse((await run(this.binary, this.args("state", id))).stdout) as ContainerState;
     } catch (err) {
       if (/does not exist|not found/i.test(String(err))) return undefined;
       throw err;
@@ -54,7 +54,7 @@ export class Runc {
   }
 
   async list(): Promise<ContainerState[]> {
-    const out = await run(this.binary, this.args("list", "--format", "json"));
+    const out = (await run(this.binary, this.args("list", "--format", "json"))).stdout;
     return (JSON.parse(out || "[]") as ContainerState[] | null) ?? [];
   }
 

@@ -1,6 +1,6 @@
 import { lstat, statfs } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { CommandError, run } from "./exec.js";
+import { CommandError, run } from "../exec/host-command.js";
 
 /** statfs f_type of btrfs. */
 const BTRFS_SUPER_MAGIC = 0x9123683e;

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { run } from "./exec.js";
+import { run } from "../exec/host-command.js";
 
 export interface MountEntry {
   mountPoint: string;

@@ -1,6 +1,6 @@
 import { mkdir, open, realpath, rename, rm, stat, statfs } from "node:fs/promises";
 import { join } from "node:path";
-import { CommandError, run } from "./exec.js";
+import { CommandError, run } from "../exec/host-command.js";
 import { withFileLock } from "./lock.js";
 import { mountAt } from "./mounts.js";
 
@@ -177,11 +177,14 @@ export async function closePool(pool: Pick<Pool, "dataDir"> & Partial<Pool>): Pr
   const { path, file } = poolPaths(dataDir);
   const backingFile = pool.backingFile ?? ((await exists(file)) ? file : undefined);
   await withFileLock(join(dataDir, "pool.lock"), async () => {
-    const ours = backingFile ? await loopDevicesFor(backingFile) : pool.device ? [pool.device] : [];
+    // Without a loop file or a known device, the btrfs mounted at <dataDir>/pool is taken as the pool.
+    const ours = backingFile ? await loopDevicesFor(backingFile) : pool.device ? [pool.device] : undefined;
     for (let i = 0; i < 8; i++) {
       const m = await mountAt(path);
       if (!m) break;
-      if (!ours.includes(m.source)) throw new Error(`${path} is mounted from ${m.source}, which is not this pool`);
+      if (ours ? !ours.includes(m.source) : m.fsType !== "btrfs") {
+        throw new Error(`${path} is mounted from ${m.source} (${m.fsType}), which is not this pool`);
+      }
       await run("umount", [path]);
     }
     if (backingFile) {

@@ -51,8 +51,14 @@ const migrations: Record<string, Migration> = {
   },
   "0002_unit_policies": {
     async up(db: Kysely<unknown>) {
-      await db.schema.alterTable("units").addColumn("resources", "text", (c) => c.notNull().defaultTo("{}")).execute();
-      await db.schema.alterTable("units").addColumn("privileges", "text", (c) => c.notNull().defaultTo("{}")).execute();
+      await db.schema
+        .alterTable("units")
+        .addColumn("resources", "text", (c) => c.notNull().defaultTo("{}"))
+        .execute();
+      await db.schema
+        .alterTable("units")
+        .addColumn("privileges", "text", (c) => c.notNull().defaultTo("{}"))
+        .execute();
       await db.schema.createIndex("units_status").on("units").column("status").execute();
     },
   },

@@ -147,7 +147,11 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     },
     async withStatus(statuses) {
       if (statuses.length === 0) return [];
-      const rows = await db.selectFrom("units").selectAll().where("status", "in", [...statuses]).execute();
+      const rows = await db
+        .selectFrom("units")
+        .selectAll()
+        .where("status", "in", [...statuses])
+        .execute();
       return rows.map(unitFromRow);
     },
     async getByUrlLabel(label) {

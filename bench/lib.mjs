@@ -1,0 +1,103 @@
+// Shared pieces of the benchmarks: a `ums serve` of their own on the shared test pool, timing and
+// percentiles. Benchmarks print; they never fail on slow figures.
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = fileURLToPath(new URL("..", import.meta.url));
+export const UMS = join(ROOT, "bin", "ums");
+
+export function percentile(samples, p) {
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
+}
+
+export const fmt = (ms) => (Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : "n/a");
+
+export function freePort() {
+  return new Promise((ok) => {
+    const srv = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => ok(port));
+    });
+  });
+}
+
+export async function timeIt(fn) {
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
+/**
+ * Starts `ums serve` on the shared test pool and image (built once, cached in
+ * /var/tmp/ums-test-pool), with a subnet and data dir of its own. Returns the base URL, a token and
+ * `stop()`, which deletes the units it made and every host resource.
+ */
+export async function startBenchServer({ org = "bench", env: extra = {} } = {}) {
+  const { testImage } = await import("../packages/server/dist/runtime/image/test-image.js");
+  const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
+  const { removeFirewall } = await import("../packages/server/dist/runtime/network/firewall.js");
+  const { removeCgroups } = await import("../packages/server/dist/runtime/runc/runc-runtime.js");
+  const image = await testImage({ onProgress: (p) => process.stderr.write(`image: ${p.message}\n`) });
+  const dataDir = mkdtempSync(join(tmpdir(), "ums-bench-"));
+  const subnet = await lockSubnet();
+  const port = await freePort();
+  const env = {
+    PATH: process.env.PATH,
+    UMS_DATA_DIR: dataDir,
+    UMS_LISTEN: `127.0.0.1:${port}`,
+    UMS_POOL_DIR: image.pool.path,
+    UMS_IMAGE_VARIANT: "test",
+    UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
+    UMS_LOG_LEVEL: "warn",
+    ...extra,
+  };
+  const token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();
+  execFileSync(UMS, ["org", "set-limits", org, "--max-units", "20000", "--running-limit", "50", "--warm-limit", "50"], {
+    env,
+  });
+  const child = spawn(UMS, ["serve"], { env, stdio: ["ignore", "ignore", "inherit"] });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) break;
+    } catch {}
+    if (child.exitCode !== null || i > 300) throw new Error("ums serve did not start");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const auth = { authorization: `Bearer ${token}` };
+  return {
+    url,
+    token,
+    auth,
+    dataDir,
+    pool: image.pool.path,
+    pid: child.pid,
+    async stop() {
+      try {
+        let ct = "";
+        const names = [];
+        do {
+          const page = await (
+            await fetch(`${url}/v1/units?max_results=500${ct ? `&continuation_token=${ct}` : ""}`, { headers: auth })
+          ).json();
+          names.push(...page.sprites.map((u) => u.name));
+          ct = page.has_more ? page.next_continuation_token : "";
+        } while (ct);
+        for (const n of names) await fetch(`${url}/v1/units/${n}`, { method: "DELETE", headers: auth });
+      } finally {
+        child.kill("SIGTERM");
+        await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
+        const rid = readFileSync(join(dataDir, "runtime-id"), "utf8").trim();
+        await removeFirewall(rid);
+        await removeCgroups(rid);
+        await subnet.unlock();
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import { parseDuration } from "./util/duration.js";
+
+// The agent is configured by environment variables only; every one has a default that is right inside a
+// unit (DESIGN.md section 1: the agent runs beside PID 1 in every unit and serves the host on a socket).
+
+export interface AgentConfig {
+  /** Unix socket that serves HTTP + websocket for the host (UMS_AGENT_SOCKET). */
+  socketPath: string;
+  /** The default user of exec sessions (UMS_AGENT_UID/GID/HOME/USER). */
+  user: { uid: number; gid: number; home: string; name: string };
+  /** The unit's public URL, used as `address` in port notifications (UMS_UNIT_URL); null → http://localhost:N. */
+  unitUrl: string | null;
+  /** Keepalive text frame interval on exec websockets (UMS_AGENT_PING_INTERVAL, default 20s). */
+  pingIntervalMs: number;
+  /** Grace between SIGHUP and SIGKILL when a session is ended for lack of clients (UMS_AGENT_KILL_GRACE, 5s). */
+  killGraceMs: number;
+  /** Poll interval of the listening-port watcher (UMS_AGENT_PORT_POLL, 500ms). */
+  portPollMs: number;
+  /** Output kept per session for re-attach (UMS_AGENT_RING_BYTES, 256 KiB). */
+  ringBytes: number;
+}
+
+export const DEFAULT_SOCKET = "/.unit/run/agent.sock";
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  return {
+    socketPath: nonEmpty(env.UMS_AGENT_SOCKET) ?? DEFAULT_SOCKET,
+    user: {
+      uid: intVar(env, "UMS_AGENT_UID", 1000),
+      gid: intVar(env, "UMS_AGENT_GID", 1000),
+      home: nonEmpty(env.UMS_AGENT_HOME) ?? "/home/unit",
+      name: nonEmpty(env.UMS_AGENT_USER) ?? "unit",
+    },
+    unitUrl: nonEmpty(env.UMS_UNIT_URL) ?? null,
+    pingIntervalMs: durationVar(env, "UMS_AGENT_PING_INTERVAL", 20_000),
+    killGraceMs: durationVar(env, "UMS_AGENT_KILL_GRACE", 5_000),
+    portPollMs: durationVar(env, "UMS_AGENT_PORT_POLL", 500),
+    ringBytes: intVar(env, "UMS_AGENT_RING_BYTES", 256 * 1024),
+  };
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === "" ? undefined : v;
+}
+
+function intVar(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
+  const v = nonEmpty(env[name]);
+  if (v === undefined) return dflt;
+  if (!/^\d+$/.test(v)) throw new ConfigError(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`);
+  return Number(v);
+}
+
+function durationVar(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
+  const v = nonEmpty(env[name]);
+  if (v === undefined) return dflt;
+  const ms = parseDuration(v);
+  if (ms === null || ms <= 0) throw new ConfigError(`${name} must be a positive duration (e.g. 20s), got ${v}`);
+  return ms;
+}

@@ -1,0 +1,64 @@
+import { unlinkSync } from "node:fs";
+import { ConfigError, loadConfig } from "./config.js";
+import { createAgent, listenUnix } from "./server.js";
+import { AGENT_VERSION } from "./version.js";
+
+// Entry point of the unit agent (DESIGN.md section 1): runs inside every unit as the child of PID 1
+// (catatonit), serves the host on a Unix socket, and owns the unit's exec sessions.
+
+function log(msg: string, fields: Record<string, unknown> = {}): void {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`);
+}
+
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      log(`invalid configuration: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+
+  // Sessions started on a PTY inherit the agent's supplementary groups (node-pty does not reset them), so
+  // a root agent drops its own: no session may keep root's groups after switching to the unit user.
+  if (process.getuid?.() === 0 && process.setgroups) {
+    try {
+      process.setgroups([]);
+    } catch (err) {
+      log("could not drop supplementary groups", { error: (err as Error).message });
+    }
+  }
+
+  const agent = createAgent(config);
+  await listenUnix(agent.server, config.socketPath);
+  log("agent listening", { socket: config.socketPath, pid: process.pid, version: AGENT_VERSION });
+  process.stdout.write(`${JSON.stringify({ ready: true, socket: config.socketPath, pid: process.pid })}\n`);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log("agent stopping", { signal });
+    void agent.close();
+    try {
+      unlinkSync(config.socketPath);
+    } catch {
+      // already gone
+    }
+    setTimeout(() => process.exit(0), 200).unref();
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGHUP", () => {});
+  // One bad request or session must not take every session of the unit down with the agent.
+  process.on("uncaughtException", (err) => log("uncaught exception", { error: err.stack ?? String(err) }));
+  process.on("unhandledRejection", (err) => log("unhandled rejection", { error: String(err) }));
+}
+
+main().catch((err) => {
+  log("agent failed to start", { error: (err as Error).stack ?? String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,113 @@
+import { chmodSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { dirname } from "node:path";
+import type { Duplex } from "node:stream";
+import type { AgentConfig } from "./config.js";
+import { killSession } from "./exec/kill.js";
+import { SessionTable } from "./exec/registry.js";
+import { parseExecQuery } from "./exec/request.js";
+import { ExecSockets } from "./exec/ws.js";
+import { notFound, rejectUpgrade, sendJson, sessionNotFound, validation } from "./http/respond.js";
+import { PortWatcher } from "./ports/watch.js";
+import { resolveUser } from "./util/users.js";
+import { AGENT_VERSION } from "./version.js";
+
+// The agent's HTTP + websocket API on its Unix socket (DESIGN.md sections 1 and 5: the host reaches the
+// agent over this socket and passes client websocket messages through 1:1):
+//   GET  /health                 → {"ok","pid","version","sessions":{"total","attached"}}
+//   GET  /exec  (upgrade)        → new exec session (query: cmd, path, tty, stdin, cols, rows, env, dir, user,
+//                                  max_run_after_disconnect); with `id` and no `cmd`: attach to that session
+//   GET  /exec/{id} (upgrade)    → attach to a live session
+//   GET  /exec                   → session list (spec 2.8)
+//   POST /exec/{id}/kill         → kill stream (spec 4.3, 6.3)
+
+export interface Agent {
+  server: Server;
+  sessions: SessionTable;
+  close(): Promise<void>;
+}
+
+export function createAgent(config: AgentConfig): Agent {
+  const sessions = new SessionTable(config);
+  const ports = new PortWatcher(config.portPollMs);
+  const sockets = new ExecSockets(config, sessions, ports);
+
+  const server = createServer((req, res) => {
+    handleRequest(req, res).catch((err) => {
+      if (!res.headersSent)
+        sendJson(res, 500, { error: `internal error: ${(err as Error).message}`, code: "UMS_INTERNAL" });
+      else res.destroy();
+    });
+  });
+
+  async function handleRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://agent");
+    const path = url.pathname.replace(/\/+$/, "") || "/";
+    const method = req.method ?? "GET";
+    if (method === "GET" && path === "/health") {
+      return sendJson(res, 200, { ok: true, pid: process.pid, version: AGENT_VERSION, sessions: sessions.counts() });
+    }
+    if (method === "GET" && path === "/exec") return sendJson(res, 200, sessions.list());
+    const kill = /^\/exec\/([^/]+)\/kill$/.exec(path);
+    if (method === "POST" && kill) {
+      const id = kill[1] as string;
+      const session = /^\d+$/.test(id) ? sessions.get(Number(id)) : undefined;
+      if (!session) return sendJson(res, 404, sessionNotFound(id));
+      req.resume();
+      return killSession(session, url.searchParams, res);
+    }
+    return sendJson(res, 404, notFound(`no route for ${method} ${path}`));
+  }
+
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on("error", () => {});
+    const url = new URL(req.url ?? "/", "http://agent");
+    const path = url.pathname.replace(/\/+$/, "") || "/";
+    const q = url.searchParams;
+    const attachId = /^\/exec\/([^/]+)$/.exec(path)?.[1] ?? (path === "/exec" && !q.has("cmd") ? q.get("id") : null);
+    if (req.method !== "GET" || (path !== "/exec" && !/^\/exec\/[^/]+$/.test(path))) {
+      return rejectUpgrade(socket, 404, notFound(`no websocket route for ${req.method} ${path}`));
+    }
+    if (attachId !== null && attachId !== undefined) {
+      const session = /^\d+$/.test(attachId) ? sessions.get(Number(attachId)) : undefined;
+      if (!session) return rejectUpgrade(socket, 404, sessionNotFound(attachId));
+      return sockets.upgrade(req, socket, head, { kind: "attach", session });
+    }
+    const parsed = parseExecQuery(q);
+    if (!parsed.ok) return rejectUpgrade(socket, 400, validation(parsed.errors));
+    const user = resolveUser(config, parsed.value.user);
+    if (!user)
+      return rejectUpgrade(socket, 400, validation([`user: unknown user ${JSON.stringify(parsed.value.user)}`]));
+    return sockets.upgrade(req, socket, head, { kind: "new", request: parsed.value, user });
+  });
+
+  return {
+    server,
+    sessions,
+    close: () =>
+      new Promise<void>((resolve) => {
+        sessions.terminateAll();
+        sockets.close();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** Listens on the Unix socket: a stale socket file is removed first, the new one is made 0600. */
+export function listenUnix(server: Server, socketPath: string): Promise<void> {
+  mkdirSync(dirname(socketPath), { recursive: true });
+  try {
+    if (lstatSync(socketPath).isSocket()) unlinkSync(socketPath);
+  } catch {
+    // no stale socket
+  }
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(socketPath, () => {
+      server.off("error", reject);
+      chmodSync(socketPath, 0o600);
+      resolve();
+    });
+  });
+}

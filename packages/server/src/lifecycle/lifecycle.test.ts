@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import WebSocket from "ws";
+import { testDialects } from "../testing/dialects.js";
+import { execHttp } from "../testing/exec-client.js";
+import { startTestServer, type TestServer } from "../testing/server.js";
+
+const sqlite = testDialects[0];
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** DESIGN.md section 3 with short timers: cold → running → warm → cold, limits, persistence. */
+describe("unit lifecycle", () => {
+  let s: TestServer;
+  let token: string;
+  const status = async (name: string) => (await s.api("GET", `/v1/units/${name}`, { token })).body;
+  const waitStatus = (name: string, want: string, ms?: number) =>
+    until(
+      `${name} ${want}`,
+      async () => {
+        const u = await status(name);
+        return u.status === want ? u : undefined;
+      },
+      ms,
+    );
+
+  before(async () => {
+    if (!sqlite) throw new Error("no sqlite");
+    s = await startTestServer(sqlite, { idleWarm: "1s", idleCold: "2s", sweepMs: 100 });
+    token = await s.token("life", { limits: { runningLimit: 1, warmLimit: 1 } });
+    for (const name of ["a", "b", "c"]) await s.api("POST", "/v1/units", { token, json: { name } });
+  });
+  after(() => s?.close());
+
+  it("boots on demand, pauses when idle, stops when warm long enough, and keeps its files", async () => {
+    const first = await execHttp(s.url, token, "a", ["sh", "-c", "echo kept > /home/unit/file; sync"]);
+    assert.equal(first.exitCode, 0);
+    const running = await status("a");
+    assert.equal(running.status, "running");
+    assert.ok(running.last_running_at);
+    assert.equal((await s.api("GET", "/v1/units/a/check", { token })).body.status, "healthy");
+
+    const warm = await waitStatus("a", "warm", 5000);
+    assert.ok(warm.last_warming_at);
+    assert.equal((await s.api("GET", "/v1/units/a/check", { token })).body.status, "hibernated");
+    const started = Date.now();
+    const woke = await execHttp(s.url, token, "a", ["cat", "/home/unit/file"]);
+    assert.equal(woke.stdout.toString(), "kept\n");
+    assert.ok(Date.now() - started < 2000, "waking a warm unit is quick");
+
+    await waitStatus("a", "cold", 10_000);
+    const booted = await execHttp(s.url, token, "a", ["cat", "/home/unit/file"]);
+    assert.equal(booted.stdout.toString(), "kept\n", "files survive cold → running");
+    assert.equal((await status("a")).status, "running");
+  });
+
+  it("never freezes a unit that is still busy, even with nothing attached", async () => {
+    await execHttp(s.url, token, "a", ["true"]);
+    const ws = new WebSocket(
+      `${s.url.replace("http", "ws")}/v1/units/a/exec?cmd=timeout&cmd=4&cmd=sh&cmd=-c&cmd=${encodeURIComponent("while :; do :; done")}&max_run_after_disconnect=30s`,
+      { headers: { authorization: `Bearer ${token}` } },
+    );
+    await new Promise((r) => ws.once("message", r));
+    ws.close();
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.equal((await status("a")).status, "running", "busy CPU keeps it running past idle-warm");
+    await waitStatus("a", "warm", 10_000);
+  });
+
+  it("keeps the organization within running_limit and warm_limit", async () => {
+    await execHttp(s.url, token, "a", ["true"]);
+    assert.equal((await status("a")).status, "running");
+    await execHttp(s.url, token, "b", ["true"]);
+    assert.equal((await status("b")).status, "running");
+    assert.equal((await status("a")).status, "warm", "the idle unit made room (running_limit 1)");
+    await execHttp(s.url, token, "c", ["true"]);
+    assert.equal((await status("c")).status, "running");
+    assert.equal((await status("b")).status, "warm");
+    assert.equal((await status("a")).status, "cold", "warm_limit 1: the oldest warm unit went cold");
+    const org = (await s.api("GET", "/v1/organization", { token })).body.organization;
+    assert.deepEqual(org.active_sprites, ["c"]);
+    const list = (await s.api("GET", "/v1/units", { token })).body;
+    assert.deepEqual([list.running, list.warm, list.cold], [1, 1, 1]);
+  });
+
+  it("refuses to wake a unit when every running unit is busy", async () => {
+    const busy = execHttp(s.url, token, "c", ["sleep", "2"]);
+    await new Promise((r) => setTimeout(r, 300));
+    const r = await s.api("POST", "/v1/units/a/exec?cmd=true", { token });
+    assert.equal(r.status, 409);
+    assert.equal(r.body.code, "UMS_RUNNING_LIMIT");
+    assert.match(r.body.error, /running_limit 1/);
+    assert.equal((await busy).exitCode, 0);
+  });
+
+  it("applies privileges at the next boot", async () => {
+    const set = await s.api("POST", "/v1/units/b/policy/privileges", { token, json: { no_new_privileges: true } });
+    assert.equal(set.status, 200);
+    await waitStatus("b", "cold", 10_000);
+    const r = await execHttp(s.url, token, "b", [
+      "sh",
+      "-c",
+      "sudo -n true 2>/dev/null && echo sudo-ok; grep NoNewPrivs /proc/self/status",
+    ]);
+    assert.match(r.stdout.toString(), /^NoNewPrivs:\s+1\n$/);
+  });
+});

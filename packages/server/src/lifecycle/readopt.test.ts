@@ -1,0 +1,119 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { testImage } from "../runtime/image/test-image.js";
+import { removeFirewall } from "../runtime/network/firewall.js";
+import { removeCgroups } from "../runtime/runc/runc-runtime.js";
+import { execHttp } from "../testing/exec-client.js";
+import { lockSubnet } from "../testing/runtime.js";
+
+const UMS = resolve(fileURLToPath(import.meta.url), "../../../../../bin/ums");
+
+function freePort(): Promise<number> {
+  return new Promise((ok) => {
+    const srv = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => ok(port));
+    });
+  });
+}
+
+/** DESIGN.md section 3: `ums serve` restarting or crashing does not stop running units. */
+describe("a running unit survives kill -9 of ums serve", () => {
+  let dataDir: string;
+  let port: number;
+  let env: NodeJS.ProcessEnv;
+  let server: ChildProcess | undefined;
+  let token: string;
+  let unlock: () => Promise<void>;
+
+  async function serve(): Promise<ChildProcess> {
+    const child = spawn(UMS, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
+    let log = "";
+    child.stderr?.on("data", (d) => {
+      log += d;
+    });
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child;
+      } catch {}
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`ums serve did not start: ${log}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  before(async () => {
+    const image = await testImage();
+    dataDir = await mkdtemp(join(tmpdir(), "ums-readopt-"));
+    port = await freePort();
+    const subnet = await lockSubnet();
+    unlock = subnet.unlock;
+    env = {
+      PATH: process.env.PATH,
+      UMS_DATA_DIR: dataDir,
+      UMS_LISTEN: `127.0.0.1:${port}`,
+      UMS_POOL_DIR: image.pool.path,
+      UMS_IMAGE_VARIANT: "test",
+      UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
+      UMS_LOG_LEVEL: "warn",
+    };
+    token = execFileSync(UMS, ["token", "create", "--org", "readopt"], { env }).toString().trim();
+    server = await serve();
+  });
+
+  after(async () => {
+    if (server?.exitCode === null) {
+      // Clean up through the API so every host resource of the unit goes.
+      await fetch(`http://127.0.0.1:${port}/v1/units/keeper`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${token}` },
+      }).catch(() => {});
+      server.kill("SIGTERM");
+      await new Promise((r) => server?.once("exit", r));
+    }
+    const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
+    if (rid) {
+      await removeFirewall(rid);
+      await removeCgroups(rid);
+    }
+    await unlock?.();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("keeps the unit and its processes running and re-adopts them on restart", async () => {
+    const base = `http://127.0.0.1:${port}`;
+    const created = await fetch(`${base}/v1/units`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "keeper" }),
+    });
+    assert.equal(created.status, 201);
+    const unitId = ((await created.json()) as { id: string }).id;
+    const bg = await execHttp(base, token, "keeper", [
+      "sh",
+      "-c",
+      "setsid sleep 600 >/dev/null 2>&1 < /dev/null & echo $!",
+    ]);
+    const sleeper = bg.stdout.toString().trim();
+    assert.match(sleeper, /^\d+$/);
+
+    server?.kill("SIGKILL");
+    await new Promise((r) => server?.once("exit", r));
+    const state = JSON.parse(execFileSync("runc", ["--root", join(dataDir, "runc"), "state", unitId]).toString());
+    assert.equal(state.status, "running", "the container outlived the server");
+
+    server = await serve();
+    const unit = (await (
+      await fetch(`${base}/v1/units/keeper`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { status: string };
+    assert.equal(unit.status, "running");
+    const check = await execHttp(base, token, "keeper", ["sh", "-c", `kill -0 ${sleeper} && echo alive`]);
+    assert.equal(check.stdout.toString(), "alive\n", "processes started before the crash still run");
+  });
+});
