@@ -1,3 +1,4 @@
+export { CommandError, run } from "../exec/host-command.js";
 export {
   childSubvolumes,
   createSubvolume,
@@ -9,7 +10,6 @@ export {
   setReadonly,
   snapshot,
 } from "./btrfs.js";
-export { CommandError, run } from "../exec/host-command.js";
 export { withFileLock } from "./lock.js";
 export { mountsBelow, unmountBelow } from "./mounts.js";
 export { closePool, DEFAULT_POOL_SIZE, defaultPoolSize, type OpenPoolOptions, openPool, type Pool } from "./pool.js";
