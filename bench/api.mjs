@@ -8,10 +8,12 @@
 //   npx tsc -b && node bench/api.mjs [--json]
 //
 // Env: UMS_BENCH_DATABASE_URL=postgres://... measure PostgreSQL instead of SQLite.
-//      UMS_BENCH_TIMEOUT_S=900  hard cap on the whole run (default 900 s).
-//      UMS_BENCH_START_TIMEOUT_S=30  how long the server may take to answer GET /healthz.
+//      UMS_BENCH_TIMEOUT_S=1800  hard cap on the whole run.
+//      UMS_BENCH_START_TIMEOUT_S=600  how long the server may take to answer GET /healthz.
+//      UMS_BENCH_PG_ANALYZE=0  with PostgreSQL, skip ANALYZE after the fill (see README).
+// Progress goes to stderr, results to stdout.
 import { execFile, spawn } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -33,9 +35,10 @@ const TOTAL_UNITS = 10_000;
 const LATE_CREATE_N = 200;
 const FILL_CONCURRENCY = 8;
 const REQUEST_TIMEOUT_MS = 30_000;
-const START_TIMEOUT_MS = Number(process.env.UMS_BENCH_START_TIMEOUT_S || 30) * 1000;
+// Generous: a server with a unit runtime builds its base image in a fresh data dir before it listens.
+const START_TIMEOUT_MS = Number(process.env.UMS_BENCH_START_TIMEOUT_S || 600) * 1000;
 const STOP_TIMEOUT_MS = 10_000;
-const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 900) * 1000;
+const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
 const GOAL_MS = 5;
 
 // With PostgreSQL the database outlives the run, so each run gets its own organization and
@@ -49,6 +52,11 @@ const childEnv = { ...process.env };
 delete childEnv.UMS_DATABASE_URL;
 delete childEnv.UMS_LISTEN;
 if (PG_URL) childEnv.UMS_DATABASE_URL = PG_URL;
+// Units get their disks on the shared test pool and image (built once, cached in
+// /var/tmp/ums-test-pool), in an address range of this run's own.
+const testing = await import("@ums/server/testing");
+const subnet = await testing.lockSubnet();
+Object.assign(childEnv, await testing.testServeEnv(subnet.n));
 
 /** @type {import("node:child_process").ChildProcess | undefined} */
 let server;
@@ -67,6 +75,9 @@ function runCli(args) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const t0 = performance.now();
+const progress = (msg) =>
+  process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${msg}\n`);
 
 function serverLog() {
   try {
@@ -245,11 +256,40 @@ async function releaseMounts() {
   if (mounts.length > 0) process.stderr.write(`released ${mounts.length} mount(s) the server left in ${dataDir}\n`);
 }
 
+/**
+ * A server with a unit runtime names its host resources after `<dataDir>/runtime-id` and keeps
+ * them when it stops (units outlive the server): its nftables table `ums_<rid>` and cgroups
+ * `ums-<rid>`. This data dir is about to go, so they go too.
+ */
+async function releaseRuntime() {
+  let rid = "";
+  try {
+    rid = readFileSync(join(dataDir, "runtime-id"), "utf8").trim();
+  } catch {
+    return;
+  }
+  if (!/^[0-9a-f]{4}$/.test(rid)) return;
+  await run("nft", ["delete", "table", "inet", `ums_${rid}`]);
+  const root = "/sys/fs/cgroup";
+  let controllers = [];
+  try {
+    controllers = readdirSync(root);
+  } catch {}
+  for (const dir of [join(root, `ums-${rid}`), ...controllers.map((c) => join(root, c, `ums-${rid}`))]) {
+    try {
+      rmdirSync(dir);
+    } catch {}
+  }
+}
+
 function cleanup() {
   cleaning ??= (async () => {
     try {
       await stopServer();
     } finally {
+      await testing.cleanupStoppedServer(dataDir, PG_URL).catch((err) => process.stderr.write(`cleanup: ${err}\n`));
+      await subnet.unlock();
+      await releaseRuntime();
       await releaseMounts();
       try {
         rmSync(dataDir, { recursive: true, force: true });
@@ -331,7 +371,9 @@ function stats(samples) {
 // ---------- phases ----------
 
 async function bench() {
+  progress(`starting ums serve (data dir ${dataDir})`);
   const base = await startServer();
+  progress(`server ${server.pid} up at ${base.origin}`);
   const pid = server.pid;
   const token = await runCli(["token", "create", "--org", ORG, "--data-dir", dataDir]);
   await runCli(["org", "set-limits", ORG, "--max-units", "20000", "--data-dir", dataDir]);
@@ -356,6 +398,7 @@ async function bench() {
       expect(await client.send("GET", "/v1/units?max_results=1"), 200, "warm-up list");
     }
 
+    progress(`noop done; ${CREATE_N} creates, then ${GET_N} gets`);
     // Create: sequential, each request timed.
     const create = [];
     for (let i = 1; i <= CREATE_N; i++) {
@@ -372,6 +415,7 @@ async function bench() {
     }
     results.get = stats(get);
 
+    progress(`filling the org to ${TOTAL_UNITS} units (concurrency ${FILL_CONCURRENCY})`);
     // Fill to TOTAL_UNITS, concurrently, untimed.
     const fillStart = performance.now();
     const filler = makeClient(base, token, FILL_CONCURRENCY);
@@ -390,6 +434,7 @@ async function bench() {
     results.fill = { count: TOTAL_UNITS - CREATE_N, seconds: (performance.now() - fillStart) / 1000 };
     if (PG_URL) notes.push(await analyzeUnits());
 
+    progress("listing");
     // List all units page by page; every unit must appear exactly once.
     for (const pageSize of [50, 500]) {
       const times = [];

@@ -123,8 +123,18 @@ interface Served {
 
 /** Starts `ums serve ARGS` and waits until GET /healthz answers on `port`. */
 async function serve(t: TestContext, port: number, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
-  const child = spawnUms(["serve", ...args], { env });
-  t.after(() => killChild(child));
+  // Units live on the shared test pool and image, in a subnet of this server's own.
+  const { cleanupStoppedServer, lockSubnet, testServeEnv } = await import("@ums/server/testing");
+  const subnet = await lockSubnet();
+  const child = spawnUms(["serve", ...args], { env: { ...(await testServeEnv(subnet.n)), ...env } });
+  const flag = args.indexOf("--data-dir");
+  const dataDir = flag >= 0 ? args[flag + 1] : env.UMS_DATA_DIR;
+  t.after(async () => {
+    killChild(child);
+    if (alive(child)) await exited(child);
+    if (dataDir) await cleanupStoppedServer(dataDir, env.UMS_DATABASE_URL);
+    await subnet.unlock();
+  });
   const out = collect(child);
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 15_000;

@@ -72,8 +72,11 @@ export async function launchServer(): Promise<LaunchedServer> {
 }
 
 async function launchOnce(dataDir: string, port: number): Promise<LaunchedServer> {
+  // Units live on the shared test pool and image, in a subnet of this server's own.
+  const { cleanupStoppedServer, lockSubnet, testServeEnv } = await import("@ums/server/testing");
+  const subnet = await lockSubnet();
   const child = spawn(UMS_BIN, ["serve", "--data-dir", dataDir, "--listen", `127.0.0.1:${port}`], {
-    env: childEnv(),
+    env: { ...childEnv(), ...(await testServeEnv(subnet.n)) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -95,6 +98,8 @@ async function launchOnce(dataDir: string, port: number): Promise<LaunchedServer
   } catch (err) {
     await terminate(child, exited);
     process.off("exit", killOnExit);
+    await cleanupStoppedServer(dataDir);
+    await subnet.unlock();
     throw err;
   }
   const pid = child.pid as number;
@@ -118,6 +123,8 @@ async function launchOnce(dataDir: string, port: number): Promise<LaunchedServer
       stopping ??= (async () => {
         await terminate(child, exited);
         process.off("exit", killOnExit);
+        await cleanupStoppedServer(dataDir);
+        await subnet.unlock();
         await rm(dataDir, { recursive: true, force: true });
       })();
       return stopping;

@@ -96,13 +96,7 @@ export class UnitService {
       }
       throw err;
     }
-    try {
-      await this.lifecycle.create(unit);
-    } catch (err) {
-      // Never leave a unit without a disk: take the row back.
-      await this.store.units.delete(org.id, unit.name);
-      throw err;
-    }
+    this.lifecycle.create(unit);
     return unit;
   }
 

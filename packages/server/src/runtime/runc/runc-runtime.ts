@@ -99,7 +99,9 @@ export class RuncRuntime implements UnitRuntime {
     return this.networks.get(id)?.unitIp;
   }
 
+  /** Idempotent: a unit that has its disk keeps it. */
   async create(id: string): Promise<void> {
+    if (existsSync(this.rootfs(id))) return;
     await mkdir(this.unitDir(id), { recursive: true });
     await snapshot(this.cfg.imagePath, this.rootfs(id), { readonly: false });
   }
@@ -110,6 +112,7 @@ export class RuncRuntime implements UnitRuntime {
     if (state === "running") return;
     if (state === "paused") return this.resume(id);
     await this.runc.delete(id); // a stopped leftover
+    await this.create(id); // a unit whose disk was not made yet (e.g. a crash right after create)
     const runDir = this.runDir(id);
     const sockDir = join(runDir, "sock");
     await mkdir(sockDir, { recursive: true });

@@ -1,0 +1,69 @@
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { run } from "../runtime/exec/host-command.js";
+import { testImage } from "../runtime/image/test-image.js";
+import { removeFirewall } from "../runtime/network/firewall.js";
+import { tearDownUnitNetwork } from "../runtime/network/unit-network.js";
+import { Runc } from "../runtime/runc/runc.js";
+import { removeCgroups } from "../runtime/runc/runc-runtime.js";
+import { deleteSubvolume } from "../runtime/storage/btrfs.js";
+
+/**
+ * For tests that run `ums serve` as a child process on the shared test pool: the environment that
+ * points it there, and the cleanup of what it leaves on the host once it has stopped.
+ */
+export async function testServeEnv(subnetIndex: number): Promise<Record<string, string>> {
+  const image = await testImage();
+  return {
+    UMS_POOL_DIR: image.pool.path,
+    UMS_IMAGE_VARIANT: "test",
+    UMS_UNIT_SUBNET: `10.209.${subnetIndex}.0/24`,
+  };
+}
+
+/** Removes a stopped server's firewall table and cgroups (units keep theirs until deleted). */
+export async function removeServerHostResources(dataDir: string): Promise<void> {
+  const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
+  if (!rid) return;
+  await removeFirewall(rid);
+  await removeCgroups(rid);
+}
+
+/** Deletes the disk of a unit that was never booted (or whose container is gone). */
+export async function deleteUnitDisk(unitId: string): Promise<void> {
+  const image = await testImage();
+  const dir = join(image.pool.path, "units", unitId);
+  await deleteSubvolume(join(dir, "rootfs")).catch(() => {});
+  await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * Everything a stopped `ums serve` (run by a test on the shared pool) left on the host: its units'
+ * containers, networks and disks, its firewall table and cgroups. The data dir itself stays.
+ */
+export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string): Promise<void> {
+  const { openStore } = await import("../store/open.js");
+  let ids: string[] = [];
+  try {
+    const store = await openStore({ dataDir, databaseUrl });
+    try {
+      ids = (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
+    } finally {
+      await store.close();
+    }
+  } catch {}
+  const runc = new Runc(join(dataDir, "runc"));
+  for (const id of ids) {
+    await runc.delete(id);
+    await deleteUnitDisk(id);
+  }
+  const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
+  if (rid) {
+    const { stdout } = await run("ip", ["netns", "list"]);
+    for (const line of stdout.split("\n")) {
+      const m = new RegExp(`^ums${rid}-(\\d+)`).exec(line);
+      if (m) await tearDownUnitNetwork(rid, Number(m[1]));
+    }
+  }
+  await removeServerHostResources(dataDir);
+}
