@@ -1,3 +1,4 @@
+import { createServer as createNetServer } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
 import { buildApp } from "./api/app.js";
@@ -22,6 +23,16 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** Fails at once when the listen address is taken, before the slow parts of a start. */
+function assertCanListen(host: string, port: number): Promise<void> {
+  if (port === 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once("error", reject);
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 export interface StartOpts {
   logger?: Logger;
   /** Injected by tests; opened from the config otherwise (and then closed with the server). */
@@ -29,6 +40,8 @@ export interface StartOpts {
   runtime?: UnitRuntime;
   /** The idle sweep interval (tests shorten it). */
   sweepMs?: number;
+  /** Aborts a start that is still building the base image (SIGTERM during the first start). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -37,6 +50,7 @@ export interface StartOpts {
  */
 export async function startServer(config: ServerConfig, opts: StartOpts = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger();
+  await assertCanListen(config.listenHost, config.listenPort);
   const store =
     opts.store ??
     (await openStore({
@@ -48,7 +62,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let lifecycle: Lifecycle | undefined;
   let app: ApiInstance;
   try {
-    runtime = opts.runtime ?? (await openHostRuntime(config, logger));
+    runtime =
+      opts.runtime ?? (await openHostRuntime({ ...config, ...(opts.signal && { signal: opts.signal }) }, logger));
     lifecycle = new Lifecycle(
       store,
       runtime,

@@ -42,19 +42,28 @@ export function serveCommand(): Command {
         unitSubnet?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
-        // stops it as soon as it is up.
+        // (the first start builds the base image) aborts the start; later ones stop the server.
+        const starting = new AbortController();
         let signalled: string | undefined;
         let onSignal: ((signal: string) => void) | undefined;
         for (const sig of ["SIGTERM", "SIGINT"] as const) {
           process.once(sig, () => {
             signalled ??= sig;
+            starting.abort(new Error(`${sig} during start`));
             onSignal?.(sig);
           });
         }
         const { createLogger, resolveConfig, startServer } = await import("@ums/server");
         const config = resolveConfig(opts);
         const logger = createLogger();
-        const server = await startServer(config, { logger });
+        let server: Awaited<ReturnType<typeof startServer>>;
+        try {
+          server = await startServer(config, { logger, signal: starting.signal });
+        } catch (err) {
+          if (!signalled) throw err;
+          logger.info({ signal: signalled }, "stopped while starting");
+          return;
+        }
         await new Promise<void>((resolve) => {
           onSignal = (signal) => {
             logger.info({ signal }, "shutting down");

@@ -89,7 +89,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
 
-  const units = new UnitService(deps.store, deps.config, () => listenPort(app, deps.config), deps.lifecycle);
+  let port = 0;
+  const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), deps.lifecycle);
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store));

@@ -42,10 +42,10 @@ export function bearerAuth(store: Store) {
         "invalid_request",
       );
     }
-    const record = await store.tokens.findByHash(hashToken(token));
-    const org = record && (await store.orgs.getById(record.orgId));
-    if (!record || !org) throw unauthorized("token is not valid (unknown or revoked)", "invalid_token");
-    request.auth = { token: record, org };
+    const found = await store.tokens.authenticate(hashToken(token));
+    if (!found) throw unauthorized("token is not valid (unknown or revoked)", "invalid_token");
+    const record = found.token;
+    request.auth = found;
     const now = Date.now();
     if (now - (lastTouch.get(record.id) ?? 0) > TOUCH_INTERVAL_MS) {
       lastTouch.set(record.id, now);

@@ -19,6 +19,8 @@ export interface HostRuntimeOptions {
   readonly imageVariant?: ImageVariant;
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
   readonly poolDir?: string | undefined;
+  /** Aborting stops an image build in progress and cleans it up. */
+  readonly signal?: AbortSignal;
 }
 
 /** The host pieces a unit needs from outside: node, catatonit, the agent bundle and node-pty. */
@@ -61,6 +63,7 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
     pool: poolDir,
     name: defaultImageName(variant),
     variant,
+    ...(opts.signal && { signal: opts.signal }),
     onProgress: (p) => {
       const pct = p.percent === undefined ? undefined : Math.floor(p.percent);
       if (p.step === "bootstrap" && pct !== undefined && pct === lastPercent) return;

@@ -88,6 +88,36 @@ function tokenStore(db: Kysely<Database>): TokenStore {
         .executeTakeFirst();
       return row && tokenFromRow(row);
     },
+    async authenticate(hash) {
+      const row = await db
+        .selectFrom("tokens")
+        .innerJoin("orgs", "orgs.id", "tokens.org_id")
+        .selectAll("tokens")
+        .select([
+          "orgs.slug as org_slug",
+          "orgs.units_enabled as org_units_enabled",
+          "orgs.max_units as org_max_units",
+          "orgs.running_limit as org_running_limit",
+          "orgs.warm_limit as org_warm_limit",
+          "orgs.created_at as org_created_at",
+        ])
+        .where("tokens.token_hash", "=", hash)
+        .where("tokens.revoked_at", "is", null)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      return {
+        token: tokenFromRow(row),
+        org: orgFromRow({
+          id: row.org_id,
+          slug: row.org_slug,
+          units_enabled: row.org_units_enabled,
+          max_units: row.org_max_units,
+          running_limit: row.org_running_limit,
+          warm_limit: row.org_warm_limit,
+          created_at: row.org_created_at,
+        }),
+      };
+    },
     async list(orgId) {
       let q = withOrg().orderBy("orgs.slug").orderBy("tokens.created_at").orderBy("tokens.id");
       if (orgId) q = q.where("tokens.org_id", "=", orgId);
