@@ -1,3 +1,4 @@
+export * from "./duration.js";
 export * from "./errors.js";
 export * from "./names.js";
 export * from "./organization.js";

@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
-import { parseDurationMs } from "./util/duration.js";
+import { parseDuration } from "@ums/protocol/duration";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {
@@ -71,8 +71,8 @@ function parseUnitHost(value: string): string {
 }
 
 function duration(flag: string, text: string): number {
-  const ms = parseDurationMs(text);
-  if (ms === undefined) throw new ConfigError(`--${flag} '${text}' is not a duration like 30s, 10m or 1h`);
+  const ms = parseDuration(text);
+  if (ms === null) throw new ConfigError(`--${flag} '${text}' is not a duration like 30s, 10m or 1h`);
   return ms;
 }
 

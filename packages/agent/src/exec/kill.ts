@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
+import { formatDuration, parseDuration } from "@ums/protocol/duration";
 import { sendJson, validation } from "../http/respond.js";
-import { formatDuration, parseDuration } from "../util/duration.js";
 import { parseSignal } from "../util/signals.js";
 import type { Session } from "./session.js";
 

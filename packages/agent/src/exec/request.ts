@@ -1,4 +1,4 @@
-import { parseDuration } from "../util/duration.js";
+import { parseDuration } from "@ums/protocol/duration";
 import { isValidSize } from "./frames.js";
 
 // Query parameters of a new exec websocket (DESIGN.md section 8; spec 4.3 for the shared HTTP exec ones):
