@@ -17,6 +17,7 @@ test("parseExecQuery applies the documented defaults", () => {
     dir: null,
     user: null,
     maxRunAfterDisconnectMs: 0,
+    ports: true,
   });
   const t = parseExecQuery(
     new URLSearchParams(

@@ -19,6 +19,8 @@ export interface ExecRequest {
   user: string | null;
   /** 0: end the process (SIGHUP, then SIGKILL after the grace) as soon as the last client leaves. */
   maxRunAfterDisconnectMs: number;
+  /** Port notifications on this websocket (default true); the host's HTTP exec turns them off. */
+  ports: boolean;
 }
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; errors: string[] };
@@ -48,6 +50,8 @@ export function parseExecQuery(q: URLSearchParams): Parsed<ExecRequest> {
   if (tty === null) errors.push("tty must be true or false");
   const stdin = parseBool(q.get("stdin"));
   if (stdin === null) errors.push("stdin must be true or false");
+  const ports = parseBool(q.get("ports"));
+  if (ports === null) errors.push("ports must be true or false");
 
   const cols = parseSize(q.get("cols"), DEFAULT_COLS, "cols", errors);
   const rows = parseSize(q.get("rows"), DEFAULT_ROWS, "rows", errors);
@@ -89,6 +93,7 @@ export function parseExecQuery(q: URLSearchParams): Parsed<ExecRequest> {
       dir: dir === "" ? null : dir,
       user: q.get("user"),
       maxRunAfterDisconnectMs: maxRun,
+      ports: ports ?? true,
     },
   };
 }

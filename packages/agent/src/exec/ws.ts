@@ -35,15 +35,19 @@ export class ExecSockets {
     const client = attachment(ws);
     ws.on("error", () => {});
     // Subscribe before the process starts, so that ports it opens are reported (not taken as baseline).
-    const unsubscribe = this.ports.subscribe((ev) => {
-      const msg: PortMessage = {
-        type: ev.type,
-        port: ev.port,
-        address: this.config.unitUrl ?? `http://localhost:${ev.port}`,
-        pid: ev.pid,
-      };
-      client.sendText(JSON.stringify(msg));
-    });
+    // Reading /proc/net/tcp costs milliseconds: a client that asked for no notifications skips it.
+    const wantsPorts = target.kind === "attach" || target.request.ports;
+    const unsubscribe = !wantsPorts
+      ? () => {}
+      : this.ports.subscribe((ev) => {
+          const msg: PortMessage = {
+            type: ev.type,
+            port: ev.port,
+            address: this.config.unitUrl ?? `http://localhost:${ev.port}`,
+            pid: ev.pid,
+          };
+          client.sendText(JSON.stringify(msg));
+        });
     const ping = setInterval(() => client.sendText('{"type":"ping"}'), this.config.pingIntervalMs);
 
     let session: Session;

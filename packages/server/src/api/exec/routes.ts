@@ -106,7 +106,8 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
     },
     async (req, reply) => {
       const q = req.query as ExecQueryValue;
-      await openSession(req, `/exec?${agentExecQuery({ ...q, tty: false })}`);
+      // Port notifications travel only on websockets: the agent need not watch ports for this one.
+      await openSession(req, `/exec?${agentExecQuery({ ...q, tty: false }, { ports: "false" })}`);
       const agent = req.agentSocket as WebSocket;
       pipeHttpExec(req, reply, agent, q.stdin ?? false, req.releaseUnit ?? (() => {}));
     },

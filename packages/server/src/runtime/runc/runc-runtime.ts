@@ -37,6 +37,21 @@ export interface RuncRuntimeConfig {
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
 
+/** cgroup v1 freezer (kernel docs, cgroup-v1/freezer-subsystem): false when the file is missing. */
+async function setFrozen(cgroupsPath: string, frozen: boolean): Promise<boolean> {
+  const file = join(CGROUP_ROOT, "freezer", cgroupsPath, "freezer.state");
+  if (!existsSync(file)) return false;
+  await writeFile(file, frozen ? "FROZEN" : "THAWED");
+  if (!frozen) return true;
+  // FREEZING until every task has stopped; give up (and thaw) if it does not settle.
+  for (let i = 0; i < 200; i++) {
+    if ((await readFile(file, "utf8")).trim() === "FROZEN") return true;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  await writeFile(file, "THAWED");
+  throw new Error(`could not freeze ${cgroupsPath}: tasks did not stop within 1 s`);
+}
+
 /** Removes this runtime's (empty) parent cgroups; runc removes each unit's own on delete. */
 export async function removeCgroups(rid: string): Promise<void> {
   let controllers: string[] = [];
@@ -253,12 +268,17 @@ export class RuncRuntime implements UnitRuntime {
     }
   }
 
+  /**
+   * Pause and resume write the unit's freezer cgroup directly (what `runc pause/resume` do, minus
+   * a process spawn of ~8 ms each way); runc reads the freezer to report the state, so `runc list`
+   * stays right. Hosts without the v1 freezer fall back to runc.
+   */
   async pause(id: string): Promise<void> {
-    await this.runc.pause(id);
+    if (!(await setFrozen(this.cgroupsPath(id), true))) await this.runc.pause(id);
   }
 
   async resume(id: string): Promise<void> {
-    await this.runc.resume(id);
+    if (!(await setFrozen(this.cgroupsPath(id), false))) await this.runc.resume(id);
   }
 
   async stop(id: string): Promise<void> {
