@@ -116,13 +116,6 @@ try {
   const ids = [];
   for (let i = 0; i < N; i++) ids.push((await (await fetch(`${url}/v1/units/c${i}`, { headers: auth })).json()).id);
   const warm = [];
-  const pauseViaServer = async (name, id) => {
-    execFileSync("runc", ["--root", runcRoot, "pause", id]);
-    // Tell the server through its own path: it pauses idle units; here we pause directly and let
-    // the server find out from runc state on the next request.
-    return name;
-  };
-  void pauseViaServer;
   for (let i = 0; i < N; i++) {
     await fetch(`${url}/v1/units/c${i}/exec?cmd=true`, { method: "POST", headers: auth }).then((r) => r.arrayBuffer());
   }
@@ -136,11 +129,8 @@ try {
       }),
     );
   }
-  bench.warmOverride = true;
-  const lifecycleWarm = await fetch(`${url}/v1/units/c1`, { headers: auth });
-  void lifecycleWarm;
-  // Server-driven warm: a second server instance would be needed to force pauses through the API,
-  // so this drives the idle timer: a short-timer server is started for this figure.
+  // The server pauses units itself when they are idle: a second server with a 1 s idle timer
+  // measures warm → running through the API.
   await bench.stop();
   const warmBench = await startBenchServer({ org: "warm", env: { UMS_IDLE_WARM: "1s", UMS_IDLE_COLD: "1h" } });
   const wpost = (path, body) =>
@@ -180,12 +170,19 @@ try {
   const wroot = join(warmBench.dataDir, "runc");
   const pid1 = JSON.parse(execFileSync("runc", ["--root", wroot, "state", idle.id]).toString()).pid;
   const rss = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+  // Private memory (USS): what this unit costs beyond pages shared with every other node process.
+  const uss = (pid) => {
+    const t = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, "m").exec(t)?.[1] ?? 0);
+    return (kb("Private_Clean") + kb("Private_Dirty")) / 1024;
+  };
   const kids = readFileSync(`/proc/${pid1}/task/${pid1}/children`, "utf8")
     .trim()
     .split(/\s+/)
     .filter(Boolean)
     .map(Number);
   const unitMb = rss(pid1) + kids.reduce((a, p) => a + rss(p), 0);
+  const unitUss = uss(pid1) + kids.reduce((a, p) => a + uss(p), 0);
   const bareNode = execFileSync("node", [
     "-e",
     "setTimeout(()=>{console.log(process.memoryUsage().rss/1048576)},300)",
@@ -196,7 +193,10 @@ try {
     p99: unitMb,
     goalMs: 40,
     unit: "MB",
-    cols: [`${(unitMb / Number(bareNode)).toFixed(2)}x idle host node (${Number(bareNode).toFixed(1)} MB)`],
+    cols: [
+      `${(unitMb / Number(bareNode)).toFixed(2)}x idle host node (${Number(bareNode).toFixed(1)} MB)`,
+      `private memory (USS, not shared with other units) ${unitUss.toFixed(1)} MB`,
+    ],
   });
   await warmBench.stop();
   rmSync(bareDir, { recursive: true, force: true });

@@ -113,3 +113,31 @@ describe("unit lifecycle", () => {
     assert.match(r.stdout.toString(), /^NoNewPrivs:\s+1\n$/);
   });
 });
+
+describe("a unit whose agent dies", () => {
+  let s: TestServer;
+  let token: string;
+  before(async () => {
+    if (!sqlite) throw new Error("no sqlite");
+    s = await startTestServer(sqlite);
+    token = await s.token("crash");
+    await s.api("POST", "/v1/units", { token, json: { name: "fragile" } });
+  });
+  after(() => s?.close());
+
+  it("is reported unhealthy, then booted again by the next request", async () => {
+    const boot = await execHttp(s.url, token, "fragile", ["sh", "-c", "echo keep > /home/unit/f"]);
+    assert.equal(boot.exitCode, 0);
+    assert.equal((await s.api("GET", "/v1/units/fragile/check", { token })).body.status, "healthy");
+    // Root in the unit kills the agent; PID 1 (catatonit) follows it and the container ends.
+    await execHttp(s.url, token, "fragile", ["sh", "-c", "sudo pkill -9 -f '^/.unit/bin/node /.unit/agent'"]);
+    const check = await until("unhealthy", async () => {
+      const r = await s.api("GET", "/v1/units/fragile/check", { token });
+      return r.body.status === "unhealthy" ? r.body : undefined;
+    });
+    assert.match(check.reason, /processes are gone/);
+    const again = await execHttp(s.url, token, "fragile", ["cat", "/home/unit/f"]);
+    assert.equal(again.stdout.toString(), "keep\n");
+    assert.equal((await s.api("GET", "/v1/units/fragile/check", { token })).body.status, "healthy");
+  });
+});

@@ -75,7 +75,8 @@ export class Lifecycle {
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    await this.disks.idle();
+    // Disks not made yet are made by the units' first boots: only wait for those under way.
+    await this.disks.close();
     await this.runtime.close();
   }
 
@@ -96,8 +97,15 @@ export class Lifecycle {
   }
 
   private async ensureRunning(org: OrgRecord, unit: UnitRecord): Promise<void> {
-    const current = this.statusOf(unit.id);
-    if (current === "running") return;
+    let current = this.statusOf(unit.id);
+    if (current === "running") {
+      if (await this.runtime.isAlive(unit.id)) return;
+      // Its processes are gone (the agent was killed, say): clean up and boot it again.
+      this.log.warn({ unit: unit.name, unitId: unit.id }, "a running unit died; booting it again");
+      await this.runtime.stop(unit.id);
+      this.tracked.delete(unit.id);
+      current = "cold";
+    }
     await this.makeRoom(org, unit.id);
     if (current === "warm") {
       await this.runtime.resume(unit.id);
@@ -213,6 +221,9 @@ export class Lifecycle {
   ): Promise<{ status: "healthy" | "hibernated" | "unhealthy"; reason: string | null }> {
     const status = this.statusOf(unit.id);
     if (status !== "running") return { status: "hibernated", reason: `unit is ${status}` };
+    if (!(await this.runtime.isAlive(unit.id))) {
+      return { status: "unhealthy", reason: "the unit's processes are gone; the next request boots it again" };
+    }
     try {
       await agentHealth(this.runtime.agentSocket(unit.id), timeoutMs);
       return { status: "healthy", reason: null };

@@ -35,6 +35,8 @@ export interface UnitRuntime {
   /** Removes the unit and every host resource it had. */
   destroy(unitId: string): Promise<void>;
   state(unitId: string): Promise<RuntimeState>;
+  /** Cheap liveness check of a unit believed to run (no process spawned): false once its processes are gone. */
+  isAlive(unitId: string): Promise<boolean>;
   /** Units that run (or are paused) on this host now, e.g. after a restart of the server. */
   running(): Promise<Map<string, RuntimeState>>;
   /** The Unix socket of the unit's agent on the host. */

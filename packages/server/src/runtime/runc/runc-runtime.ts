@@ -301,6 +301,16 @@ export class RuncRuntime implements UnitRuntime {
     return s.status === "running" ? "running" : s.status === "paused" ? "paused" : "stopped";
   }
 
+  async isAlive(id: string): Promise<boolean> {
+    try {
+      const procs = await readFile(join(CGROUP_ROOT, "pids", this.cgroupsPath(id), "cgroup.procs"), "utf8");
+      return procs.trim() !== "";
+    } catch {
+      // No v1 pids cgroup to read: ask runc.
+      return (await this.state(id)) !== "stopped";
+    }
+  }
+
   async running(): Promise<Map<string, RuntimeState>> {
     const out = new Map<string, RuntimeState>();
     for (const c of await this.runc.list()) {
