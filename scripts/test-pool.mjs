@@ -1,9 +1,9 @@
 // Opens (mounting, and building the test image on first use) or closes the shared test pool.
 // `open` prints build progress; `close` unmounts it and detaches its loop device.
 
-import { testImage, testPoolDir } from "../packages/server/dist/runtime/image/test-image.js";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { testImage, testPoolDir } from "../packages/server/dist/runtime/image/test-image.js";
 import { closePool } from "../packages/server/dist/runtime/storage/pool.js";
 
 const verb = process.argv[2];
