@@ -19,6 +19,10 @@ export const ErrorCode = {
   UnitNotFound: "UMS_UNIT_NOT_FOUND",
   /** 405: the route exists but not with this method. */
   MethodNotAllowed: "UMS_METHOD_NOT_ALLOWED",
+  /** 404: the unit has no checkpoint of that id (checkpoints belong to the unit they were taken of). */
+  CheckpointNotFound: "UMS_CHECKPOINT_NOT_FOUND",
+  /** 409: the checkpoint the unit is on cannot be deleted. */
+  CheckpointActive: "UMS_CHECKPOINT_ACTIVE",
   /** 404: no exec session with that id in the unit. */
   SessionNotFound: "UMS_SESSION_NOT_FOUND",
   /** 409: the organization runs as many busy units as its running_limit allows. */

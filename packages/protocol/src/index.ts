@@ -1,3 +1,4 @@
+export * from "./checkpoints.js";
 export * from "./duration.js";
 export * from "./errors.js";
 export * from "./names.js";

@@ -61,9 +61,21 @@ export const Unit = Type.Object(
 );
 export type Unit = Static<typeof Unit>;
 
-/** Spec 4.1 POST /v1/units. */
+/** Spec 4.1 POST /v1/units; `from` (ours) forks another unit's checkpoint. */
 export const CreateUnitRequest = Type.Object(
-  { name: UnitName, url_settings: Type.Optional(UrlSettingsRequest) },
+  {
+    name: UnitName,
+    url_settings: Type.Optional(UrlSettingsRequest),
+    from: Type.Optional(
+      Type.Object(
+        {
+          unit: Type.String({ maxLength: 256, description: "A unit of the same organization" }),
+          checkpoint: Type.String({ maxLength: 32, description: "One of its checkpoints, e.g. v3" }),
+        },
+        { additionalProperties: false, description: "Start from a checkpoint of another unit (fork)" },
+      ),
+    ),
+  },
   { additionalProperties: false },
 );
 export type CreateUnitRequest = Static<typeof CreateUnitRequest>;

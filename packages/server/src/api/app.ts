@@ -9,6 +9,7 @@ import type { UnitRuntime } from "../runtime/runtime.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { ApiError, sendError } from "./errors.js";
+import { checkpointRoutes } from "./checkpoints/routes.js";
 import { execRoutes } from "./exec/routes.js";
 import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
@@ -97,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     unitRoutes(api, units);
     organizationRoutes(api, deps.store);
     policyRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
+    checkpointRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
     await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
     await api.register(async (proxy) => proxyRoutes(proxy, units));
   });

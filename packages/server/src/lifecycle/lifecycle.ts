@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import { agentHealth } from "../runtime/agent-client.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
-import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
+import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { Activity } from "./activity.js";
 import { KeyedMutex } from "./keyed-mutex.js";
@@ -19,6 +19,12 @@ export interface LifecycleConfig {
 }
 
 export class RunningLimitError extends Error {}
+
+export interface CheckpointResult {
+  readonly checkpoint: CheckpointRecord;
+  /** How long the unit's processes were frozen (0 when it was not running). */
+  readonly frozenMs: number;
+}
 
 interface Tracked {
   orgId: string;
@@ -68,6 +74,18 @@ export class Lifecycle {
     }
     for (const unit of await this.store.units.withStatus(["running", "warm"])) {
       if (!live.has(unit.id)) await this.persist(unit, "cold");
+    }
+    // Interrupted checkpoint work: restores whose new files are in place are recorded now.
+    const forward = await this.runtime.recover(async (unitId) => {
+      if (!(await this.store.units.getById(unitId))) return undefined;
+      return new Set((await this.store.checkpoints.list(unitId)).map((c) => c.id));
+    });
+    for (const { unitId, checkpoint } of forward) {
+      const unit = await this.store.units.getById(unitId);
+      const cp = unit && (await this.store.checkpoints.get(unitId, checkpoint));
+      if (unit && cp) await this.recordRestore(unit, cp);
+      await this.runtime.completeRestore(unitId);
+      this.log.info({ unitId, checkpoint }, "finished a restore interrupted by a crash");
     }
     this.timer = setInterval(() => void this.sweep(), this.cfg.sweepMs);
     this.timer.unref();
@@ -211,6 +229,80 @@ export class Lifecycle {
       await this.runtime.destroy(unit.id);
       this.tracked.delete(unit.id);
       this.activity.forget(unit.id);
+    });
+  }
+
+  /**
+   * Spec 4.2: a checkpoint of the unit's files (and the policies in force), taken live: a running
+   * unit is frozen only for the snapshot itself.
+   */
+  checkpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
+    return this.mutex.run(unit.id, () => this.takeCheckpoint(unit, comment, progress));
+  }
+
+  private async takeCheckpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
+    const fresh = (await this.store.units.getById(unit.id)) ?? unit;
+    const seq = await this.store.checkpoints.nextSeq(unit.id);
+    const id = `v${seq}`;
+    progress(`saving the files of unit '${unit.name}' as checkpoint ${id}`);
+    const { frozenMs } = await this.runtime.checkpoint(unit.id, id);
+    const cp: CheckpointRecord = {
+      unitId: unit.id,
+      id,
+      seq,
+      comment,
+      sourceId: fresh.activeCheckpoint,
+      resources: fresh.resources,
+      privileges: fresh.privileges,
+      createdAt: new Date().toISOString(),
+    };
+    // A crash before this insert leaves a snapshot the database does not know: removed at start.
+    await this.store.checkpoints.insert(cp);
+    await this.store.units.update(unit.orgId, unit.name, { activeCheckpoint: id });
+    return { checkpoint: cp, frozenMs };
+  }
+
+  /**
+   * Spec 3.3: the current state is saved first (nothing is ever lost by a restore), processes are
+   * stopped, the files and policies become the checkpoint's, and the unit boots.
+   */
+  restore(org: OrgRecord, unit: UnitRecord, cp: CheckpointRecord, progress: (msg: string) => void): Promise<CheckpointRecord> {
+    return this.mutex.run(unit.id, async () => {
+      const backup = await this.takeCheckpoint(unit, `automatic backup before restoring ${cp.id}`, progress);
+      progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);
+      await this.runtime.stop(unit.id);
+      this.tracked.delete(unit.id);
+      await this.persist(unit, "cold");
+      progress(`restoring the files of checkpoint ${cp.id}`);
+      await this.runtime.restoreDisk(unit.id, cp.id);
+      await this.recordRestore(unit, cp);
+      await this.runtime.completeRestore(unit.id);
+      progress("booting the unit");
+      const fresh = (await this.store.units.getById(unit.id)) ?? unit;
+      await this.ensureRunning(org, fresh);
+      return backup.checkpoint;
+    });
+  }
+
+  private async recordRestore(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
+    await this.store.units.update(unit.orgId, unit.name, {
+      activeCheckpoint: cp.id,
+      resources: cp.resources,
+      privileges: cp.privileges,
+      updatedAt: new Date().toISOString(),
+    });
+  }
+
+  /** Gives a new unit a copy of another unit's checkpoint as its disk (fork). */
+  fork(source: UnitRecord, cp: CheckpointRecord, unit: UnitRecord): Promise<void> {
+    return this.mutex.run(source.id, () => this.runtime.forkDisk(source.id, cp.id, unit.id));
+  }
+
+  deleteCheckpoint(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
+    return this.mutex.run(unit.id, async () => {
+      // The row goes first: a crash before the snapshot is deleted leaves an orphan, removed at start.
+      await this.store.checkpoints.delete(unit.id, cp.id);
+      await this.runtime.deleteCheckpoint(unit.id, cp.id);
     });
   }
 

@@ -46,5 +46,29 @@ export interface UnitRuntime {
   stats(unitId: string): Promise<UnitStats | undefined>;
   /** Applies a memory/pids limit to a running unit where the kernel allows; false when it must wait for the next boot. */
   applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
+  /**
+   * A read-only snapshot of the unit's files as checkpoint `cpId`. A running unit is frozen for the
+   * instant of the snapshot (its processes see no change, a file being written is consistent);
+   * returns how long it was frozen.
+   */
+  checkpoint(unitId: string, cpId: string): Promise<{ frozenMs: number }>;
+  /** Whether checkpoint `cpId`'s snapshot is there (spec 2.6 health). */
+  hasCheckpoint(unitId: string, cpId: string): boolean;
+  /**
+   * Replaces the files of a stopped unit with checkpoint `cpId`'s. Journaled: until
+   * `completeRestore`, a crash is rolled forward by `recover` (the new files are in place).
+   */
+  restoreDisk(unitId: string, cpId: string): Promise<void>;
+  /** Drops the files a restore replaced and its journal. */
+  completeRestore(unitId: string): Promise<void>;
+  deleteCheckpoint(unitId: string, cpId: string): Promise<void>;
+  /** Gives a new unit a writable copy of another unit's checkpoint (O(1): a snapshot). */
+  forkDisk(srcUnitId: string, cpId: string, newUnitId: string): Promise<void>;
+  /**
+   * After a crash: rolls back a restore that had not put the new files in place, and reports the
+   * ones that had (the caller records them, then calls `completeRestore`); removes checkpoint
+   * snapshots the database does not know (`known` answers per unit; undefined: not this server's).
+   */
+  recover(known: (unitId: string) => Promise<ReadonlySet<string> | undefined>): Promise<{ unitId: string; checkpoint: string }[]>;
   close(): Promise<void>;
 }

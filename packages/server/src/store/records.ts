@@ -49,9 +49,26 @@ export interface UnitRecord {
   /** Resources and privileges policies as JSON (spec 4.5); "{}" means the defaults. */
   readonly resources: string;
   readonly privileges: string;
+  /** The checkpoint the unit's files are on (spec 2.6 `source_id` of the next one), if any. */
+  readonly activeCheckpoint: string | null;
 }
 
-export type NewUnit = Omit<UnitRecord, "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges">;
+export type NewUnit = Omit<
+  UnitRecord,
+  "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges" | "activeCheckpoint"
+> & { readonly resources?: string; readonly privileges?: string };
+
+/** Spec 2.6, plus the policies in force when it was taken (restored with it). */
+export interface CheckpointRecord {
+  readonly unitId: string;
+  readonly id: string;
+  readonly seq: number;
+  readonly comment: string;
+  readonly sourceId: string | null;
+  readonly resources: string;
+  readonly privileges: string;
+  readonly createdAt: string;
+}
 
 export interface UnitPatch {
   readonly urlAuth?: UrlAuth;
@@ -63,6 +80,7 @@ export interface UnitPatch {
   readonly lastWarmingAt?: string | null;
   readonly resources?: string;
   readonly privileges?: string;
+  readonly activeCheckpoint?: string | null;
   /** Set when a user changed the unit; runtime status changes leave it alone. */
   readonly updatedAt?: string;
 }

@@ -1,4 +1,5 @@
 import type {
+  CheckpointRecord,
   NewUnit,
   OrgLimits,
   OrgRecord,
@@ -19,6 +20,7 @@ export interface Store {
   readonly orgs: OrgStore;
   readonly tokens: TokenStore;
   readonly units: UnitStore;
+  readonly checkpoints: CheckpointStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -65,6 +67,15 @@ export class UnitLimitError extends Error {
   constructor(readonly limit: number) {
     super(`the organization has reached its limit of ${limit} units`);
   }
+}
+
+export interface CheckpointStore {
+  /** Reserves the unit's next checkpoint number (v0, v1, …; never reused). */
+  nextSeq(unitId: string): Promise<number>;
+  insert(cp: CheckpointRecord): Promise<void>;
+  list(unitId: string): Promise<CheckpointRecord[]>;
+  get(unitId: string, id: string): Promise<CheckpointRecord | undefined>;
+  delete(unitId: string, id: string): Promise<boolean>;
 }
 
 export interface UnitStore {

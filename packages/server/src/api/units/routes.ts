@@ -54,7 +54,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
       },
     },
     async (req, reply) => {
-      const unit = await units.create(req.auth.org, req.body.name, req.body.url_settings);
+      const unit = await units.create(req.auth.org, req.body.name, req.body.url_settings, req.body.from);
       return reply.code(201).send(units.present(req.auth.org, unit));
     },
   );

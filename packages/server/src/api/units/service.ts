@@ -13,7 +13,7 @@ import {
 import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { OrgRecord, UnitRecord } from "../../store/records.js";
+import type { CheckpointRecord, OrgRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import { decodeContinuation, encodeContinuation } from "./pagination.js";
@@ -62,7 +62,28 @@ export class UnitService {
     return presentUnit(this.config, this.listenPort(), org, unit);
   }
 
-  async create(org: OrgRecord, name: string, settings: UrlSettingsRequest | undefined): Promise<UnitRecord> {
+  /** The unit's checkpoint `id`, or a 404 that says checkpoints belong to the unit they were taken of. */
+  async requireCheckpoint(unit: UnitRecord, id: string): Promise<CheckpointRecord> {
+    const cp = /^v\d{1,9}$/.test(id) ? await this.store.checkpoints.get(unit.id, id) : undefined;
+    if (!cp) {
+      throw new ApiError(
+        404,
+        ErrorCode.CheckpointNotFound,
+        `unit '${unit.name}' has no checkpoint '${id}' (a checkpoint belongs to the unit it was taken of)`,
+      );
+    }
+    return cp;
+  }
+
+  async create(
+    org: OrgRecord,
+    name: string,
+    settings: UrlSettingsRequest | undefined,
+    from?: { unit: string; checkpoint: string },
+  ): Promise<UnitRecord> {
+    // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
+    const source = from && (await this.require(org, from.unit));
+    const cp = source && from && (await this.requireCheckpoint(source, from.checkpoint));
     if (!org.unitsEnabled) {
       throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
     }
@@ -77,9 +98,10 @@ export class UnitService {
           status: "cold",
           ...urlSettings(settings),
           labels: [],
-          version: ENVIRONMENT_VERSION,
-          environmentVersion: ENVIRONMENT_VERSION,
+          version: source?.version ?? ENVIRONMENT_VERSION,
+          environmentVersion: source?.environmentVersion ?? ENVIRONMENT_VERSION,
           createdAt: new Date().toISOString(),
+          ...(cp && { resources: cp.resources, privileges: cp.privileges }),
         },
         org.maxUnits,
       );
@@ -96,7 +118,16 @@ export class UnitService {
       }
       throw err;
     }
-    this.lifecycle.create(unit);
+    if (!source || !cp) {
+      this.lifecycle.create(unit);
+      return unit;
+    }
+    try {
+      await this.lifecycle.fork(source, cp, unit);
+    } catch (err) {
+      await this.store.units.delete(org.id, unit.name);
+      throw err;
+    }
     return unit;
   }
 

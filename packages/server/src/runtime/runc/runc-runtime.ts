@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { chmod, mkdir, open, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
+import { chmod, chown, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/host-command.js";
@@ -52,6 +52,23 @@ async function setFrozen(cgroupsPath: string, frozen: boolean): Promise<boolean>
   throw new Error(`could not freeze ${cgroupsPath}: tasks did not stop within 1 s`);
 }
 
+/** SIGKILLs every task of a unit's cgroup (thawing it first) and waits until none is left. */
+async function killCgroup(cgroupsPath: string): Promise<void> {
+  const procsFile = join(CGROUP_ROOT, "pids", cgroupsPath, "cgroup.procs");
+  if (!existsSync(procsFile)) return;
+  await setFrozen(cgroupsPath, false).catch(() => {});
+  for (let i = 0; i < 400; i++) {
+    const pids = (await readFile(procsFile, "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
+    if (pids.length === 0) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
 /** Removes this runtime's (empty) parent cgroups; runc removes each unit's own on delete. */
 export async function removeCgroups(rid: string): Promise<void> {
   let controllers: string[] = [];
@@ -74,6 +91,11 @@ export class RuncRuntime implements UnitRuntime {
   private readonly runc: Runc;
   private readonly slots: SlotAllocator;
   private readonly networks = new Map<string, UnitNetwork>();
+
+  /** The mounted pool units live on. */
+  get poolDir(): string {
+    return this.cfg.poolDir;
+  }
 
   private constructor(private readonly cfg: RuncRuntimeConfig) {
     this.runc = new Runc(join(cfg.dataDir, "runc"));
@@ -131,7 +153,7 @@ export class RuncRuntime implements UnitRuntime {
     const runDir = this.runDir(id);
     const sockDir = join(runDir, "sock");
     await mkdir(sockDir, { recursive: true });
-    await run("chown", [`${this.cfg.idShift}:${this.cfg.idShift}`, sockDir]);
+    await chown(sockDir, this.cfg.idShift, this.cfg.idShift);
     await rm(this.agentSocket(id), { force: true });
     await this.writeIdentity(id, spec.name);
 
@@ -170,7 +192,7 @@ export class RuncRuntime implements UnitRuntime {
       await writeFile(join(bundle, "config.json"), JSON.stringify(ociSpec));
       const log = await open(join(runDir, "agent.log"), "a");
       try {
-        await this.runc.start(id, bundle, log.fd);
+        await this.runc.start(id, bundle, log.fd, join(runDir, "init.pid"));
       } finally {
         await log.close();
       }
@@ -193,7 +215,7 @@ export class RuncRuntime implements UnitRuntime {
    * every process it starts to the maximum.
    */
   private async protectAgent(id: string): Promise<void> {
-    const pid1 = (await this.runc.state(id))?.pid;
+    const pid1 = Number((await readFile(join(this.runDir(id), "init.pid"), "utf8").catch(() => "")).trim());
     if (!pid1) return;
     const children = (await readFile(`/proc/${pid1}/task/${pid1}/children`, "utf8").catch(() => ""))
       .trim()
@@ -215,7 +237,7 @@ export class RuncRuntime implements UnitRuntime {
       // Never follow a link the unit planted: replace whatever is there with a plain file.
       await rm(path, { force: true });
       await writeFile(path, content, { mode: 0o644 });
-      await run("chown", [`${this.cfg.idShift}:${this.cfg.idShift}`, path]);
+      await chown(path, this.cfg.idShift, this.cfg.idShift);
     }
   }
 
@@ -282,15 +304,23 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async stop(id: string): Promise<void> {
+    // `runc delete --force` sleeps 100 ms before it looks again; killing the cgroup's tasks here
+    // first makes the delete immediate.
+    await killCgroup(this.cgroupsPath(id));
     await this.runc.delete(id);
     await this.detachNetwork(id);
   }
 
   async destroy(id: string): Promise<void> {
     await this.stop(id);
-    await deleteSubvolume(this.rootfs(id)).catch((err) => {
-      if (!/No such file|not found|does not exist|ENOENT/i.test(String(err))) throw err;
-    });
+    const dir = this.unitDir(id);
+    let cps: string[] = [];
+    try {
+      cps = await readdir(join(dir, "checkpoints"));
+    } catch {}
+    for (const sub of [...cps.map((cp) => join("checkpoints", cp)), "rootfs", "rootfs.old", "rootfs.new"]) {
+      if (existsSync(join(dir, sub))) await deleteSubvolume(join(dir, sub));
+    }
     await rm(this.unitDir(id), { recursive: true, force: true });
     await rm(this.runDir(id), { recursive: true, force: true });
   }
@@ -355,6 +385,97 @@ export class RuncRuntime implements UnitRuntime {
       // Lowering a memory limit below current use is refused by the kernel: it applies at next boot.
       return false;
     }
+  }
+
+  private checkpointPath(id: string, cpId: string) {
+    return join(this.unitDir(id), "checkpoints", cpId);
+  }
+
+  async checkpoint(id: string, cpId: string): Promise<{ frozenMs: number }> {
+    await this.create(id);
+    await mkdir(join(this.unitDir(id), "checkpoints"), { recursive: true });
+    const dst = this.checkpointPath(id, cpId);
+    const running = (await this.state(id)) === "running";
+    const started = performance.now();
+    // Freeze (a no-op for a paused or stopped unit) so the snapshot sees no half-written state.
+    if (running && !(await setFrozen(this.cgroupsPath(id), true))) await this.runc.pause(id);
+    try {
+      await snapshot(this.rootfs(id), dst, { readonly: true });
+    } finally {
+      if (running && !(await setFrozen(this.cgroupsPath(id), false))) await this.runc.resume(id);
+    }
+    return { frozenMs: running ? performance.now() - started : 0 };
+  }
+
+  hasCheckpoint(id: string, cpId: string): boolean {
+    return existsSync(this.checkpointPath(id, cpId));
+  }
+
+  /**
+   * The journal makes a restore all-or-nothing: written first; then rootfs → rootfs.old (rename),
+   * a writable snapshot of the checkpoint as rootfs.new → rootfs (rename), old deleted, journal
+   * removed. `recover` rolls back while rootfs is missing and rolls forward once it is there.
+   */
+  async restoreDisk(id: string, cpId: string): Promise<void> {
+    if ((await this.state(id)) !== "stopped") throw new Error("restoreDisk needs a stopped unit");
+    const src = this.checkpointPath(id, cpId);
+    if (!existsSync(src)) throw new Error(`checkpoint ${cpId} has no snapshot`);
+    const dir = this.unitDir(id);
+    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: cpId }));
+    if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
+    if (existsSync(this.rootfs(id))) await rename(this.rootfs(id), join(dir, "rootfs.old"));
+    await snapshot(src, join(dir, "rootfs.new"), { readonly: false });
+    await rename(join(dir, "rootfs.new"), this.rootfs(id));
+  }
+
+  async completeRestore(id: string): Promise<void> {
+    const dir = this.unitDir(id);
+    if (existsSync(join(dir, "rootfs.old"))) await deleteSubvolume(join(dir, "rootfs.old"));
+    await rm(join(dir, "restore.json"), { force: true });
+  }
+
+  async deleteCheckpoint(id: string, cpId: string): Promise<void> {
+    const path = this.checkpointPath(id, cpId);
+    if (existsSync(path)) await deleteSubvolume(path);
+  }
+
+  async forkDisk(srcId: string, cpId: string, newId: string): Promise<void> {
+    await mkdir(this.unitDir(newId), { recursive: true });
+    await snapshot(this.checkpointPath(srcId, cpId), this.rootfs(newId), { readonly: false });
+  }
+
+  async recover(
+    known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
+  ): Promise<{ unitId: string; checkpoint: string }[]> {
+    const forward: { unitId: string; checkpoint: string }[] = [];
+    let ids: string[] = [];
+    try {
+      ids = await readdir(join(this.cfg.poolDir, "units"));
+    } catch {}
+    for (const id of ids) {
+      const dir = this.unitDir(id);
+      const journal = join(dir, "restore.json");
+      const hasCheckpoints = existsSync(join(dir, "checkpoints"));
+      if (!hasCheckpoints && !existsSync(journal)) continue;
+      const wanted = await known(id);
+      if (!wanted) continue; // another server's unit on a shared pool
+      if (existsSync(journal)) {
+        if (existsSync(this.rootfs(id))) {
+          const { checkpoint } = JSON.parse(await readFile(journal, "utf8")) as { checkpoint: string };
+          forward.push({ unitId: id, checkpoint });
+        } else {
+          if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
+          if (existsSync(join(dir, "rootfs.old"))) await rename(join(dir, "rootfs.old"), this.rootfs(id));
+          await rm(journal, { force: true });
+        }
+      }
+      let cps: string[] = [];
+      try {
+        cps = await readdir(join(dir, "checkpoints"));
+      } catch {}
+      for (const cp of cps) if (!wanted.has(cp)) await deleteSubvolume(join(dir, "checkpoints", cp));
+    }
+    return forward;
   }
 
   async close(): Promise<void> {

@@ -27,9 +27,9 @@ export class Runc {
   }
 
   /** `runc run -d`: returns once PID 1 runs; its stdout and stderr go to `logFd`. */
-  start(id: string, bundle: string, logFd: number): Promise<void> {
+  start(id: string, bundle: string, logFd: number, pidFile: string): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn(this.binary, this.args("run", "--detach", "--bundle", bundle, id), {
+      const child = spawn(this.binary, this.args("run", "--detach", "--pid-file", pidFile, "--bundle", bundle, id), {
         stdio: ["ignore", logFd, "pipe"],
       });
       let stderr = "";

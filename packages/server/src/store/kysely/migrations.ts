@@ -62,6 +62,30 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("units_status").on("units").column("status").execute();
     },
   },
+  "0003_checkpoints": {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable("units")
+        .addColumn("active_checkpoint", "text")
+        .execute();
+      await db.schema
+        .alterTable("units")
+        .addColumn("checkpoint_seq", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+      await db.schema
+        .createTable("checkpoints")
+        .addColumn("unit_id", "text", (c) => c.notNull().references("units.id").onDelete("cascade"))
+        .addColumn("id", "text", (c) => c.notNull())
+        .addColumn("seq", "integer", (c) => c.notNull())
+        .addColumn("comment", "text", (c) => c.notNull().defaultTo(""))
+        .addColumn("source_id", "text")
+        .addColumn("resources", "text", (c) => c.notNull())
+        .addColumn("privileges", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addPrimaryKeyConstraint("checkpoints_pk", ["unit_id", "id"])
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -1,4 +1,5 @@
 import type {
+  CheckpointRecord,
   NewUnit,
   OrgRecord,
   PrivateAccess,
@@ -8,7 +9,7 @@ import type {
   UnitStatus,
   UrlAuth,
 } from "../records.js";
-import type { OrgsTable, TokensTable, UnitsTable } from "./schema.js";
+import type { CheckpointsTable, OrgsTable, TokensTable, UnitsTable } from "./schema.js";
 
 export function orgFromRow(r: OrgsTable): OrgRecord {
   return Object.freeze({
@@ -53,6 +54,7 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     lastWarmingAt: r.last_warming_at,
     resources: r.resources,
     privileges: r.privileges,
+    activeCheckpoint: r.active_checkpoint,
   });
 }
 
@@ -72,7 +74,22 @@ export function unitToRow(u: NewUnit): UnitsTable {
     updated_at: u.createdAt,
     last_running_at: null,
     last_warming_at: null,
-    resources: "{}",
-    privileges: "{}",
+    resources: u.resources ?? "{}",
+    privileges: u.privileges ?? "{}",
+    active_checkpoint: null,
+    checkpoint_seq: 0,
   };
+}
+
+export function checkpointFromRow(r: CheckpointsTable): CheckpointRecord {
+  return Object.freeze({
+    unitId: r.unit_id,
+    id: r.id,
+    seq: Number(r.seq),
+    comment: r.comment,
+    sourceId: r.source_id,
+    resources: r.resources,
+    privileges: r.privileges,
+    createdAt: r.created_at,
+  });
 }

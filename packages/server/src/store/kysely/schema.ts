@@ -37,10 +37,24 @@ export interface UnitsTable {
   last_warming_at: string | null;
   resources: string;
   privileges: string;
+  active_checkpoint: string | null;
+  checkpoint_seq: number;
+}
+
+export interface CheckpointsTable {
+  unit_id: string;
+  id: string;
+  seq: number;
+  comment: string;
+  source_id: string | null;
+  resources: string;
+  privileges: string;
+  created_at: string;
 }
 
 export interface Database {
   orgs: OrgsTable;
   tokens: TokensTable;
   units: UnitsTable;
+  checkpoints: CheckpointsTable;
 }

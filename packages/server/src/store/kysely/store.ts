@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { NewUnit, OrgLimits, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
-import type { NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
+import type { CheckpointStore, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
 import { UnitExistsError, UnitLimitError } from "../store.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
-import { orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
+import { checkpointFromRow, orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
@@ -15,6 +15,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     orgs: orgStore(db),
     tokens: tokenStore(db),
     units: unitStore(db, adapter),
+    checkpoints: checkpointStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
@@ -138,6 +139,53 @@ function tokenStore(db: Kysely<Database>): TokenStore {
   };
 }
 
+function checkpointStore(db: Kysely<Database>): CheckpointStore {
+  return {
+    async nextSeq(unitId) {
+      // One statement, so two callers can never get the same number.
+      const row = await db
+        .updateTable("units")
+        .set((eb) => ({ checkpoint_seq: eb("checkpoint_seq", "+", 1) }))
+        .where("id", "=", unitId)
+        .returning("checkpoint_seq")
+        .executeTakeFirstOrThrow();
+      return Number(row.checkpoint_seq) - 1;
+    },
+    async insert(cp) {
+      await db
+        .insertInto("checkpoints")
+        .values({
+          unit_id: cp.unitId,
+          id: cp.id,
+          seq: cp.seq,
+          comment: cp.comment,
+          source_id: cp.sourceId,
+          resources: cp.resources,
+          privileges: cp.privileges,
+          created_at: cp.createdAt,
+        })
+        .execute();
+    },
+    async list(unitId) {
+      const rows = await db.selectFrom("checkpoints").selectAll().where("unit_id", "=", unitId).orderBy("seq").execute();
+      return rows.map(checkpointFromRow);
+    },
+    async get(unitId, id) {
+      const row = await db
+        .selectFrom("checkpoints")
+        .selectAll()
+        .where("unit_id", "=", unitId)
+        .where("id", "=", id)
+        .executeTakeFirst();
+      return row && checkpointFromRow(row);
+    },
+    async delete(unitId, id) {
+      const r = await db.deleteFrom("checkpoints").where("unit_id", "=", unitId).where("id", "=", id).executeTakeFirst();
+      return Number(r.numDeletedRows) > 0;
+    },
+  };
+}
+
 function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
   const get = async (orgId: string, name: string) => {
     const row = await db
@@ -210,6 +258,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       const set: Partial<UnitsTable> = {};
       if (p.updatedAt !== undefined) set.updated_at = p.updatedAt;
       if (p.resources !== undefined) set.resources = p.resources;
+      if (p.activeCheckpoint !== undefined) set.active_checkpoint = p.activeCheckpoint;
       if (p.privileges !== undefined) set.privileges = p.privileges;
       if (p.urlAuth !== undefined) set.url_auth = p.urlAuth;
       if (p.privateAccess !== undefined) set.private_access = p.privateAccess;

@@ -1,0 +1,136 @@
+import { Type } from "@sinclair/typebox";
+import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ErrorCode } from "@ums/protocol";
+import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+import { ApiError } from "../errors.js";
+import type { ApiInstance } from "../instance.js";
+import { commonErrors, notFound } from "../schemas.js";
+import type { UnitService } from "../units/service.js";
+import { ndjson } from "./ndjson.js";
+
+export interface CheckpointDeps {
+  readonly store: Store;
+  readonly units: UnitService;
+  readonly lifecycle: Lifecycle;
+  readonly runtime: UnitRuntime;
+}
+
+const Params = Type.Object({ name: Type.String({ maxLength: 256 }) });
+const CpParams = Type.Object({ name: Type.String({ maxLength: 256 }), id: Type.String({ maxLength: 64 }) });
+
+/** Spec 4.2, 6.1 and 3.3: checkpoints of a unit, taken live, restored with an automatic backup. */
+export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, runtime }: CheckpointDeps): void {
+  const tags = ["checkpoints"];
+  const info = (unit: UnitRecord, cp: CheckpointRecord): CheckpointInfo => ({
+    id: cp.id,
+    create_time: cp.createdAt,
+    comment: cp.comment,
+    ...(cp.sourceId && { source_id: cp.sourceId }),
+    health: runtime.hasCheckpoint(unit.id, cp.id) ? "" : "mount_failed",
+    active: unit.activeCheckpoint === cp.id,
+  });
+  const now = () => new Date().toISOString();
+
+  /** Runs `work` behind an NDJSON stream of spec 6.1 events. */
+  async function stream(reply: import("fastify").FastifyReply, work: (info: (msg: string) => void) => Promise<string>) {
+    const out = ndjson(reply);
+    try {
+      const done = await work((data) => out.send({ type: "info", data, time: now() }));
+      out.send({ type: "complete", data: done, time: now() });
+    } catch (err) {
+      const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
+      reply.log.error({ err }, "checkpoint operation failed");
+      out.send({ type: "error", error: message, time: now() });
+    } finally {
+      out.end();
+    }
+  }
+
+  app.post(
+    "/v1/units/:name/checkpoint",
+    {
+      schema: {
+        tags,
+        summary: "Save the unit's files and policies as the next checkpoint (NDJSON, spec 6.1)",
+        params: Params,
+        body: Type.Optional(CreateCheckpointRequest),
+        response: { ...commonErrors, ...notFound },
+      },
+    },
+    async (req, reply) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      await stream(reply, async (progress) => {
+        const { checkpoint, frozenMs } = await lifecycle.checkpoint(unit, req.body?.comment ?? "", progress);
+        progress(frozenMs > 0 ? `the unit was frozen for ${frozenMs.toFixed(1)} ms` : "the unit was not running");
+        return `checkpoint ${checkpoint.id} created`;
+      });
+    },
+  );
+
+  app.get(
+    "/v1/units/:name/checkpoints",
+    {
+      schema: { tags, summary: "The unit's checkpoints, oldest first", params: Params, response: { 200: Type.Array(CheckpointInfo), ...commonErrors, ...notFound } },
+    },
+    async (req) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      return (await store.checkpoints.list(unit.id)).map((cp) => info(unit, cp));
+    },
+  );
+
+  app.get(
+    "/v1/units/:name/checkpoints/:id",
+    { schema: { tags, summary: "One checkpoint", params: CpParams, response: { 200: CheckpointInfo, ...commonErrors, ...notFound } } },
+    async (req) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      return info(unit, await units.requireCheckpoint(unit, req.params.id));
+    },
+  );
+
+  app.post(
+    "/v1/units/:name/checkpoints/:id/restore",
+    {
+      schema: {
+        tags,
+        summary: "Restore the unit to a checkpoint, saving the current state first (NDJSON, spec 6.1 and 3.3)",
+        params: CpParams,
+        response: { ...commonErrors, ...notFound },
+      },
+    },
+    async (req, reply) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      const cp = await units.requireCheckpoint(unit, req.params.id);
+      await stream(reply, async (progress) => {
+        const backup = await lifecycle.restore(req.auth.org, unit, cp, progress);
+        return `restored checkpoint ${cp.id}; the state before is saved as ${backup.id}`;
+      });
+    },
+  );
+
+  app.delete(
+    "/v1/units/:name/checkpoints/:id",
+    {
+      schema: {
+        tags,
+        summary: "Delete a checkpoint (not the active one: 409) and free its space",
+        params: CpParams,
+        response: { 204: Type.Null(), ...commonErrors, ...notFound, 409: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const unit = await units.require(req.auth.org, req.params.name);
+      const cp = await units.requireCheckpoint(unit, req.params.id);
+      if (unit.activeCheckpoint === cp.id) {
+        throw new ApiError(
+          409,
+          ErrorCode.CheckpointActive,
+          `the active checkpoint cannot be deleted: unit '${unit.name}' is on ${cp.id}; restore another checkpoint or take a new one first`,
+        );
+      }
+      await lifecycle.deleteCheckpoint(unit, cp);
+      return reply.code(204).send(null);
+    },
+  );
+}
