@@ -240,7 +240,11 @@ export class Lifecycle {
     return this.mutex.run(unit.id, () => this.takeCheckpoint(unit, comment, progress));
   }
 
-  private async takeCheckpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
+  private async takeCheckpoint(
+    unit: UnitRecord,
+    comment: string,
+    progress: (msg: string) => void,
+  ): Promise<CheckpointResult> {
     const fresh = (await this.store.units.getById(unit.id)) ?? unit;
     const seq = await this.store.checkpoints.nextSeq(unit.id);
     const id = `v${seq}`;
@@ -266,7 +270,12 @@ export class Lifecycle {
    * Spec 3.3: the current state is saved first (nothing is ever lost by a restore), processes are
    * stopped, the files and policies become the checkpoint's, and the unit boots.
    */
-  restore(org: OrgRecord, unit: UnitRecord, cp: CheckpointRecord, progress: (msg: string) => void): Promise<CheckpointRecord> {
+  restore(
+    org: OrgRecord,
+    unit: UnitRecord,
+    cp: CheckpointRecord,
+    progress: (msg: string) => void,
+  ): Promise<CheckpointRecord> {
     return this.mutex.run(unit.id, async () => {
       const backup = await this.takeCheckpoint(unit, `automatic backup before restoring ${cp.id}`, progress);
       progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);

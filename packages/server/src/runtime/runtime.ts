@@ -69,6 +69,8 @@ export interface UnitRuntime {
    * ones that had (the caller records them, then calls `completeRestore`); removes checkpoint
    * snapshots the database does not know (`known` answers per unit; undefined: not this server's).
    */
-  recover(known: (unitId: string) => Promise<ReadonlySet<string> | undefined>): Promise<{ unitId: string; checkpoint: string }[]>;
+  recover(
+    known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
+  ): Promise<{ unitId: string; checkpoint: string }[]>;
   close(): Promise<void>;
 }

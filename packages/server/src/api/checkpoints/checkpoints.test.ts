@@ -19,7 +19,10 @@ describe("checkpoints", () => {
   let token: string;
   const sh = (unit: string, script: string) => execHttp(s.url, token, unit, ["sh", "-c", script]);
   const checkpoint = async (unit: string, comment?: string) => {
-    const r = await s.api("POST", `/v1/units/${unit}/checkpoint`, { token, json: comment === undefined ? {} : { comment } });
+    const r = await s.api("POST", `/v1/units/${unit}/checkpoint`, {
+      token,
+      json: comment === undefined ? {} : { comment },
+    });
     assert.equal(r.status, 200, r.text);
     assert.match(r.headers.get("content-type") ?? "", /application\/x-ndjson/);
     const ev = events(r.text);
@@ -70,9 +73,16 @@ describe("checkpoints", () => {
     assert.equal(ev.at(-1)?.type, "complete", r.text);
     const backup = /saved as (v\d+)/.exec(ev.at(-1)?.data ?? "")?.[1];
     assert.ok(backup);
-    assert.equal((await sh("box", "cat /home/unit/f; test -e /home/unit/g || echo no-g")).stdout.toString(), "one\nno-g\n");
+    assert.equal(
+      (await sh("box", "cat /home/unit/f; test -e /home/unit/g || echo no-g")).stdout.toString(),
+      "one\nno-g\n",
+    );
     assert.deepEqual((await s.api("GET", "/v1/units/box/policy/resources", { token })).body.memory, { limit_mb: 300 });
-    assert.equal((await s.api("GET", "/v1/units/box", { token })).body.status, "running", "the unit boots after a restore");
+    assert.equal(
+      (await s.api("GET", "/v1/units/box", { token })).body.status,
+      "running",
+      "the unit boots after a restore",
+    );
     // The automatic backup holds the changed files.
     const back = await s.api("POST", `/v1/units/box/checkpoints/${backup}/restore`, { token });
     assert.equal(events(back.text).at(-1)?.type, "complete");
@@ -81,17 +91,26 @@ describe("checkpoints", () => {
 
   it("takes a consistent snapshot of a unit that is writing", async () => {
     // A writer rewrites a file atomically (write + rename) in a loop while checkpoints are taken.
-    await sh("box", "setsid sh -c 'i=0; while [ $i -lt 4000 ]; do i=$((i+1)); seq 1 2000 > /home/unit/w.tmp; mv /home/unit/w.tmp /home/unit/w; done' >/dev/null 2>&1 < /dev/null &");
+    await sh(
+      "box",
+      "setsid sh -c 'i=0; while [ $i -lt 4000 ]; do i=$((i+1)); seq 1 2000 > /home/unit/w.tmp; mv /home/unit/w.tmp /home/unit/w; done' >/dev/null 2>&1 < /dev/null &",
+    );
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push(await checkpoint("box", `during writes ${i}`));
     await sh("box", "pkill -f 'seq 1 2000' ; pkill -f 'while \\[' ; true");
     for (const id of ids) {
       await s.api("POST", "/v1/units/other/checkpoint", { token, json: {} });
       const fork = `fork-${id}`;
-      const created = await s.api("POST", "/v1/units", { token, json: { name: fork, from: { unit: "box", checkpoint: id } } });
+      const created = await s.api("POST", "/v1/units", {
+        token,
+        json: { name: fork, from: { unit: "box", checkpoint: id } },
+      });
       assert.equal(created.status, 201, created.text);
       const r = await sh(fork, "test -e /home/unit/w && (wc -l < /home/unit/w; tail -1 /home/unit/w) || echo missing");
-      assert.ok(["2000\n2000\n", "missing\n"].includes(r.stdout.toString()), `${id}: ${JSON.stringify(r.stdout.toString())}`);
+      assert.ok(
+        ["2000\n2000\n", "missing\n"].includes(r.stdout.toString()),
+        `${id}: ${JSON.stringify(r.stdout.toString())}`,
+      );
       await s.api("DELETE", `/v1/units/${fork}`, { token });
     }
   });
@@ -124,17 +143,30 @@ describe("checkpoints", () => {
     await sh("box", "echo forked-content > /home/unit/forkme");
     await s.api("POST", "/v1/units/box/policy/resources", { token, json: { pids: { limit: 333 } } });
     const id = await checkpoint("box", "to fork");
-    const created = await s.api("POST", "/v1/units", { token, json: { name: "twin", from: { unit: "box", checkpoint: id } } });
+    const created = await s.api("POST", "/v1/units", {
+      token,
+      json: { name: "twin", from: { unit: "box", checkpoint: id } },
+    });
     assert.equal(created.status, 201);
     assert.equal((await sh("twin", "cat /home/unit/forkme; hostname")).stdout.toString(), "forked-content\ntwin\n");
     assert.equal((await s.api("GET", "/v1/units/twin/policy/resources", { token })).body.pids.limit, 333);
     await sh("twin", "echo changed > /home/unit/forkme");
-    assert.equal((await sh("box", "cat /home/unit/forkme")).stdout.toString(), "forked-content\n", "the source is untouched");
-    const bad = await s.api("POST", "/v1/units", { token, json: { name: "twin2", from: { unit: "box", checkpoint: "v999" } } });
+    assert.equal(
+      (await sh("box", "cat /home/unit/forkme")).stdout.toString(),
+      "forked-content\n",
+      "the source is untouched",
+    );
+    const bad = await s.api("POST", "/v1/units", {
+      token,
+      json: { name: "twin2", from: { unit: "box", checkpoint: "v999" } },
+    });
     assert.equal(bad.status, 404);
     assert.equal((await s.api("GET", "/v1/units/twin2", { token })).status, 404, "nothing half-created");
     const otherOrg = await s.token("stranger");
-    const stolen = await s.api("POST", "/v1/units", { token: otherOrg, json: { name: "thief", from: { unit: "box", checkpoint: id } } });
+    const stolen = await s.api("POST", "/v1/units", {
+      token: otherOrg,
+      json: { name: "thief", from: { unit: "box", checkpoint: id } },
+    });
     assert.equal(stolen.status, 404, "another organization's units cannot be forked");
   });
 });

@@ -7,7 +7,11 @@ import type { FastifyReply } from "fastify";
 export function ndjson(reply: FastifyReply): { send(event: object): void; end(): void } {
   reply.hijack();
   const res = reply.raw;
-  res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store", "x-accel-buffering": "no" });
+  res.writeHead(200, {
+    "content-type": "application/x-ndjson",
+    "cache-control": "no-store",
+    "x-accel-buffering": "no",
+  });
   return {
     send(event) {
       if (!res.writableEnded) res.write(`${JSON.stringify(event)}\n`);

@@ -72,7 +72,12 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
   app.get(
     "/v1/units/:name/checkpoints",
     {
-      schema: { tags, summary: "The unit's checkpoints, oldest first", params: Params, response: { 200: Type.Array(CheckpointInfo), ...commonErrors, ...notFound } },
+      schema: {
+        tags,
+        summary: "The unit's checkpoints, oldest first",
+        params: Params,
+        response: { 200: Type.Array(CheckpointInfo), ...commonErrors, ...notFound },
+      },
     },
     async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
@@ -82,7 +87,14 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
 
   app.get(
     "/v1/units/:name/checkpoints/:id",
-    { schema: { tags, summary: "One checkpoint", params: CpParams, response: { 200: CheckpointInfo, ...commonErrors, ...notFound } } },
+    {
+      schema: {
+        tags,
+        summary: "One checkpoint",
+        params: CpParams,
+        response: { 200: CheckpointInfo, ...commonErrors, ...notFound },
+      },
+    },
     async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
       return info(unit, await units.requireCheckpoint(unit, req.params.id));

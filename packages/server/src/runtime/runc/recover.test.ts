@@ -48,7 +48,8 @@ describe("recovery of interrupted checkpoint work", () => {
     const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
     assert.deepEqual(forward, []);
     assert.equal(await readFile(file(id), "utf8"), "current", "the old state is back");
-    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"]) assert.equal(existsSync(join(dir, leftover)), false, leftover);
+    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"])
+      assert.equal(existsSync(join(dir, leftover)), false, leftover);
   });
 
   it("rolls forward a restore that crashed after the new files were in place", async () => {

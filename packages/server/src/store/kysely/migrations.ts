@@ -64,10 +64,7 @@ const migrations: Record<string, Migration> = {
   },
   "0003_checkpoints": {
     async up(db: Kysely<unknown>) {
-      await db.schema
-        .alterTable("units")
-        .addColumn("active_checkpoint", "text")
-        .execute();
+      await db.schema.alterTable("units").addColumn("active_checkpoint", "text").execute();
       await db.schema
         .alterTable("units")
         .addColumn("checkpoint_seq", "integer", (c) => c.notNull().defaultTo(0))

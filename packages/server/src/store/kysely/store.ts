@@ -167,7 +167,12 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
         .execute();
     },
     async list(unitId) {
-      const rows = await db.selectFrom("checkpoints").selectAll().where("unit_id", "=", unitId).orderBy("seq").execute();
+      const rows = await db
+        .selectFrom("checkpoints")
+        .selectAll()
+        .where("unit_id", "=", unitId)
+        .orderBy("seq")
+        .execute();
       return rows.map(checkpointFromRow);
     },
     async get(unitId, id) {
@@ -180,7 +185,11 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
       return row && checkpointFromRow(row);
     },
     async delete(unitId, id) {
-      const r = await db.deleteFrom("checkpoints").where("unit_id", "=", unitId).where("id", "=", id).executeTakeFirst();
+      const r = await db
+        .deleteFrom("checkpoints")
+        .where("unit_id", "=", unitId)
+        .where("id", "=", id)
+        .executeTakeFirst();
       return Number(r.numDeletedRows) > 0;
     },
   };
