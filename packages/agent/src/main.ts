@@ -1,5 +1,6 @@
 import { unlinkSync } from "node:fs";
 import { ConfigError, loadConfig } from "./config.js";
+import { startInternalApi } from "./internal/api-socket.js";
 import { createAgent, listenUnix } from "./server.js";
 import { AGENT_VERSION } from "./version.js";
 
@@ -35,6 +36,11 @@ async function main(): Promise<void> {
   const agent = createAgent(config);
   await listenUnix(agent.server, config.socketPath);
   log("agent listening", { socket: config.socketPath, pid: process.pid, version: AGENT_VERSION });
+  const internalSocket = process.env.UMS_INTERNAL_API_SOCKET;
+  if (internalSocket) {
+    await startInternalApi(internalSocket, process.env.UMS_HOST_SOCKET ?? "/.unit/run/host.sock");
+    log("internal API listening", { socket: internalSocket });
+  }
   process.stdout.write(`${JSON.stringify({ ready: true, socket: config.socketPath, pid: process.pid })}\n`);
 
   let stopping = false;

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
 import { buildApp } from "./api/app.js";
 import type { ApiInstance } from "./api/instance.js";
+import { HostSockets } from "./api/internal/host-sockets.js";
 import { unitUrl } from "./api/units/present.js";
 import type { ServerConfig } from "./config.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
@@ -60,6 +61,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let port = config.listenPort;
   let runtime: UnitRuntime | undefined;
   let lifecycle: Lifecycle | undefined;
+  let hostSockets: HostSockets | undefined;
   let app: ApiInstance;
   try {
     runtime =
@@ -77,11 +79,15 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         privileges: JSON.parse(unit.privileges),
       }),
     );
+    hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger });
+    const sockets = hostSockets;
+    lifecycle.setHooks({ running: (id) => sockets.open(id), stopped: (id) => sockets.close(id) });
     await lifecycle.start();
     app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle });
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});
+    await hostSockets?.closeAll();
     if (!opts.store) await store.close();
     throw err;
   }
@@ -93,6 +99,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let closing: Promise<void> | undefined;
   const rt = runtime;
   const lc = lifecycle;
+  const hs = hostSockets;
   return {
     url,
     port,
@@ -105,6 +112,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       closing ??= (async () => {
         await app.close();
         await lc.stop();
+        await hs?.closeAll();
         if (!opts.store) await store.close();
       })();
       return closing;

@@ -20,6 +20,12 @@ export interface LifecycleConfig {
 
 export class RunningLimitError extends Error {}
 
+/** Told when a unit starts running (booted or re-adopted) and when it stops. */
+export interface LifecycleHooks {
+  running(unitId: string): Promise<void>;
+  stopped(unitId: string): Promise<void>;
+}
+
 export interface CheckpointResult {
   readonly checkpoint: CheckpointRecord;
   /** How long the unit's processes were frozen (0 when it was not running). */
@@ -47,6 +53,7 @@ export class Lifecycle {
   private readonly disks = new WorkQueue(2);
   private readonly tracked = new Map<string, Tracked>();
   private timer: NodeJS.Timeout | undefined;
+  private hooks: LifecycleHooks = { running: async () => {}, stopped: async () => {} };
   private sweeping = false;
 
   constructor(
@@ -56,6 +63,10 @@ export class Lifecycle {
     private readonly log: Logger,
     private readonly bootSpec: (unit: UnitRecord) => Promise<BootSpec>,
   ) {}
+
+  setHooks(hooks: LifecycleHooks): void {
+    this.hooks = hooks;
+  }
 
   /** Reconciles the database with what runs on the host, then starts the idle sweep. */
   async start(): Promise<void> {
@@ -69,6 +80,7 @@ export class Lifecycle {
       }
       const status: UnitStatus = state === "paused" ? "warm" : "running";
       this.track(unit, status);
+      await this.hooks.running(id);
       if (unit.status !== status) await this.persist(unit, status);
       this.log.info({ unit: unit.name, unitId: id, status }, "re-adopted a unit that kept running");
     }
@@ -121,6 +133,7 @@ export class Lifecycle {
       // Its processes are gone (the agent was killed, say): clean up and boot it again.
       this.log.warn({ unit: unit.name, unitId: unit.id }, "a running unit died; booting it again");
       await this.runtime.stop(unit.id);
+      await this.hooks.stopped(unit.id);
       this.tracked.delete(unit.id);
       current = "cold";
     }
@@ -129,6 +142,7 @@ export class Lifecycle {
       await this.runtime.resume(unit.id);
     } else {
       await this.runtime.boot(await this.bootSpec(unit));
+      await this.hooks.running(unit.id);
     }
     this.track(unit, "running");
     await this.persist(unit, "running");
@@ -173,6 +187,7 @@ export class Lifecycle {
     const t = this.tracked.get(id);
     if (!t || this.activity.isHeld(id)) return;
     await this.runtime.stop(id);
+    await this.hooks.stopped(id);
     this.tracked.delete(id);
     await this.persistById(id, "cold");
   }
@@ -226,6 +241,7 @@ export class Lifecycle {
 
   async destroy(unit: UnitRecord): Promise<void> {
     await this.mutex.run(unit.id, async () => {
+      await this.hooks.stopped(unit.id);
       await this.runtime.destroy(unit.id);
       this.tracked.delete(unit.id);
       this.activity.forget(unit.id);
@@ -280,6 +296,7 @@ export class Lifecycle {
       const backup = await this.takeCheckpoint(unit, `automatic backup before restoring ${cp.id}`, progress);
       progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);
       await this.runtime.stop(unit.id);
+      await this.hooks.stopped(unit.id);
       this.tracked.delete(unit.id);
       await this.persist(unit, "cold");
       progress(`restoring the files of checkpoint ${cp.id}`);

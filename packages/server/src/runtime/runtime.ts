@@ -41,6 +41,8 @@ export interface UnitRuntime {
   running(): Promise<Map<string, RuntimeState>>;
   /** The Unix socket of the unit's agent on the host. */
   agentSocket(unitId: string): string;
+  /** Where ums listens for the unit's internal API calls (the agent forwards them), and its owner. */
+  hostSocket(unitId: string): { readonly path: string; readonly uid: number };
   /** The unit's address as the host reaches it, while it runs. */
   address(unitId: string): string | undefined;
   stats(unitId: string): Promise<UnitStats | undefined>;

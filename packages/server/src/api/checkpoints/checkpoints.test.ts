@@ -169,4 +169,40 @@ describe("checkpoints", () => {
     });
     assert.equal(stolen.status, 404, "another organization's units cannot be forked");
   });
+
+  it("serves the internal API on /.unit/api.sock to processes in the unit, without a token", async () => {
+    const api = (args: string) => sh("inside", `curl -s --unix-socket /.unit/api.sock ${args}`);
+    await s.api("POST", "/v1/units", { token, json: { name: "inside" } });
+    await sh("inside", "echo before > /home/unit/state");
+    const made = (await api('-X POST -d \'{"comment":"from inside"}\' http://unit/v1/checkpoint')).stdout.toString();
+    const lines = made
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    assert.equal(lines[0].status, "starting");
+    assert.ok(lines.some((l) => l.status === "progress" && typeof l.percent === "number"));
+    assert.deepEqual(lines.at(-1), { status: "complete", id: "v0" });
+    const list = JSON.parse((await api("http://unit/v1/checkpoints")).stdout.toString());
+    assert.deepEqual(
+      list.map((c: { id: string; comment: string; active: boolean }) => [c.id, c.comment, c.active]),
+      [["v0", "from inside", true]],
+    );
+    assert.equal(JSON.parse((await api("http://unit/v1/checkpoints/v0")).stdout.toString()).id, "v0");
+    const refused = await api("-o /dev/null -w '%{http_code}' -X DELETE http://unit/v1/checkpoints/v0");
+    assert.equal(refused.stdout.toString(), "409");
+    assert.equal((await api("-o /dev/null -w '%{http_code}' http://unit/v1/services/x")).stdout.toString(), "404");
+    await sh("inside", "echo after > /home/unit/state");
+    const accepted = await api("-o /dev/null -w '%{http_code}' -X POST http://unit/v1/checkpoints/v0/restore");
+    assert.equal(accepted.stdout.toString(), "202");
+    // The restore runs after the answer; the unit restarts with the checkpoint's files.
+    for (let i = 0; i < 100; i++) {
+      const cps = (await s.api("GET", "/v1/units/inside/checkpoints", { token })).body as {
+        id: string;
+        active: boolean;
+      }[];
+      if (cps.length === 2 && cps.find((c) => c.active)?.id === "v0") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal((await sh("inside", "cat /home/unit/state")).stdout.toString(), "before\n");
+  });
 });

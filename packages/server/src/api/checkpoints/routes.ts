@@ -9,6 +9,7 @@ import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 import { ndjson } from "./ndjson.js";
+import { checkpointInfo } from "./present.js";
 
 export interface CheckpointDeps {
   readonly store: Store;
@@ -23,14 +24,7 @@ const CpParams = Type.Object({ name: Type.String({ maxLength: 256 }), id: Type.S
 /** Spec 4.2, 6.1 and 3.3: checkpoints of a unit, taken live, restored with an automatic backup. */
 export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, runtime }: CheckpointDeps): void {
   const tags = ["checkpoints"];
-  const info = (unit: UnitRecord, cp: CheckpointRecord): CheckpointInfo => ({
-    id: cp.id,
-    create_time: cp.createdAt,
-    comment: cp.comment,
-    ...(cp.sourceId && { source_id: cp.sourceId }),
-    health: runtime.hasCheckpoint(unit.id, cp.id) ? "" : "mount_failed",
-    active: unit.activeCheckpoint === cp.id,
-  });
+  const info = (unit: UnitRecord, cp: CheckpointRecord) => checkpointInfo(runtime, unit, cp);
   const now = () => new Date().toISOString();
 
   /** Runs `work` behind an NDJSON stream of spec 6.1 events. */

@@ -13,6 +13,10 @@ export const UNIT_PATHS = Object.freeze({
   nodePty: "/.unit/node_modules/node-pty",
   run: "/.unit/run",
   agentSocket: "/.unit/run/agent.sock",
+  /** ums's end of the internal API, inside the run dir the host binds in. */
+  hostSocket: "/.unit/run/host.sock",
+  /** The internal API for processes in the unit (spec 4.7), served by the agent. */
+  apiSocket: "/.unit/api.sock",
 });
 
 export interface DeviceRule {

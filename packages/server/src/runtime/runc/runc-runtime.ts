@@ -132,6 +132,10 @@ export class RuncRuntime implements UnitRuntime {
     return join(this.runDir(id), "sock", "agent.sock");
   }
 
+  hostSocket(id: string): { path: string; uid: number } {
+    return { path: join(this.runDir(id), "sock", "host.sock"), uid: this.cfg.idShift };
+  }
+
   address(id: string): string | undefined {
     return this.networks.get(id)?.unitIp;
   }
@@ -171,6 +175,8 @@ export class RuncRuntime implements UnitRuntime {
           UMS_UNIT_NAME: spec.name,
           UMS_UNIT_URL: spec.url,
           UMS_AGENT_SOCKET: UNIT_PATHS.agentSocket,
+          UMS_INTERNAL_API_SOCKET: UNIT_PATHS.apiSocket,
+          UMS_HOST_SOCKET: UNIT_PATHS.hostSocket,
           HOME: "/root",
         },
         memoryLimitBytes: spec.resources.memory

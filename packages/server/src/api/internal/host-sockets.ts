@@ -1,0 +1,146 @@
+import { chmod, chown, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Logger } from "pino";
+import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { UnitRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+import { checkpointInfo } from "../checkpoints/present.js";
+
+interface Deps {
+  readonly store: Store;
+  readonly runtime: UnitRuntime;
+  readonly lifecycle: Lifecycle;
+  readonly log: Logger;
+}
+
+/**
+ * ums's side of each running unit's internal API (spec 4.7, checkpoint part): one Unix socket per
+ * unit, inside the unit's own run dir (so only that unit reaches it, through its agent, which
+ * forwards /.unit/api.sock). The socket names the unit; requests carry no token.
+ */
+export class HostSockets {
+  private readonly servers = new Map<string, Server>();
+
+  constructor(private readonly deps: Deps) {}
+
+  async open(unitId: string): Promise<void> {
+    if (this.servers.has(unitId)) return;
+    const { path, uid } = this.deps.runtime.hostSocket(unitId);
+    const server = createServer((req, res) => {
+      this.handle(unitId, req, res).catch((err) => {
+        this.deps.log.error({ err, unitId }, "internal API request failed");
+        reply(res, 500, { error: "internal error; see the server log", code: "UMS_INTERNAL" });
+      });
+    });
+    this.servers.set(unitId, server);
+    await rm(path, { force: true });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(path, () => resolve());
+    });
+    await chown(path, uid, uid);
+    await chmod(path, 0o600);
+  }
+
+  async close(unitId: string): Promise<void> {
+    const server = this.servers.get(unitId);
+    if (!server) return;
+    this.servers.delete(unitId);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.servers.keys()].map((id) => this.close(id)));
+  }
+
+  private async handle(unitId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const unit = await this.deps.store.units.getById(unitId);
+    if (!unit) return reply(res, 404, { error: "this unit no longer exists", code: "UMS_UNIT_NOT_FOUND" });
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const one = /^\/v1\/checkpoints\/(v\d{1,9})(\/restore)?$/.exec(path);
+    if (req.method === "GET" && path === "/v1/checkpoints") {
+      const list = await this.deps.store.checkpoints.list(unit.id);
+      return reply(
+        res,
+        200,
+        list.map((cp) => checkpointInfo(this.deps.runtime, unit, cp)),
+      );
+    }
+    if (req.method === "POST" && path === "/v1/checkpoint") return this.checkpoint(unit, req, res);
+    if (one) {
+      const cp = await this.deps.store.checkpoints.get(unit.id, one[1] ?? "");
+      if (!cp)
+        return reply(res, 404, { error: `this unit has no checkpoint '${one[1]}'`, code: "UMS_CHECKPOINT_NOT_FOUND" });
+      if (req.method === "GET" && !one[2]) return reply(res, 200, checkpointInfo(this.deps.runtime, unit, cp));
+      if (req.method === "POST" && one[2]) {
+        // Spec 4.7: 202 at once; the restore stops this unit, this connection with it.
+        reply(res, 202, { status: "accepted", checkpoint: cp.id });
+        setTimeout(() => void this.restore(unit, cp.id), 50);
+        return;
+      }
+      if (req.method === "DELETE" && !one[2]) {
+        if (unit.activeCheckpoint === cp.id) {
+          return reply(res, 409, { error: "the active checkpoint cannot be deleted", code: "UMS_CHECKPOINT_ACTIVE" });
+        }
+        await this.deps.lifecycle.deleteCheckpoint(unit, cp);
+        res.writeHead(204).end();
+        return;
+      }
+    }
+    reply(res, 404, { error: `no internal route ${req.method} ${path}`, code: "UMS_ROUTE_NOT_FOUND" });
+  }
+
+  /** Spec 6.2: NDJSON `status` starting → progress (percent) → complete (id). */
+  private async checkpoint(unit: UnitRecord, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let comment = "";
+    try {
+      const body = await readBody(req);
+      if (body.trim()) comment = String((JSON.parse(body) as { comment?: unknown }).comment ?? "");
+    } catch {
+      return reply(res, 400, { errors: ['body: must be JSON like {"comment": "..."}'], code: "UMS_VALIDATION" });
+    }
+    res.writeHead(200, { "content-type": "application/x-ndjson" });
+    const send = (o: object) => res.write(`${JSON.stringify(o)}\n`);
+    send({ status: "starting", message: `checkpointing unit '${unit.name}'` });
+    try {
+      const { checkpoint } = await this.deps.lifecycle.checkpoint(unit, comment, () =>
+        send({ status: "progress", percent: 50 }),
+      );
+      send({ status: "progress", percent: 100 });
+      send({ status: "complete", id: checkpoint.id });
+    } catch (err) {
+      send({ status: "error", message: err instanceof Error ? err.message : String(err) });
+    }
+    res.end();
+  }
+
+  private async restore(unit: UnitRecord, cpId: string): Promise<void> {
+    try {
+      const cp = await this.deps.store.checkpoints.get(unit.id, cpId);
+      const org = await this.deps.store.orgs.getById(unit.orgId);
+      if (cp && org) await this.deps.lifecycle.restore(org, unit, cp, () => {});
+    } catch (err) {
+      this.deps.log.error({ err, unitId: unit.id, checkpoint: cpId }, "restore asked from inside the unit failed");
+    }
+  }
+}
+
+function reply(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return void res.end();
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+function readBody(req: IncomingMessage, limit = 64 * 1024): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let body = "";
+    req.setEncoding("utf8");
+    req.on("data", (d: string) => {
+      body += d;
+      if (body.length > limit) reject(new Error("body too large"));
+    });
+    req.on("end", () => resolve(body));
+    req.on("error", reject);
+  });
+}
