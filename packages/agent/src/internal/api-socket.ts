@@ -23,7 +23,10 @@ export async function startInternalApi(socketPath: string, hostSocket: string): 
 
 function route(req: IncomingMessage, res: ServerResponse, hostSocket: string): void {
   const path = req.url ?? "/";
-  if (/^\/v1\/checkpoints?(\/|\?|$)/.test(path)) return forward(req, res, hostSocket);
+  if (/^\/v1\/checkpoints?(\/|\?|$)/.test(path)) {
+    forward(req, res, hostSocket);
+    return;
+  }
   res.writeHead(404, { "content-type": "application/json" });
   res.end(
     JSON.stringify({ error: `no internal route ${req.method} ${path.split("?")[0]}`, code: "UMS_ROUTE_NOT_FOUND" }),
