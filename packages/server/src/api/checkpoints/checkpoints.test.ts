@@ -26,7 +26,7 @@ describe("checkpoints", () => {
     assert.equal(r.status, 200, r.text);
     assert.match(r.headers.get("content-type") ?? "", /application\/x-ndjson/);
     const ev = events(r.text);
-    assert.equal(ev.at(-1)?.type, "complete", r.text);
+    assert.equal(ev.at(-1)?.type, "complete", `checkpoint of ${unit} failed: ${JSON.stringify(ev.at(-1))}`);
     return /checkpoint (v\d+) created/.exec(ev.at(-1)?.data ?? "")?.[1] ?? "";
   };
 
@@ -70,7 +70,7 @@ describe("checkpoints", () => {
     const r = await s.api("POST", `/v1/units/box/checkpoints/${before}/restore`, { token });
     assert.equal(r.status, 200);
     const ev = events(r.text);
-    assert.equal(ev.at(-1)?.type, "complete", r.text);
+    assert.equal(ev.at(-1)?.type, "complete", `restore failed: ${JSON.stringify(ev.at(-1))}`);
     const backup = /saved as (v\d+)/.exec(ev.at(-1)?.data ?? "")?.[1];
     assert.ok(backup);
     assert.equal(
@@ -204,5 +204,25 @@ describe("checkpoints", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal((await sh("inside", "cat /home/unit/state")).stdout.toString(), "before\n");
+  });
+
+  it("shows the five most recent checkpoints read-only at /.unit/checkpoints, kept current", async () => {
+    await s.api("POST", "/v1/units", { token, json: { name: "viewer" } });
+    await sh("viewer", "echo zero > /home/unit/n");
+    for (let i = 0; i < 7; i++) {
+      await sh("viewer", `echo ${i} > /home/unit/n`);
+      await checkpoint("viewer");
+    }
+    const ls = await sh("viewer", "ls /.unit/checkpoints | sort -V | tr '\\n' ' '");
+    assert.equal(ls.stdout.toString(), "v2 v3 v4 v5 v6 ");
+    assert.equal((await sh("viewer", "cat /.unit/checkpoints/v4/home/unit/n")).stdout.toString(), "4\n");
+    const write = await sh(
+      "viewer",
+      "sudo touch /.unit/checkpoints/v4/home/unit/x 2>/dev/null && echo wrote; echo end",
+    );
+    assert.equal(write.stdout.toString(), "end\n", "read-only, even for root");
+    assert.equal((await s.api("DELETE", "/v1/units/viewer/checkpoints/v4", { token })).status, 204);
+    const after = await sh("viewer", "ls /.unit/checkpoints | sort -V | tr '\\n' ' '");
+    assert.equal(after.stdout.toString(), "v1 v2 v3 v5 v6 ");
   });
 });

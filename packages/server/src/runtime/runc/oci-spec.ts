@@ -17,6 +17,7 @@ export const UNIT_PATHS = Object.freeze({
   hostSocket: "/.unit/run/host.sock",
   /** The internal API for processes in the unit (spec 4.7), served by the agent. */
   apiSocket: "/.unit/api.sock",
+  checkpoints: "/.unit/checkpoints",
 });
 
 export interface DeviceRule {
@@ -49,6 +50,8 @@ export interface OciSpecInput {
     readonly nodePty: string | undefined;
     /** The unit's runtime dir on the host, holding the agent's socket. */
     readonly run: string;
+    /** The shared mount holding read-only binds of the unit's recent checkpoints. */
+    readonly checkpoints: string;
   };
   readonly env: Readonly<Record<string, string>>;
   readonly memoryLimitBytes: number | undefined;
@@ -129,6 +132,13 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
         type: "bind",
         source: i.hostPaths.run,
         options: ["bind", "nosuid", "nodev", "noexec"],
+      },
+      // rslave: checkpoints the host binds here later appear in the unit too.
+      {
+        destination: UNIT_PATHS.checkpoints,
+        type: "bind",
+        source: i.hostPaths.checkpoints,
+        options: ["rbind", "ro", "nosuid", "nodev", "rslave"],
       },
     ],
     linux: {

@@ -8,6 +8,7 @@ import { installFirewall } from "../network/firewall.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import type { BootSpec, ResourcesPolicy, RuntimeState, UnitRuntime, UnitStats } from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import { CheckpointView } from "./checkpoint-view.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
 import { Runc } from "./runc.js";
 import { SlotAllocator } from "./slots.js";
@@ -44,12 +45,12 @@ async function setFrozen(cgroupsPath: string, frozen: boolean): Promise<boolean>
   await writeFile(file, frozen ? "FROZEN" : "THAWED");
   if (!frozen) return true;
   // FREEZING until every task has stopped; give up (and thaw) if it does not settle.
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 400; i++) {
     if ((await readFile(file, "utf8")).trim() === "FROZEN") return true;
     await new Promise((r) => setTimeout(r, 5));
   }
   await writeFile(file, "THAWED");
-  throw new Error(`could not freeze ${cgroupsPath}: tasks did not stop within 1 s`);
+  throw new Error(`could not freeze ${cgroupsPath}: tasks did not stop within 2 s`);
 }
 
 /** SIGKILLs every task of a unit's cgroup (thawing it first) and waits until none is left. */
@@ -124,6 +125,10 @@ export class RuncRuntime implements UnitRuntime {
   private runDir(id: string) {
     return join(this.cfg.dataDir, "run", id);
   }
+  private checkpointView(id: string) {
+    return new CheckpointView(join(this.runDir(id), "checkpoints"), join(this.unitDir(id), "checkpoints"));
+  }
+
   private cgroupsPath(id: string) {
     return `/ums-${this.cfg.rid}/${id}`;
   }
@@ -162,7 +167,9 @@ export class RuncRuntime implements UnitRuntime {
     await this.writeIdentity(id, spec.name);
 
     const net = await this.attachNetwork(id);
+    const view = this.checkpointView(id);
     try {
+      await view.prepare();
       const ociSpec = buildOciSpec({
         hostname: spec.name,
         rootfs: this.rootfs(id),
@@ -170,7 +177,7 @@ export class RuncRuntime implements UnitRuntime {
         idCount: this.cfg.idCount,
         netnsPath: net.netnsPath,
         cgroupsPath: this.cgroupsPath(id),
-        hostPaths: { ...this.cfg.hostPaths, nodePty: this.cfg.hostPaths.nodePty, run: sockDir },
+        hostPaths: { ...this.cfg.hostPaths, nodePty: this.cfg.hostPaths.nodePty, run: sockDir, checkpoints: view.dir },
         env: {
           UMS_UNIT_NAME: spec.name,
           UMS_UNIT_URL: spec.url,
@@ -314,6 +321,7 @@ export class RuncRuntime implements UnitRuntime {
     // first makes the delete immediate.
     await killCgroup(this.cgroupsPath(id));
     await this.runc.delete(id);
+    await this.checkpointView(id).teardown();
     await this.detachNetwork(id);
   }
 
@@ -403,14 +411,26 @@ export class RuncRuntime implements UnitRuntime {
     const dst = this.checkpointPath(id, cpId);
     const running = (await this.state(id)) === "running";
     const started = performance.now();
-    // Freeze (a no-op for a paused or stopped unit) so the snapshot sees no half-written state.
-    if (running && !(await setFrozen(this.cgroupsPath(id), true))) await this.runc.pause(id);
+    // Freeze (a no-op for a paused or stopped unit) so that no process moves on while the snapshot
+    // is taken. A btrfs snapshot is atomic either way (crash-consistent): if the freeze cannot
+    // settle (a task stuck in the kernel), the snapshot is taken unfrozen rather than failing.
+    let frozen = running;
+    if (running) {
+      try {
+        if (!(await setFrozen(this.cgroupsPath(id), true))) await this.runc.pause(id);
+      } catch {
+        frozen = false;
+      }
+    }
+    let frozenMs = 0;
     try {
       await snapshot(this.rootfs(id), dst, { readonly: true });
     } finally {
-      if (running && !(await setFrozen(this.cgroupsPath(id), false))) await this.runc.resume(id);
+      if (frozen && !(await setFrozen(this.cgroupsPath(id), false))) await this.runc.resume(id);
+      frozenMs = frozen ? performance.now() - started : 0;
     }
-    return { frozenMs: running ? performance.now() - started : 0 };
+    await this.checkpointView(id).refresh();
+    return { frozenMs };
   }
 
   hasCheckpoint(id: string, cpId: string): boolean {
@@ -442,7 +462,10 @@ export class RuncRuntime implements UnitRuntime {
 
   async deleteCheckpoint(id: string, cpId: string): Promise<void> {
     const path = this.checkpointPath(id, cpId);
+    // Unbind it from the unit's view first: a mounted snapshot cannot be deleted.
+    await this.checkpointView(id).hide(cpId);
     if (existsSync(path)) await deleteSubvolume(path);
+    await this.checkpointView(id).refresh();
   }
 
   async forkDisk(srcId: string, cpId: string, newId: string): Promise<void> {
