@@ -1,5 +1,6 @@
 import { unlinkSync } from "node:fs";
 import { ConfigError, loadConfig } from "./config.js";
+import { runFsWorker } from "./fs/worker.js";
 import { startInternalApi } from "./internal/api-socket.js";
 import { createAgent, listenUnix } from "./server.js";
 import { AGENT_VERSION } from "./version.js";
@@ -64,7 +65,10 @@ async function main(): Promise<void> {
   process.on("unhandledRejection", (err) => log("unhandled rejection", { error: String(err) }));
 }
 
-main().catch((err) => {
-  log("agent failed to start", { error: (err as Error).stack ?? String(err) });
-  process.exit(1);
-});
+// `--fs-worker`: the filesystem worker of the unit user, started by the agent itself (fs/worker.ts).
+if (process.argv[2] === "--fs-worker") runFsWorker();
+else
+  main().catch((err) => {
+    log("agent failed to start", { error: (err as Error).stack ?? String(err) });
+    process.exit(1);
+  });

@@ -7,6 +7,8 @@ import { killSession } from "./exec/kill.js";
 import { SessionTable } from "./exec/registry.js";
 import { parseExecQuery } from "./exec/request.js";
 import { ExecSockets } from "./exec/ws.js";
+import { FsRouter } from "./fs/router.js";
+import { FsWatchSockets } from "./fs/watch.js";
 import { notFound, rejectUpgrade, sendJson, sessionNotFound, validation } from "./http/respond.js";
 import { PortWatcher } from "./ports/watch.js";
 import { resolveUser } from "./util/users.js";
@@ -20,6 +22,9 @@ import { AGENT_VERSION } from "./version.js";
 //   GET  /exec/{id} (upgrade)    → attach to a live session
 //   GET  /exec                   → session list (spec 2.8)
 //   POST /exec/{id}/kill         → kill stream (spec 4.3, 6.3)
+//   /fs/{list,read,write,chmod,chown,copy,delete,rename} → filesystem operations (spec 4.4, fs/http.ts)
+//   GET  /fs/watch (upgrade)     → file watch websocket (fs/watch.ts)
+//   GET  /fs/connect?as= (upgrade: ums-fs) → the connection goes to the fs process of that identity (fs/router.ts)
 
 export interface Agent {
   server: Server;
@@ -31,6 +36,8 @@ export function createAgent(config: AgentConfig): Agent {
   const sessions = new SessionTable(config);
   const ports = new PortWatcher(config.portPollMs);
   const sockets = new ExecSockets(config, sessions, ports);
+  const fsRouter = new FsRouter(config);
+  const fsWatch = new FsWatchSockets(config.pingIntervalMs);
 
   const server = createServer((req, res) => {
     handleRequest(req, res).catch((err) => {
@@ -56,6 +63,8 @@ export function createAgent(config: AgentConfig): Agent {
       req.resume();
       return killSession(session, url.searchParams, res);
     }
+    const fsOp = /^\/fs\/([a-z]+)$/.exec(path)?.[1];
+    if (fsOp && fsOp !== "watch") return fsRouter.handle(req, res, fsOp, url.searchParams);
     return sendJson(res, 404, notFound(`no route for ${method} ${path}`));
   }
 
@@ -64,6 +73,8 @@ export function createAgent(config: AgentConfig): Agent {
     const url = new URL(req.url ?? "/", "http://agent");
     const path = url.pathname.replace(/\/+$/, "") || "/";
     const q = url.searchParams;
+    if (req.method === "GET" && path === "/fs/watch") return fsWatch.upgrade(req, socket, head);
+    if (req.method === "GET" && path === "/fs/connect") return fsRouter.connect(req, socket, head, q);
     const attachId = /^\/exec\/([^/]+)$/.exec(path)?.[1] ?? (path === "/exec" && !q.has("cmd") ? q.get("id") : null);
     if (req.method !== "GET" || (path !== "/exec" && !/^\/exec\/[^/]+$/.test(path))) {
       return rejectUpgrade(socket, 404, notFound(`no websocket route for ${req.method} ${path}`));
@@ -88,6 +99,8 @@ export function createAgent(config: AgentConfig): Agent {
       new Promise<void>((resolve) => {
         sessions.terminateAll();
         sockets.close();
+        fsWatch.close();
+        fsRouter.close();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

@@ -39,6 +39,14 @@ export const ErrorCode = {
   NotImplemented: "UMS_NOT_IMPLEMENTED",
   /** 500: a fault of the server; the message never carries internal details. */
   Internal: "UMS_INTERNAL",
+  /** 502: the unit runs but nothing listens on its HTTP target port. */
+  UnitNoListener: "UMS_UNIT_NO_LISTENER",
+  /** 504: the unit's HTTP target did not answer in time. */
+  UnitTimeout: "UMS_UNIT_TIMEOUT",
+  /** 502: the connection to the unit's HTTP target failed before it answered. */
+  UnitProxyFailed: "UMS_UNIT_PROXY_FAILED",
+  /** 403: the token is valid but may not reach this unit URL (url_settings.private_access). */
+  Forbidden: "UMS_FORBIDDEN",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

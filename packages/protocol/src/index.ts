@@ -1,6 +1,7 @@
 export * from "./checkpoints.js";
 export * from "./duration.js";
 export * from "./errors.js";
+export * from "./fs.js";
 export * from "./names.js";
 export * from "./organization.js";
 export * from "./policies.js";

@@ -11,10 +11,14 @@ import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
 import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
+import { fsRoutes } from "./fs/routes.js";
 import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
 import { policyRoutes } from "./policies/routes.js";
-import { proxyRoutes } from "./proxy/routes.js";
+import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
+import { defaultHttpTargetPort, type HttpTargetPort } from "./proxy/target.js";
+import { loadCookieKey } from "./unit-url/cookie.js";
+import { rewriteUnitHost, unitUrlRoutes } from "./unit-url/routes.js";
 import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";
 import { validatorCompiler } from "./validation.js";
@@ -31,12 +35,15 @@ export interface AppDeps {
   readonly logger: FastifyBaseLogger;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
+  /** The port of a unit that its HTTP traffic goes to (spec 4.1; services will pick it). */
+  readonly httpTargetPort?: HttpTargetPort;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
 
 /** Builds the HTTP API. Routes are registered by feature; errors leave through `sendError` only. */
 export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
+  const byHost = rewriteUnitHost(deps.config.unitHost);
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: JSON_BODY_LIMIT,
@@ -44,6 +51,9 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: true },
+    // Host routing before anything else (DESIGN.md section 7): a request for a unit's URL,
+    // `<name>-<random>.<unit_host>`, only ever reaches the unit URL route, never the API.
+    rewriteUrl: (req) => byHost(req) ?? unitRootUrl(req.url ?? "/"),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -60,14 +70,19 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) =>
     sendError(
-      new ApiError(404, ErrorCode.RouteNotFound, `no route ${req.method} ${req.url.split("?")[0]}`),
+      new ApiError(404, ErrorCode.RouteNotFound, `no route ${req.method} ${req.originalUrl.split("?")[0]}`),
       req,
       reply,
     ),
   );
   app.addHook("onResponse", async (req, reply) => {
     req.log.info(
-      { method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 },
+      {
+        method: req.method,
+        url: req.originalUrl,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
       "request",
     );
   });
@@ -90,6 +105,11 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
 
+  const proxy = {
+    lifecycle: deps.lifecycle,
+    runtime: deps.runtime,
+    targetPort: deps.httpTargetPort ?? defaultHttpTargetPort,
+  };
   let port = 0;
   const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), deps.lifecycle);
   await app.register(async (api) => {
@@ -100,8 +120,17 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     policyRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
     checkpointRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
     await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
-    await api.register(async (proxy) => proxyRoutes(proxy, units));
+    await api.register(async (fs) => fsRoutes(fs, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
+    await api.register(async (p) => proxyRoutes(p, { ...proxy, units, config: deps.config }));
   });
+  await app.register(async (u) =>
+    unitUrlRoutes(u, {
+      ...proxy,
+      store: deps.store,
+      config: deps.config,
+      cookieKey: loadCookieKey(deps.config.dataDir),
+    }),
+  );
 
   await app.ready();
   return app;

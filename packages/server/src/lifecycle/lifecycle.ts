@@ -40,7 +40,13 @@ interface Tracked {
   since: number;
   cpuNs?: number;
   cpuAt?: number;
+  /** When the unit was last seen alive (ms): requests within a second skip the check. */
+  aliveAt?: number;
+  /** Set while the unit is being paused, stopped or restored: requests take the slow path. */
+  changing?: boolean;
 }
+
+const ALIVE_FOR_MS = 1000;
 
 /**
  * Unit lifecycle (DESIGN.md section 3): cold → running on demand, running → warm when idle,
@@ -116,6 +122,13 @@ export class Lifecycle {
 
   /** Makes sure the unit runs (booting or resuming it) and holds it awake until `release()`. */
   async acquire(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
+    // Fast path for a unit that runs and was seen alive just now: no lock, no check. Nothing can
+    // pause it meanwhile: a pause begins only when the unit is not held, and marks it `changing`
+    // before it looks (single-threaded, so the two never interleave).
+    const t = this.tracked.get(unit.id);
+    if (t?.status === "running" && !t.changing && Date.now() - (t.aliveAt ?? 0) < ALIVE_FOR_MS) {
+      return this.activity.hold(unit.id);
+    }
     const release = this.activity.hold(unit.id);
     try {
       await this.mutex.run(unit.id, () => this.ensureRunning(org, unit));
@@ -129,7 +142,10 @@ export class Lifecycle {
   private async ensureRunning(org: OrgRecord, unit: UnitRecord): Promise<void> {
     let current = this.statusOf(unit.id);
     if (current === "running") {
-      if (await this.runtime.isAlive(unit.id)) return;
+      if (await this.runtime.isAlive(unit.id)) {
+        this.markAlive(unit.id);
+        return;
+      }
       // Its processes are gone (the agent was killed, say): clean up and boot it again.
       this.log.warn({ unit: unit.name, unitId: unit.id }, "a running unit died; booting it again");
       await this.runtime.stop(unit.id);
@@ -145,7 +161,19 @@ export class Lifecycle {
       await this.hooks.running(unit.id);
     }
     this.track(unit, "running");
+    this.markAlive(unit.id);
     await this.persist(unit, "running");
+  }
+
+  /** A request found the unit's agent gone: the next acquire checks (and reboots) it. */
+  suspect(unitId: string): void {
+    const t = this.tracked.get(unitId);
+    if (t) t.aliveAt = 0;
+  }
+
+  private markAlive(id: string): void {
+    const t = this.tracked.get(id);
+    if (t) t.aliveAt = Date.now();
   }
 
   /** Keeps the organization within running_limit by moving its least recently used idle unit down. */
@@ -169,6 +197,15 @@ export class Lifecycle {
   private async toWarm(id: string, warmLimit?: number): Promise<void> {
     const t = this.tracked.get(id);
     if (t?.status !== "running" || this.activity.isHeld(id)) return;
+    t.changing = true;
+    try {
+      await this.pauseTracked(id, t, warmLimit);
+    } finally {
+      t.changing = false;
+    }
+  }
+
+  private async pauseTracked(id: string, t: Tracked, warmLimit?: number): Promise<void> {
     const limit = warmLimit ?? (await this.store.orgs.getById(t.orgId))?.warmLimit ?? 0;
     const warm = [...this.tracked.entries()].filter(([, x]) => x.orgId === t.orgId && x.status === "warm");
     if (warm.length >= limit) {
@@ -186,6 +223,7 @@ export class Lifecycle {
   private async toCold(id: string): Promise<void> {
     const t = this.tracked.get(id);
     if (!t || this.activity.isHeld(id)) return;
+    t.changing = true;
     await this.runtime.stop(id);
     await this.hooks.stopped(id);
     this.tracked.delete(id);
@@ -293,7 +331,15 @@ export class Lifecycle {
     progress: (msg: string) => void,
   ): Promise<CheckpointRecord> {
     return this.mutex.run(unit.id, async () => {
-      const backup = await this.takeCheckpoint(unit, `automatic backup before restoring ${cp.id}`, progress);
+      const t = this.tracked.get(unit.id);
+      if (t) t.changing = true;
+      let backup: CheckpointResult;
+      try {
+        backup = await this.takeCheckpoint(unit, `automatic backup before restoring ${cp.id}`, progress);
+      } catch (err) {
+        if (t) t.changing = false;
+        throw err;
+      }
       progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);
       await this.runtime.stop(unit.id);
       await this.hooks.stopped(unit.id);

@@ -83,13 +83,20 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
   async function openSession(req: import("fastify").FastifyRequest, path: string): Promise<void> {
     const { name } = req.params as { name: string };
     const unit = await units.require(req.auth.org, name);
-    const release = await acquire(lifecycle, req.auth.org, unit);
-    try {
-      req.agentSocket = await connectAgent(runtime.agentSocket(unit.id), path);
-      req.releaseUnit = release;
-    } catch (err) {
-      release();
-      throw agentFailure(err);
+    // A unit that died since it was last seen alive fails the first connect: check it (booting it
+    // again if need be) and try once more.
+    for (let attempt = 1; ; attempt++) {
+      const release = await acquire(lifecycle, req.auth.org, unit);
+      try {
+        req.agentSocket = await connectAgent(runtime.agentSocket(unit.id), path);
+        req.releaseUnit = release;
+        return;
+      } catch (err) {
+        release();
+        const refused = /ECONNREFUSED|ENOENT/.test(String((err as { code?: string }).code ?? err));
+        if (attempt > 1 || !refused) throw agentFailure(err);
+        lifecycle.suspect(unit.id);
+      }
     }
   }
 

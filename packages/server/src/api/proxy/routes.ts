@@ -1,37 +1,74 @@
+import type {} from "@fastify/websocket";
 import { Type } from "@sinclair/typebox";
-import { ErrorBody, ErrorCode } from "@ums/protocol";
-import { ApiError } from "../errors.js";
+import { ErrorBody } from "@ums/protocol";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { ServerConfig } from "../../config.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
+import { type ProxyDeps, proxyToUnit } from "./forward.js";
 
-const METHODS = ["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT", "OPTIONS"] as const;
+/** The methods forwarded to a unit (fastify's defaults; WebDAV methods would need `addHttpMethod`). */
+export const PROXY_METHODS = ["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT", "OPTIONS"] as const;
+
+/** `/v1/units/{name}/<path>?<query>` → `/<path>?<query>`, from the URL as sent (nothing decoded). */
+export function unitPath(url: string): string {
+  const m = /^\/v1\/units\/[^/?#]*\/?(.*)$/s.exec(url);
+  return `/${m?.[1] ?? ""}`;
+}
 
 /**
- * Spec 4.1: any other request under /v1/units/{name}/<path> belongs to the unit's own HTTP
- * target. Forwarding needs running units; until then an existing unit answers 501 so that the
- * path is never mistaken for an unknown route.
+ * `/v1/units/{name}/` (the unit's root) would be `GET /v1/units/{name}` under fastify's
+ * `ignoreTrailingSlash`: it is routed to the proxy route instead (the unit sees `/`, from the
+ * original URL). Other URLs are returned as they are.
  */
-export function proxyRoutes(app: ApiInstance, units: UnitService): void {
+export function unitRootUrl(url: string): string {
+  const m = /^(\/v1\/units\/[^/?#]+\/)(\?.*)?$/s.exec(url);
+  return m ? `${m[1]}-${m[2] ?? ""}` : url;
+}
+
+export interface ProxyRouteDeps extends ProxyDeps {
+  readonly units: UnitService;
+  readonly config: ServerConfig;
+}
+
+/**
+ * Spec 4.1: any other request under /v1/units/{name}/<path> goes to the unit's HTTP target.
+ * The work is done in `preHandler`, which runs for plain requests and websocket upgrades alike
+ * (@fastify/websocket would take over the handler of an upgrade).
+ */
+export function proxyRoutes(app: ApiInstance, deps: ProxyRouteDeps): void {
   // The body belongs to the unit: never parse it here.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", (_req, _payload, done) => done(null));
+  const forward = async (req: FastifyRequest, reply: FastifyReply) => {
+    const { name } = req.params as { name: string };
+    const unit = await deps.units.require(req.auth.org, name);
+    await proxyToUnit(deps, req, reply, {
+      org: req.auth.org,
+      unit,
+      path: unitPath(req.originalUrl),
+      headers: {
+        // The bearer token authenticated this request to ums; it is never the unit's business.
+        dropAuthorization: () => true,
+        forwardedHost: req.headers.host ?? "",
+        forwardedProto: deps.config.unitUrlScheme,
+      },
+    });
+  };
   app.route({
-    method: [...METHODS],
+    method: [...PROXY_METHODS],
     url: "/v1/units/:name/*",
     schema: {
       tags: ["proxy"],
-      summary: "Forwarded to the unit's HTTP target",
+      summary: "Forwarded to the unit's HTTP target (port 8080), websockets included",
       params: Type.Intersect([UnitParams, Type.Object({ "*": Type.String() })]),
-      response: { 404: ErrorBody, 501: ErrorBody },
+      response: { 404: ErrorBody, 502: ErrorBody, 504: ErrorBody },
     },
-    handler: async (req) => {
-      await units.require(req.auth.org, req.params.name);
-      throw new ApiError(
-        501,
-        ErrorCode.NotImplemented,
-        `proxying to unit '${req.params.name}' is not available yet: this server does not run units`,
-      );
+    preHandler: forward,
+    // Never reached: `forward` answers or throws.
+    handler: async () => {
+      throw new Error("proxy handler reached without an answer");
     },
   });
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env node
+// Proxy benchmark (issue 4, spec 4.1 and 5): requests/s and p50 latency of a small GET to an HTTP
+// server inside a unit (the python app of the proxy tests, port 8080), three ways:
+//   direct      from the host to the unit's address (the physical baseline)
+//   /v1 proxy   GET /v1/units/{name}/small with the bearer token
+//   unit URL    GET /small with Host: <name>-<random>.units.localhost:<port> and the bearer token
+// Each runs for a fixed time at a fixed concurrency over keep-alive connections (autocannon style);
+// ratios are against direct. Goal: proxied throughput >= 70% of direct.
+//
+//   npx tsc -b && npm run build:agent && node bench/proxy.mjs [--seconds 5] [--concurrency 16]
+import http from "node:http";
+import { percentile, startBenchServer } from "./lib.mjs";
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const SECONDS = arg("seconds", 5);
+const CONCURRENCY = arg("concurrency", 16);
+
+/** Fixed-concurrency load for `seconds`: each worker sends the next request when its last one ends. */
+async function load(label, url, headers) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const one = () =>
+    new Promise((resolve, reject) => {
+      const t = performance.now();
+      const req = http.get(url, { agent, headers }, (res) => {
+        res.on("data", () => {});
+        res.on("end", () =>
+          res.statusCode === 200 ? resolve(performance.now() - t) : reject(new Error(`${label}: ${res.statusCode}`)),
+        );
+      });
+      req.on("error", reject);
+    });
+  // Warm-up: connections open, caches hot.
+  const warmEnd = performance.now() + 500;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < warmEnd) await one();
+    }),
+  );
+  const samples = [];
+  const start = performance.now();
+  const end = start + SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < end) samples.push(await one());
+    }),
+  );
+  const elapsed = (performance.now() - start) / 1000;
+  agent.destroy();
+  return {
+    label,
+    rps: samples.length / elapsed,
+    p50: percentile(samples, 50),
+    p99: percentile(samples, 99),
+    n: samples.length,
+  };
+}
+
+const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" } });
+const { url, token, auth } = bench;
+const results = [];
+try {
+  const { startUnitApp } = await import("../packages/server/dist/api/proxy/test-app.js");
+  const { execHttp } = await import("../packages/server/dist/testing/exec-client.js");
+  const created = await fetch(`${url}/v1/units`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ name: "web" }),
+  });
+  if (created.status !== 201) throw new Error(`create: ${created.status} ${await created.text()}`);
+  const unitUrl = new URL((await created.json()).url);
+  await startUnitApp(url, token, "web");
+  const ipOut = await execHttp(url, token, "web", [
+    "python3",
+    "-c",
+    [
+      "import fcntl, socket, struct",
+      "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+      "names = [n for _, n in socket.if_nameindex() if n != 'lo']",
+      "print(socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, struct.pack('256s', names[0].encode()))[20:24]))",
+    ].join("\n"),
+  ]);
+  const ip = ipOut.stdout.toString().trim();
+  if (!/^\d+\.\d+\.\d+\.\d+$/.test(ip)) throw new Error(`could not learn the unit's address: ${ipOut.stderr}`);
+  process.stderr.write(`unit address ${ip}; ${SECONDS}s per run at concurrency ${CONCURRENCY}\n`);
+
+  results.push(await load("direct (host → unit address)", `http://${ip}:8080/small`, {}));
+  results.push(await load("/v1/units/{name}/ proxy", `${url}/v1/units/web/small`, auth));
+  results.push(await load("unit URL (Host routing)", `${url}/small`, { ...auth, host: unitUrl.host }));
+  // Not a proxy: the API's own cost of an authenticated request that reads the unit (token + unit lookup).
+  results.push(await load("reference: GET /v1/units/{name} (no proxy)", `${url}/v1/units/web`, auth));
+} catch (err) {
+  console.error(err);
+  process.exitCode = 1;
+} finally {
+  await bench.stop().catch((err) => console.error(err));
+}
+
+if (results.length === 4) {
+  const [direct] = results;
+  console.log(`\nums proxy benchmark (small GET, ${SECONDS}s each, concurrency ${CONCURRENCY}, keep-alive)`);
+  for (const r of results) {
+    const ratio = r.rps / direct.rps;
+    const goal =
+      r === direct
+        ? "baseline"
+        : r === results[3]
+          ? "reference"
+          : `goal >= 70% of direct: ${ratio >= 0.7 ? "PASS" : "MISS"}`;
+    console.log(
+      `- ${r.label}: ${r.rps.toFixed(0)} req/s (${(ratio * 100).toFixed(0)}% of direct), p50 ${r.p50.toFixed(2)} ms (${(r.p50 / direct.p50).toFixed(2)}x direct), p99 ${r.p99.toFixed(2)} ms, n=${r.n}  [${goal}]`,
+    );
+  }
+}

@@ -1,0 +1,84 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { dirname } from "node:path";
+import type { Duplex } from "node:stream";
+import type { AgentConfig } from "../config.js";
+import { rejectUpgrade, validation } from "../http/respond.js";
+import { handleFs } from "./http.js";
+import { FsWorker, SWITCHING } from "./worker.js";
+
+// Routes /fs/* requests to the process with the identity asked for (query `as=root|user`, default user):
+// the agent itself when that identity is its own (root, or a test agent running as the unit user), else
+// the unit user's worker process (worker.ts).
+//   - plain requests: /fs/{op} handled here, or proxied to the worker;
+//   - GET /fs/connect?as=… with `Upgrade: ums-fs`: answered 101, then the connection itself goes to the
+//     process with that identity, which serves HTTP/1.1 /fs/{op} requests on it (the host's path: the
+//     bytes of a read or write then never pass through the agent when a worker does the work).
+
+export class FsRouter {
+  private worker: FsWorker | null = null;
+  private readonly local: Server;
+
+  constructor(
+    private readonly config: AgentConfig,
+    private readonly entry: string = process.argv[1] ?? "",
+  ) {
+    this.local = createServer((req, res) => {
+      const url = new URL(req.url ?? "/", "http://agent");
+      const op = /^\/fs\/([a-z]+)$/.exec(url.pathname)?.[1] ?? "";
+      handleFs(req, res, op, url.searchParams).catch(() => res.destroy());
+    });
+  }
+
+  /** Whether this process itself has the identity (an agent that is not root works as itself). */
+  private isLocal(asRoot: boolean): boolean {
+    const myUid = process.getuid?.() ?? 0;
+    const targetUid = asRoot ? 0 : this.config.user.uid;
+    return targetUid === myUid || myUid !== 0;
+  }
+
+  private getWorker(): FsWorker {
+    this.worker ??= new FsWorker(
+      this.config.user.uid,
+      this.config.user.gid,
+      dirname(this.config.socketPath),
+      this.entry,
+    );
+    return this.worker;
+  }
+
+  async handle(req: IncomingMessage, res: ServerResponse, op: string, q: URLSearchParams): Promise<void> {
+    if (this.isLocal(q.get("as") === "root")) return handleFs(req, res, op, q);
+    return this.getWorker().forward(req, res);
+  }
+
+  /** GET /fs/connect (upgrade): hands the connection to the process with the identity asked for. */
+  connect(req: IncomingMessage, socket: Duplex, head: Buffer, q: URLSearchParams): void {
+    const as = q.get("as") ?? "user";
+    if (as !== "user" && as !== "root") {
+      rejectUpgrade(socket, 400, validation(["as: must be user or root"]));
+      return;
+    }
+    if ((req.headers.upgrade ?? "").toLowerCase() !== "ums-fs" || head.length > 0) {
+      rejectUpgrade(socket, 400, validation(["upgrade: must be ums-fs, with no data before the 101"]));
+      return;
+    }
+    const sock = socket as Socket;
+    // Whoever serves the connection writes the 101; the client sends its request only after it, so the
+    // connection can change hands before any of its bytes has been read here.
+    if (this.isLocal(as === "root")) {
+      sock.write(SWITCHING);
+      this.local.emit("connection", sock);
+      sock.resume();
+    } else {
+      this.getWorker().adopt(sock);
+    }
+  }
+
+  close(): void {
+    this.worker?.close();
+    this.worker = null;
+    this.local.close();
+    this.local.closeAllConnections();
+  }
+}

@@ -1,0 +1,240 @@
+import { type FSWatcher, lstatSync, readdirSync, type Stats, watch } from "node:fs";
+import type { IncomingMessage } from "node:http";
+import { isAbsolute, join, resolve } from "node:path";
+import type { Duplex } from "node:stream";
+import { type RawData, type WebSocket, WebSocketServer } from "ws";
+
+// File watch websocket (GET /fs/watch): the client subscribes to paths, recursive or not; the agent
+// watches them with inotify (node's fs.watch, one watch per directory: a recursive subscription adds the
+// directories below, and those created later) and reports
+//   {"type":"event","event":"create"|"modify"|"delete"|"rename","path","oldPath"?,"isDir","timestamp"}.
+// inotify reports a rename as a "moved from" and a "moved to" that fs.watch does not pair, so the agent
+// pairs them by inode: a path that disappeared and one that appeared with its inode within 100 ms are one
+// rename (`oldPath` → `path`). Watches run as the agent (the unit's root).
+// Client messages: {"type":"subscribe","path"|"paths","workingDir"?,"recursive"?}, {"type":"unsubscribe",…}.
+
+const MAX_DIRS = 4096;
+const RENAME_WINDOW_MS = 100;
+const MODIFY_COALESCE_MS = 20;
+
+export interface WatchEvent {
+  type: "event";
+  event: "create" | "modify" | "delete" | "rename";
+  path: string;
+  oldPath?: string;
+  isDir: boolean;
+  timestamp: string;
+}
+
+function lstatOrNull(p: string): Stats | null {
+  try {
+    return lstatSync(p);
+  } catch {
+    return null;
+  }
+}
+
+/** One subscription: a path, and with `recursive` every directory below it. */
+export class PathWatch {
+  private readonly watchers = new Map<string, FSWatcher>();
+  private readonly known = new Map<string, { ino: number; isDir: boolean }>();
+  private readonly pendingDelete = new Map<number, { path: string; isDir: boolean; timer: NodeJS.Timeout }>();
+  private readonly modifyTimers = new Map<string, NodeJS.Timeout>();
+  private closed = false;
+
+  constructor(
+    readonly root: string,
+    private readonly recursive: boolean,
+    private readonly emit: (e: WatchEvent) => void,
+  ) {
+    const st = lstatSync(root); // throws ENOENT & co. to the subscriber
+    this.known.set(root, { ino: st.ino, isDir: st.isDirectory() });
+    if (st.isDirectory()) this.addDir(root);
+    else this.watchOne(root, false);
+  }
+
+  private addDir(dir: string): void {
+    if (this.closed || this.watchers.has(dir) || this.watchers.size >= MAX_DIRS) return;
+    this.watchOne(dir, true);
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch {}
+    for (const n of names) {
+      const p = join(dir, n);
+      const st = lstatOrNull(p);
+      if (!st) continue;
+      this.known.set(p, { ino: st.ino, isDir: st.isDirectory() });
+      if (this.recursive && st.isDirectory()) this.addDir(p);
+    }
+  }
+
+  private watchOne(path: string, isDir: boolean): void {
+    let w: FSWatcher;
+    try {
+      w = watch(path, { persistent: false });
+    } catch {
+      return;
+    }
+    w.on("error", () => this.dropDir(path));
+    w.on("change", (kind, filename) => {
+      const p = isDir ? (filename ? join(path, filename.toString()) : path) : path;
+      this.onChange(kind, p);
+    });
+    this.watchers.set(path, w);
+  }
+
+  private dropDir(dir: string): void {
+    for (const [p, w] of this.watchers) {
+      if (p === dir || p.startsWith(`${dir}/`)) {
+        w.close();
+        this.watchers.delete(p);
+      }
+    }
+  }
+
+  private send(event: WatchEvent["event"], path: string, isDir: boolean, oldPath?: string): void {
+    if (this.closed) return;
+    this.emit({
+      type: "event",
+      event,
+      path,
+      ...(oldPath !== undefined && { oldPath }),
+      isDir,
+      timestamp: new Date().toISOString(),
+    });
+  }
+
+  private onChange(kind: string, p: string): void {
+    if (this.closed) return;
+    const st = lstatOrNull(p);
+    if (kind === "change") {
+      if (!st) return;
+      if (this.modifyTimers.has(p)) return;
+      this.modifyTimers.set(
+        p,
+        setTimeout(() => {
+          this.modifyTimers.delete(p);
+          const now = lstatOrNull(p);
+          if (now && now.ino === st.ino) this.send("modify", p, st.isDirectory()); // not renamed meanwhile
+        }, MODIFY_COALESCE_MS),
+      );
+      return;
+    }
+    // "rename": something appeared at or disappeared from p
+    const before = this.known.get(p);
+    if (st) {
+      if (before && before.ino === st.ino) return; // nothing new (e.g. an event for the watched dir itself)
+      this.known.set(p, { ino: st.ino, isDir: st.isDirectory() });
+      const moved = this.pendingDelete.get(st.ino);
+      if (moved) {
+        clearTimeout(moved.timer);
+        this.pendingDelete.delete(st.ino);
+        this.send("rename", p, st.isDirectory(), moved.path);
+      } else {
+        this.send("create", p, st.isDirectory());
+      }
+      if (this.recursive && st.isDirectory()) this.addDir(p);
+      return;
+    }
+    if (!before) return; // appeared and vanished before we looked
+    this.known.delete(p);
+    if (before.isDir) this.dropDir(p);
+    if (p === this.root) {
+      this.send("delete", p, before.isDir);
+      return;
+    }
+    this.pendingDelete.set(before.ino, {
+      path: p,
+      isDir: before.isDir,
+      timer: setTimeout(() => {
+        this.pendingDelete.delete(before.ino);
+        this.send("delete", p, before.isDir);
+      }, RENAME_WINDOW_MS),
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const w of this.watchers.values()) w.close();
+    this.watchers.clear();
+    for (const t of this.modifyTimers.values()) clearTimeout(t);
+    for (const d of this.pendingDelete.values()) clearTimeout(d.timer);
+  }
+}
+
+function errorCode(err: unknown): string {
+  const c = (err as NodeJS.ErrnoException)?.code;
+  return typeof c === "string" && /^E[A-Z0-9]+$/.test(c) ? c : "EIO";
+}
+
+export class FsWatchSockets {
+  private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1 << 20 });
+
+  constructor(private readonly pingIntervalMs: number) {}
+
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws));
+  }
+
+  private connected(ws: WebSocket): void {
+    const subs = new Map<string, PathWatch>();
+    const send = (msg: unknown) => {
+      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(msg));
+    };
+    ws.on("error", () => {});
+    const ping = setInterval(() => send({ type: "ping" }), this.pingIntervalMs);
+    ws.on("message", (data: RawData, isBinary: boolean) => {
+      if (isBinary) return;
+      let msg: { type?: unknown; path?: unknown; paths?: unknown; workingDir?: unknown; recursive?: unknown };
+      try {
+        msg = JSON.parse(String(data));
+      } catch {
+        return send({ type: "error", error: "messages must be JSON", code: "UMS_VALIDATION" });
+      }
+      const raw = Array.isArray(msg.paths) ? msg.paths : msg.path !== undefined ? [msg.path] : [];
+      const wd = typeof msg.workingDir === "string" && isAbsolute(msg.workingDir) ? msg.workingDir : "/";
+      if (raw.length === 0 || raw.some((p) => typeof p !== "string" || p === "" || p.includes("\0"))) {
+        return send({
+          type: "error",
+          error: "path: is required (a string, or paths: strings)",
+          code: "UMS_VALIDATION",
+        });
+      }
+      const paths = (raw as string[]).map((p) => resolve(wd, p));
+      if (msg.type === "subscribe") {
+        const ok: string[] = [];
+        for (const p of paths) {
+          subs.get(p)?.close();
+          try {
+            subs.set(p, new PathWatch(p, msg.recursive === true, send));
+            ok.push(p);
+          } catch (err) {
+            subs.delete(p);
+            const code = errorCode(err);
+            send({ type: "error", error: `${code}: cannot watch '${p}'`, code, path: p });
+          }
+        }
+        if (ok.length > 0) send({ type: "subscribed", paths: ok });
+      } else if (msg.type === "unsubscribe") {
+        for (const p of paths) {
+          subs.get(p)?.close();
+          subs.delete(p);
+        }
+        send({ type: "unsubscribed", paths });
+      } else {
+        send({ type: "error", error: 'type: must be "subscribe" or "unsubscribe"', code: "UMS_VALIDATION" });
+      }
+    });
+    ws.on("close", () => {
+      clearInterval(ping);
+      for (const s of subs.values()) s.close();
+      subs.clear();
+    });
+  }
+
+  close(): void {
+    for (const ws of this.wss.clients) ws.terminate();
+    this.wss.close();
+  }
+}

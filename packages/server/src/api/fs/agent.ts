@@ -1,0 +1,134 @@
+import { type IncomingMessage, request } from "node:http";
+import type { Socket } from "node:net";
+import type { Readable } from "node:stream";
+import { ErrorCode, fsErrorStatus } from "@ums/protocol";
+import { ApiError } from "../errors.js";
+
+/** A failed filesystem operation: answered as `{error, code: <errno>, path}` (see @ums/protocol fs.ts). */
+export class FsHttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly errno: string,
+    readonly path: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  body(): { error: string; code: string; path?: string } {
+    return { error: this.message, code: this.errno, ...(this.path !== undefined && { path: this.path }) };
+  }
+}
+
+/**
+ * Opens a connection to the unit's filesystem process of one identity: `GET /fs/connect?as=…` with
+ * `Upgrade: ums-fs` on the agent's socket; after the 101 the agent has handed the connection to that
+ * process (the unit user's worker, or the agent itself for root), which serves plain HTTP on it
+ * (packages/agent/src/fs/router.ts). File bytes then flow between this server and that process only.
+ */
+function connectFs(socketPath: string, as: "user" | "root"): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const req = request({
+      socketPath,
+      method: "GET",
+      path: `/fs/connect?as=${as}`,
+      headers: { connection: "Upgrade", upgrade: "ums-fs" },
+      agent: false,
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    req.on("upgrade", (_res, socket, head) => {
+      req.setTimeout(0);
+      socket.setTimeout(0);
+      if (head.length > 0) socket.unshift(head);
+      resolve(socket as Socket);
+    });
+    req.on("response", (res) => {
+      let body = "";
+      res.setEncoding("utf8").on("data", (d: string) => {
+        body += d;
+      });
+      res.on("end", () =>
+        reject(new Error(`the agent refused the filesystem connection (${res.statusCode}): ${body}`)),
+      );
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/**
+ * One filesystem request, run in the unit by the process of identity `as`. The request body (a
+ * stream for writes, a string for JSON operations) and the response are streamed: nothing is
+ * buffered but JSON. Resolves with the response once its head arrives.
+ */
+export async function agentFs(
+  socketPath: string,
+  as: "user" | "root",
+  method: string,
+  path: string,
+  body?: Readable | string,
+  headers: Record<string, string> = {},
+): Promise<IncomingMessage> {
+  const socket = await connectFs(socketPath, as);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { createConnection: () => socket, method, path, headers: { ...headers, connection: "close" } },
+      (res) => resolve(res),
+    );
+    // No answer head within a minute: the unit is stuck (a large upload keeps the socket busy, not idle).
+    req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    req.on("response", () => req.setTimeout(0));
+    req.on("error", reject);
+    if (body === undefined) req.end();
+    else if (typeof body === "string") req.end(body);
+    else {
+      body.on("error", (err) => req.destroy(err));
+      body.pipe(req);
+    }
+  });
+}
+
+async function readAll(res: IncomingMessage): Promise<string> {
+  let text = "";
+  res.setEncoding("utf8");
+  for await (const chunk of res) text += chunk;
+  return text;
+}
+
+/** Reads a JSON answer of the agent; a failure becomes the error to throw. */
+export async function agentJson(res: IncomingMessage): Promise<unknown> {
+  const text = await readAll(res);
+  let parsed: { error?: string; errors?: string[]; code?: string; path?: string } | undefined;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent answered ${res.statusCode} without JSON`);
+  }
+  if (res.statusCode === 200) return parsed;
+  throw agentError(res.statusCode ?? 500, parsed);
+}
+
+export async function agentFailure(res: IncomingMessage): Promise<Error> {
+  const text = await readAll(res);
+  try {
+    return agentError(res.statusCode ?? 500, JSON.parse(text));
+  } catch {
+    return new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent answered ${res.statusCode}`);
+  }
+}
+
+function agentError(
+  status: number,
+  parsed: { error?: string; errors?: string[]; code?: string; path?: string } | undefined,
+): Error {
+  const code = parsed?.code ?? "";
+  if (/^E[A-Z0-9]+$/.test(code)) {
+    return new FsHttpError(fsErrorStatus(code), code, parsed?.path, parsed?.error ?? code);
+  }
+  if (status === 400 && parsed?.errors) return ApiError.validation(parsed.errors);
+  return new ApiError(
+    502,
+    ErrorCode.UnitUnavailable,
+    `the unit's agent failed the operation (${status}): ${parsed?.error ?? parsed?.errors?.join("; ") ?? "no message"}`,
+  );
+}

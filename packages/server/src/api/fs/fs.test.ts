@@ -1,0 +1,402 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { after, before, describe, it } from "node:test";
+import WebSocket from "ws";
+import { testDialects } from "../../testing/dialects.js";
+import { execHttp } from "../../testing/exec-client.js";
+import { startTestServer, type TestServer } from "../../testing/server.js";
+import { resolveIn } from "./routes.js";
+
+const sqlite = testDialects[0];
+const UNIT = "fsu";
+const HOME = "/home/unit";
+
+/** Spec 4.4 / DESIGN.md section 8: the filesystem API against a real unit. */
+describe("filesystem API", () => {
+  let s: TestServer;
+  let token: string;
+  const base = `/v1/units/${UNIT}/fs`;
+  const qs = (o: Record<string, string | boolean>) =>
+    new URLSearchParams(Object.entries(o).map(([k, v]): [string, string] => [k, String(v)])).toString();
+  const sh = async (script: string, user: "root" | "unit" = "unit") => {
+    const r = await execHttp(s.url, token, UNIT, ["sh", "-c", script], { user });
+    return r.stdout.toString();
+  };
+  const write = (path: string, body: string | Uint8Array, extra: Record<string, string | boolean> = {}) =>
+    s.api("PUT", `${base}/write?${qs({ path, workingDir: HOME, ...extra })}`, {
+      token,
+      body,
+      headers: { "content-type": "application/octet-stream" },
+    });
+  const read = (path: string, extra: Record<string, string | boolean> = {}) =>
+    s.api("GET", `${base}/read?${qs({ path, workingDir: HOME, ...extra })}`, { token });
+  const list = (path: string, extra: Record<string, string | boolean> = {}) =>
+    s.api("GET", `${base}/list?${qs({ path, workingDir: HOME, ...extra })}`, { token });
+  const post = (op: string, json: Record<string, unknown>) =>
+    s.api(op === "delete" ? "DELETE" : "POST", `${base}/${op}`, { token, json: { workingDir: HOME, ...json } });
+
+  before(async () => {
+    if (!sqlite) throw new Error("no sqlite");
+    s = await startTestServer(sqlite);
+    token = await s.token("fs");
+    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: UNIT } })).status, 201);
+  });
+  after(() => s?.close());
+
+  it("writes, reads and lists as the unit user, relative paths against workingDir", async () => {
+    const w = await write("docs/a.txt", "hello\n", { mkdir: true, mode: "0640" });
+    assert.equal(w.status, 200, w.text);
+    assert.deepEqual(w.body, { path: `${HOME}/docs/a.txt`, size: 6, mode: "0640" });
+    assert.equal(await sh(`stat -c '%u %g %a' ${HOME}/docs/a.txt ${HOME}/docs`), "1000 1000 640\n1000 1000 755\n");
+    const r = await read("docs/a.txt");
+    assert.equal(r.status, 200);
+    assert.equal(r.text, "hello\n");
+    assert.equal(r.headers.get("content-length"), "6");
+    // mkdirParents (public clients) works like mkdir; an absolute path ignores workingDir
+    assert.equal((await write("/home/unit/deep/er/b.bin", "xy", { mkdirParents: true })).status, 200);
+    const l = await list("docs");
+    assert.equal(l.status, 200);
+    assert.equal(l.body.path, `${HOME}/docs`);
+    assert.equal(l.body.count, 1);
+    const [e] = l.body.entries;
+    assert.deepEqual(
+      { ...e, modTime: typeof e.modTime },
+      {
+        name: "a.txt",
+        path: `${HOME}/docs/a.txt`,
+        type: "file",
+        size: 6,
+        mode: "0640",
+        modTime: "string",
+        isDir: false,
+      },
+    );
+    assert.ok(!Number.isNaN(Date.parse(e.modTime)));
+    // a file lists as its one entry (DESIGN.md section 8)
+    const f = await list(`${HOME}/docs/a.txt`);
+    assert.equal(f.body.count, 1);
+    assert.equal(f.body.entries[0].name, "a.txt");
+    const glob = await list("deep", { recursive: true, pattern: "*.bin" });
+    assert.deepEqual(
+      glob.body.entries.map((x: { name: string }) => x.name),
+      ["b.bin"],
+    );
+    const rec = await list("deep", { recursive: true });
+    assert.deepEqual(
+      rec.body.entries.map((x: { path: string; isDir: boolean }) => [x.path, x.isDir]),
+      [
+        [`${HOME}/deep/er`, true],
+        [`${HOME}/deep/er/b.bin`, false],
+      ],
+    );
+  });
+
+  it("runs as the unit user unless asRoot", async () => {
+    const denied = await write("/root/x.txt", "no");
+    assert.equal(denied.status, 400);
+    assert.equal(denied.body.code, "EACCES");
+    assert.equal(denied.body.path, "/root/x.txt");
+    assert.match(denied.body.error, /permission denied/);
+    const ok = await write("/root/x.txt", "yes", { asRoot: true });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(await sh("stat -c %u /root/x.txt", "root"), "0\n");
+    assert.equal((await read("/root/x.txt")).body?.code, "EACCES");
+    assert.equal((await read("/root/x.txt", { asRoot: true })).text, "yes");
+    const del = await post("delete", { path: "/root/x.txt" });
+    assert.equal(del.body.code, "EACCES");
+    assert.deepEqual((await post("delete", { path: "/root/x.txt", asRoot: true })).body, {
+      deleted: ["/root/x.txt"],
+      count: 1,
+    });
+  });
+
+  it("chmod, chown, copy, rename and delete", async () => {
+    await sh(`mkdir -p ${HOME}/t/sub && printf 12345 > ${HOME}/t/sub/f && printf abc > ${HOME}/t/g`);
+    const cm = await post("chmod", { path: "t", mode: "750", recursive: true });
+    assert.equal(cm.status, 200, cm.text);
+    assert.deepEqual(
+      cm.body.affected.map((a: { path: string }) => a.path),
+      [`${HOME}/t`, `${HOME}/t/g`, `${HOME}/t/sub`, `${HOME}/t/sub/f`],
+    );
+    assert.ok(cm.body.affected.every((a: { mode: string }) => a.mode === "0750"));
+    assert.equal(cm.body.count, 4);
+    assert.equal(await sh(`stat -c %a ${HOME}/t/sub/f`), "750\n");
+
+    const notMine = await post("chown", { path: "t", uid: 0, gid: 0 });
+    assert.equal(notMine.status, 400);
+    assert.equal(notMine.body.code, "EPERM");
+    const co = await post("chown", { path: "t/sub", uid: "root", gid: 0, recursive: true, asRoot: true });
+    assert.equal(co.status, 200, co.text);
+    assert.deepEqual(co.body, {
+      affected: [
+        { path: `${HOME}/t/sub`, uid: 0, gid: 0 },
+        { path: `${HOME}/t/sub/f`, uid: 0, gid: 0 },
+      ],
+      count: 2,
+    });
+    assert.equal(await sh(`stat -c %u:%g ${HOME}/t/sub/f`, "root"), "0:0\n");
+    await post("chown", { path: "t/sub", uid: 1000, gid: 1000, recursive: true, asRoot: true });
+
+    const cp = await post("copy", { source: "t", dest: "t2", recursive: true, preserveAttrs: true });
+    assert.equal(cp.status, 200, cp.text);
+    assert.equal(cp.body.count, 4);
+    assert.equal(cp.body.totalBytes, 8);
+    assert.deepEqual(cp.body.copied[0], { source: `${HOME}/t`, dest: `${HOME}/t2` });
+    assert.equal(await sh(`cat ${HOME}/t2/sub/f; stat -c %a ${HOME}/t2/g`), "12345750\n");
+    const noRec = await post("copy", { source: "t", dest: "t3" });
+    assert.equal(noRec.status, 400);
+    assert.equal(noRec.body.code, "EISDIR");
+    // copying onto an existing directory copies into it
+    const into = await post("copy", { source: "t/g", dest: "t2/sub" });
+    assert.deepEqual(into.body.copied, [{ source: `${HOME}/t/g`, dest: `${HOME}/t2/sub/g` }]);
+
+    const rn = await post("rename", { source: "t2/g", dest: "t2/h" });
+    assert.deepEqual(rn.body, { source: `${HOME}/t2/g`, dest: `${HOME}/t2/h` });
+    assert.equal((await read("t2/h")).text, "abc");
+    assert.equal((await read("t2/g")).status, 404);
+
+    const notEmpty = await post("delete", { path: "t2" });
+    assert.equal(notEmpty.status, 400);
+    assert.equal(notEmpty.body.code, "ENOTEMPTY");
+    // query parameters instead of a JSON body (DESIGN.md section 8)
+    const del = await s.api("DELETE", `${base}/delete?${qs({ path: "t2", workingDir: HOME, recursive: true })}`, {
+      token,
+    });
+    assert.equal(del.status, 200, del.text);
+    assert.equal(del.body.count, 5); // t2, t2/h, t2/sub, t2/sub/f, t2/sub/g
+    assert.equal(del.body.deleted.at(-1), `${HOME}/t2`);
+    const json = await s.api("DELETE", `${base}/delete`, {
+      token,
+      json: { path: "t", workingDir: HOME, recursive: true, asRoot: false },
+    });
+    assert.equal(json.status, 200, json.text);
+    assert.equal(await sh(`ls ${HOME}/t ${HOME}/t2 2>&1 | wc -l`), "2\n");
+  });
+
+  it("answers each error with its errno code and path", async () => {
+    const missing = await read("nope/x");
+    assert.equal(missing.status, 404);
+    assert.deepEqual(missing.body, {
+      error: `ENOENT: no such file or directory, open '${HOME}/nope/x'`,
+      code: "ENOENT",
+      path: `${HOME}/nope/x`,
+    });
+    assert.equal((await list("nope")).body.code, "ENOENT");
+    assert.equal((await post("rename", { source: "nope", dest: "x" })).status, 404);
+    const notDir = await list("/etc/passwd/x");
+    assert.equal(notDir.status, 400);
+    assert.equal(notDir.body.code, "ENOTDIR");
+    const isDir = await read(HOME);
+    assert.equal(isDir.status, 400);
+    assert.equal(isDir.body.code, "EISDIR");
+    assert.equal((await write(HOME, "x")).body.code, "EISDIR");
+    await sh(`ln -sf /nowhere ${HOME}/dangling; touch ${HOME}/exists`);
+    const exists = await post("copy", { source: "dangling", dest: "exists" });
+    assert.equal(exists.status, 400);
+    assert.equal(exists.body.code, "EEXIST");
+    assert.equal(exists.body.path, `${HOME}/exists`);
+  });
+
+  it("rejects bad input with 400 and the validation shape", async () => {
+    const noWd = await s.api("GET", `${base}/read?path=a`, { token });
+    assert.equal(noWd.status, 400);
+    assert.equal(noWd.body.code, "UMS_VALIDATION");
+    assert.deepEqual(noWd.body.errors, ["workingDir: is required"]);
+    const rel = await s.api("GET", `${base}/list?path=a&workingDir=rel`, { token });
+    assert.deepEqual(rel.body.errors, ["workingDir: must be an absolute path"]);
+    const mode = await write("m.txt", "x", { mode: "999" });
+    assert.equal(mode.status, 400);
+    assert.match(mode.body.errors[0], /^mode: must be an octal permission string/);
+    assert.equal((await post("chmod", { path: "x", mode: "rwx" })).status, 400);
+    assert.equal((await post("chmod", { path: "x" })).body.errors[0], "mode: is required");
+    assert.equal((await post("chown", { path: "x" })).body.errors[0], "uid: uid or gid is required");
+    assert.equal((await post("rename", { source: "x" })).body.errors[0], "dest: is required");
+    assert.equal((await post("copy", { source: "x", dest: "y", recursive: "yes" })).status, 400);
+    assert.equal((await s.api("DELETE", `${base}/delete`, { token })).body.errors[0], "path: is required");
+    assert.equal((await s.api("GET", `/v1/units/nope/fs/list?path=/&workingDir=/`, { token })).status, 404);
+    assert.equal((await s.api("GET", `${base}/list?path=/&workingDir=/`)).status, 401);
+  });
+
+  it("never reaches a host file: .., absolute paths, symlinks, /proc", async () => {
+    const marker = `/tmp/ums-host-secret-${process.pid}`;
+    const secret = `host-secret-${process.pid}-${Date.now()}`;
+    writeFileSync(marker, secret);
+    try {
+      await sh(`ln -sf ${marker} ${HOME}/link; ln -sfn /tmp ${HOME}/tmplink`);
+      const attempts = [
+        marker,
+        `../../../../../../../..${marker}`,
+        `${HOME}/../../../..${marker}`,
+        "link",
+        `tmplink/ums-host-secret-${process.pid}`,
+        `/proc/1/root${marker}`,
+        `/proc/self/root${marker}`,
+        `/proc/self/cwd/../../..${marker}`,
+        `/proc/1/cwd${marker}`,
+      ];
+      for (const p of attempts) {
+        for (const asRoot of [false, true]) {
+          const r = await read(p, { asRoot });
+          assert.ok(!r.text.includes(secret), `read ${p} (asRoot ${asRoot}) reached the host file`);
+          assert.ok([400, 404].includes(r.status), `read ${p}: ${r.status} ${r.text}`);
+          const l = await list(p.replace(/\/ums-host-secret-\d+$/, ""), { asRoot });
+          assert.ok(!l.text.includes(`ums-host-secret-${process.pid}`), `list of ${p} shows the host file`);
+        }
+      }
+      // writing through a link that points at the host path writes the unit's own /tmp
+      const w = await write("link", "overwritten", { asRoot: true });
+      assert.equal(w.status, 200, w.text);
+      assert.equal(readFileSync(marker, "utf8"), secret);
+      assert.equal(await sh(`cat ${marker}`), "overwritten");
+      const cp = await post("copy", { source: "link", dest: "/tmp/copied", asRoot: true });
+      assert.equal(cp.status, 200, cp.text);
+      assert.equal(readFileSync(marker, "utf8"), secret);
+    } finally {
+      rmSync(marker, { force: true });
+    }
+  });
+
+  it("streams a 256 MiB write and read with bounded server memory", async () => {
+    const total = 256 * 1024 * 1024;
+    const chunk = Buffer.alloc(1024 * 1024);
+    for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 31 + 7) & 255;
+    let peak = 0;
+    const sample = () => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    };
+    const rss0 = process.memoryUsage().rss;
+    const timer = setInterval(sample, 20);
+    const url = new URL(s.url);
+    const sent = createHash("sha256");
+    try {
+      const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            method: "PUT",
+            path: `${base}/write?${qs({ path: "big.bin", workingDir: HOME })}`,
+            headers: {
+              authorization: `Bearer ${token}`,
+              "content-type": "application/octet-stream",
+              "content-length": total,
+            },
+          },
+          (res) => {
+            let body = "";
+            res.setEncoding("utf8").on("data", (d: string) => {
+              body += d;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on("error", reject);
+        let n = 0;
+        const pump = () => {
+          while (n < total) {
+            chunk[0] = n / chunk.length; // every MiB differs
+            sent.update(chunk);
+            n += chunk.length;
+            if (!req.write(Buffer.from(chunk))) return void req.once("drain", pump);
+          }
+          req.end();
+        };
+        pump();
+      });
+      assert.equal(up.status, 200, up.body);
+      assert.equal(JSON.parse(up.body).size, total);
+      const got = createHash("sha256");
+      let size = 0;
+      const status = await new Promise<number>((resolve, reject) => {
+        request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: `${base}/read?${qs({ path: "big.bin", workingDir: HOME })}`,
+            headers: { authorization: `Bearer ${token}` },
+          },
+          (res) => {
+            assert.equal(res.headers["content-length"], String(total));
+            res.on("data", (d: Buffer) => {
+              size += d.length;
+              got.update(d);
+            });
+            res.on("end", () => resolve(res.statusCode ?? 0));
+            res.on("error", reject);
+          },
+        )
+          .on("error", reject)
+          .end();
+      });
+      assert.equal(status, 200);
+      assert.equal(size, total);
+      assert.equal(got.digest("hex"), sent.digest("hex"));
+    } finally {
+      clearInterval(timer);
+    }
+    sample();
+    const growth = (peak - rss0) / 1024 / 1024;
+    assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`);
+    assert.equal(await sh(`stat -c %s ${HOME}/big.bin; rm ${HOME}/big.bin`), `${total}\n`);
+  });
+
+  it("watches paths: create, modify, rename and delete events", async () => {
+    await sh(`mkdir -p ${HOME}/w/inner`);
+    const ws = new WebSocket(`${s.url.replace(/^http/, "ws")}${base}/watch`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    const events: Array<Record<string, unknown>> = [];
+    const waiters: Array<() => void> = [];
+    ws.on("message", (d) => {
+      events.push(JSON.parse(String(d)));
+      for (const w of waiters.splice(0)) w();
+    });
+    const until = async (pred: (e: Record<string, unknown>) => boolean, what: string) => {
+      const deadline = Date.now() + 5000;
+      for (;;) {
+        const hit = events.find(pred);
+        if (hit) return hit;
+        if (Date.now() > deadline) throw new Error(`no ${what} event; got ${JSON.stringify(events)}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 200);
+        });
+      }
+    };
+    await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject));
+    try {
+      ws.send(JSON.stringify({ type: "subscribe", path: "w", workingDir: HOME, recursive: true }));
+      await until((e) => e.type === "subscribed", "subscribed");
+      const ev = (event: string, path: string) => (e: Record<string, unknown>) =>
+        e.type === "event" && e.event === event && e.path === path;
+      await write("w/inner/n.txt", "1");
+      await until(ev("create", `${HOME}/w/inner/n.txt`), "create");
+      await new Promise((r) => setTimeout(r, 100));
+      await write("w/inner/n.txt", "22");
+      await until(ev("modify", `${HOME}/w/inner/n.txt`), "modify");
+      await post("rename", { source: "w/inner/n.txt", dest: "w/m.txt" });
+      const rn = await until(ev("rename", `${HOME}/w/m.txt`), "rename");
+      assert.equal(rn.oldPath, `${HOME}/w/inner/n.txt`);
+      await post("delete", { path: "w/m.txt" });
+      await until(ev("delete", `${HOME}/w/m.txt`), "delete");
+      // a watch of a missing path answers an error message with the errno
+      ws.send(JSON.stringify({ type: "subscribe", path: "/nope" }));
+      const err = await until((e) => e.type === "error", "error");
+      assert.equal(err.code, "ENOENT");
+    } finally {
+      ws.close();
+    }
+  });
+});
+
+describe("resolveIn", () => {
+  it("resolves relative paths against workingDir and normalises . and ..", () => {
+    assert.equal(resolveIn("/home/unit", "a/b"), "/home/unit/a/b");
+    assert.equal(resolveIn("/home/unit", "/etc/x"), "/etc/x");
+    assert.equal(resolveIn("/home/unit", "../../../../etc/./x/"), "/etc/x");
+    assert.equal(resolveIn("/", ".."), "/");
+    assert.throws(() => resolveIn("/", "a\0b"), /NUL/);
+  });
+});
