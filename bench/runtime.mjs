@@ -10,7 +10,7 @@
 //
 //   npx tsc -b && npm run build:agent && node bench/runtime.mjs [--n 30]
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fmt, percentile, startBenchServer, timeIt } from "./lib.mjs";
 
@@ -200,6 +200,12 @@ try {
   });
   await warmBench.stop();
   rmSync(bareDir, { recursive: true, force: true });
+  // The bare runs' cgroups (runc removes each container's own; the parent stays).
+  for (const c of readdirSync("/sys/fs/cgroup")) {
+    try {
+      rmdirSync(join("/sys/fs/cgroup", c, "ums-bench-bare"));
+    } catch {}
+  }
 } catch (err) {
   console.error(err);
   await bench.stop().catch(() => {});

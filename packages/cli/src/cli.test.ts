@@ -132,7 +132,11 @@ async function serve(t: TestContext, port: number, args: string[], env: NodeJS.P
   t.after(async () => {
     killChild(child);
     if (alive(child)) await exited(child);
-    if (dataDir) await cleanupStoppedServer(dataDir, env.UMS_DATABASE_URL);
+    if (dataDir) {
+      await cleanupStoppedServer(dataDir, env.UMS_DATABASE_URL);
+      // The tempDir hook ran while the server still wrote here: remove what it wrote after.
+      await rm(dataDir, { recursive: true, force: true });
+    }
     await subnet.unlock();
   });
   const out = collect(child);

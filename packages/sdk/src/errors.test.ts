@@ -131,13 +131,13 @@ describe("server errors become the SDK's error classes (real ums server)", () =>
     });
   });
 
-  it("a route the server does not serve yet is a ServerError (501, NotImplementedError)", async () => {
+  it("a proxied path with nothing listening in the unit is a ServerError (502)", async () => {
     await Unit.create("proxied", { client });
     await assert.rejects(client.request("GET", "/v1/units/proxied/index.html"), (err: unknown) => {
-      assert.ok(err instanceof NotImplementedError, `got ${String(err)}`);
-      assert.ok(err instanceof ServerError);
-      assert.equal(err.status, 501);
-      assert.equal(err.code, "UMS_NOT_IMPLEMENTED");
+      assert.ok(err instanceof ServerError, `got ${String(err)}`);
+      assert.ok(!(err instanceof NotImplementedError));
+      assert.equal(err.status, 502);
+      assert.equal(err.code, "UMS_UNIT_NO_LISTENER");
       return true;
     });
   });

@@ -7,6 +7,7 @@ import { tearDownUnitNetwork } from "../runtime/network/unit-network.js";
 import { Runc } from "../runtime/runc/runc.js";
 import { removeCgroups } from "../runtime/runc/runc-runtime.js";
 import { deleteSubvolume } from "../runtime/storage/btrfs.js";
+import { unmountBelow } from "../runtime/storage/mounts.js";
 
 /**
  * For tests that run `ums serve` as a child process on the shared test pool: the environment that
@@ -53,10 +54,10 @@ export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string
     }
   } catch {}
   const runc = new Runc(join(dataDir, "runc"));
-  for (const id of ids) {
-    await runc.delete(id);
-    await deleteUnitDisk(id);
-  }
+  for (const id of ids) await runc.delete(id);
+  // The units' checkpoint views (binds in their run dirs) go before their disks.
+  await unmountBelow(join(dataDir, "run")).catch(() => {});
+  for (const id of ids) await deleteUnitDisk(id);
   const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
   if (rid) {
     const { stdout } = await run("ip", ["netns", "list"]);

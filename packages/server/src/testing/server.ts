@@ -4,6 +4,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { generateToken, hashToken, newTokenId } from "../auth/tokens.js";
 import { resolveConfig, type ServerConfig } from "../config.js";
+import { unmountBelow } from "../runtime/storage/mounts.js";
 import { type RunningServer, startServer } from "../start.js";
 import type { OrgLimits, TokenRole } from "../store/records.js";
 import type { TestDialect } from "./dialects.js";
@@ -106,10 +107,14 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       // Every unit this server made goes, with all its host resources.
       const units = await server.store.units.withStatus(["cold", "warm", "running"]);
       await server.close();
-      for (const u of units) await rt.runtime.destroy(u.id);
+      const failures: unknown[] = [];
+      for (const u of units) await rt.runtime.destroy(u.id).catch((err) => failures.push(err));
+      // A safety net for what a failed destroy may have left mounted in the run dirs.
+      await unmountBelow(join(dataDir, "run")).catch((err) => failures.push(err));
       await rt.release();
       await db.drop();
       await rm(dataDir, { recursive: true, force: true });
+      if (failures.length > 0) throw new AggregateError(failures, "test server cleanup failed");
     },
   };
 }

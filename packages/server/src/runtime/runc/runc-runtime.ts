@@ -319,10 +319,13 @@ export class RuncRuntime implements UnitRuntime {
   async stop(id: string): Promise<void> {
     // `runc delete --force` sleeps 100 ms before it looks again; killing the cgroup's tasks here
     // first makes the delete immediate.
-    await killCgroup(this.cgroupsPath(id));
-    await this.runc.delete(id);
-    await this.checkpointView(id).teardown();
-    await this.detachNetwork(id);
+    try {
+      await killCgroup(this.cgroupsPath(id));
+      await this.runc.delete(id);
+    } finally {
+      await this.checkpointView(id).teardown();
+      await this.detachNetwork(id);
+    }
   }
 
   async destroy(id: string): Promise<void> {
