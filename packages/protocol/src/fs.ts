@@ -198,32 +198,7 @@ export const FsErrorBody = Type.Object(
 );
 export type FsErrorBody = Static<typeof FsErrorBody>;
 
-/** HTTP status of a failed filesystem operation, by errno name. */
-export function fsErrorStatus(code: string): number {
-  if (code === "ENOENT") return 404;
-  if (code === "ENOSPC" || code === "EDQUOT") return 507;
-  if (
-    [
-      "EEXIST",
-      "EACCES",
-      "EPERM",
-      "ENOTDIR",
-      "EISDIR",
-      "ENOTEMPTY",
-      "EINVAL",
-      "ELOOP",
-      "ENAMETOOLONG",
-      "EXDEV",
-      "EROFS",
-      "EBUSY",
-      "ETXTBSY",
-      "EFBIG",
-      "EMLINK",
-    ].includes(code)
-  )
-    return 400;
-  return 500;
-}
+export { fsErrorStatus } from "./fs-errors.js";
 
 /**
  * File watch websocket (GET /v1/units/{name}/fs/watch), JSON text frames.

@@ -18,6 +18,7 @@ import {
   utimes,
 } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { fsErrorStatus } from "@ums/protocol/fs-errors";
 
 // The filesystem operations of spec 4.4, run by the agent (or its worker, see worker.ts) inside the unit:
 // every path is resolved by the kernel in the unit's mount namespace, so no `..`, absolute path or symlink
@@ -34,32 +35,8 @@ export class FsOpError extends Error {
   }
 }
 
-/** HTTP status of an errno name (kept in step with fsErrorStatus of @ums/protocol). */
-export function statusOf(code: string): number {
-  if (code === "ENOENT") return 404;
-  if (code === "ENOSPC" || code === "EDQUOT") return 507;
-  if (
-    [
-      "EEXIST",
-      "EACCES",
-      "EPERM",
-      "ENOTDIR",
-      "EISDIR",
-      "ENOTEMPTY",
-      "EINVAL",
-      "ELOOP",
-      "ENAMETOOLONG",
-      "EXDEV",
-      "EROFS",
-      "EBUSY",
-      "ETXTBSY",
-      "EFBIG",
-      "EMLINK",
-    ].includes(code)
-  )
-    return 400;
-  return 500;
-}
+/** HTTP status of an errno name: the one table, in @ums/protocol. */
+export const statusOf = fsErrorStatus;
 
 /** Turns a node fs error into an FsOpError; `path` is used when the error names none. */
 export function toFsError(err: unknown, path: string): FsOpError {

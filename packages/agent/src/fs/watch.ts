@@ -2,6 +2,7 @@ import { type FSWatcher, lstatSync, readdirSync, type Stats, watch } from "node:
 import type { IncomingMessage } from "node:http";
 import { isAbsolute, join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
+import type { FsWatchEvent } from "@ums/protocol";
 import { type RawData, type WebSocket, WebSocketServer } from "ws";
 
 // File watch websocket (GET /fs/watch): the client subscribes to paths, recursive or not; the agent
@@ -17,14 +18,8 @@ const MAX_DIRS = 4096;
 const RENAME_WINDOW_MS = 100;
 const MODIFY_COALESCE_MS = 20;
 
-export interface WatchEvent {
-  type: "event";
-  event: "create" | "modify" | "delete" | "rename";
-  path: string;
-  oldPath?: string;
-  isDir: boolean;
-  timestamp: string;
-}
+/** The event shape is the protocol's (a type-only import: nothing of it enters the bundle). */
+export type WatchEvent = FsWatchEvent;
 
 function lstatOrNull(p: string): Stats | null {
   try {

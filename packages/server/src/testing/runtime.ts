@@ -5,7 +5,7 @@ import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
-import { RuncRuntime, removeCgroups } from "../runtime/runc/runc-runtime.js";
+import { RuncRuntime, removeCgroups, unguardSubnet } from "../runtime/runc/runc-runtime.js";
 
 /**
  * A real runc runtime for a test server: the shared test image and pool, and host resources of
@@ -27,7 +27,14 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
       const fh = await open(file, "wx");
       await fh.writeFile(String(process.pid));
       await fh.close();
-      return { n, unlock: () => rm(file, { force: true }) };
+      return {
+        n,
+        // The subnet's `unreachable` route goes with it (whoever ran a server on it added it).
+        unlock: async () => {
+          await unguardSubnet(parseSubnet(`10.209.${n}.0/24`));
+          await rm(file, { force: true });
+        },
+      };
     } catch {
       // Held: take it over only when its process is gone.
       const pid = Number(await readFile(file, "utf8").catch(() => "0"));

@@ -19,6 +19,10 @@ export function parseSubnet(cidr: string): Subnet {
   return { base: ((((a << 24) | (b << 16) | (c << 8) | d) >>> 0) & mask) >>> 0, prefix };
 }
 
+export function subnetCidr(subnet: Subnet): string {
+  return `${ipv4(subnet.base)}/${subnet.prefix}`;
+}
+
 export function slotCount(subnet: Subnet): number {
   return 2 ** (32 - subnet.prefix) / 4;
 }

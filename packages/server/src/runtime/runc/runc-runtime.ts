@@ -3,7 +3,7 @@ import { chmod, chown, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, 
 import { dirname, join, resolve } from "node:path";
 import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/host-command.js";
-import type { Subnet } from "../network/addresses.js";
+import { type Subnet, subnetCidr } from "../network/addresses.js";
 import { installFirewall } from "../network/firewall.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import type { BootSpec, ResourcesPolicy, RuntimeState, UnitRuntime, UnitStats } from "../runtime.js";
@@ -70,6 +70,19 @@ async function killCgroup(cgroupsPath: string): Promise<void> {
   }
 }
 
+/**
+ * Packets for a unit address whose unit is gone (its /30 route left with its veth) must not follow
+ * the default route off this host: the whole unit subnet is unreachable except through a unit's
+ * own, more specific route (ip-route(8), route type `unreachable`).
+ */
+export async function guardSubnet(subnet: Subnet): Promise<void> {
+  await run("ip", ["route", "replace", "unreachable", subnetCidr(subnet)]);
+}
+
+export async function unguardSubnet(subnet: Subnet): Promise<void> {
+  await run("ip", ["route", "del", "unreachable", subnetCidr(subnet)]).catch(() => {});
+}
+
 /** Removes this runtime's (empty) parent cgroups; runc removes each unit's own on delete. */
 export async function removeCgroups(rid: string): Promise<void> {
   let controllers: string[] = [];
@@ -112,6 +125,7 @@ export class RuncRuntime implements UnitRuntime {
     await allowTraversal(join(cfg.poolDir, "units"));
     await allowTraversal(join(cfg.dataDir, "run"));
     await installFirewall(cfg.rid);
+    await guardSubnet(cfg.subnet);
     await rt.recoverNetworks();
     return rt;
   }

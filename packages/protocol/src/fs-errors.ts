@@ -1,0 +1,29 @@
+/**
+ * The HTTP status of a failed filesystem operation, by errno name (DESIGN.md section 8: fs errors
+ * carry `code` and `path`). Dependency-free, so the agent bundle can import it alone.
+ */
+export function fsErrorStatus(code: string): number {
+  if (code === "ENOENT") return 404;
+  if (code === "ENOSPC" || code === "EDQUOT") return 507;
+  if (
+    [
+      "EEXIST",
+      "EACCES",
+      "EPERM",
+      "ENOTDIR",
+      "EISDIR",
+      "ENOTEMPTY",
+      "EINVAL",
+      "ELOOP",
+      "ENAMETOOLONG",
+      "EXDEV",
+      "EROFS",
+      "EBUSY",
+      "ETXTBSY",
+      "EFBIG",
+      "EMLINK",
+    ].includes(code)
+  )
+    return 400;
+  return 500;
+}
