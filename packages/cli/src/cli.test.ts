@@ -95,9 +95,19 @@ async function createToken(dataDir: string, org: string, ...extra: string[]): Pr
   return token;
 }
 
-async function tempDir(t: TestContext): Promise<string> {
+/**
+ * Temp dirs are removed when the whole file is done, not after each test: a test's server must be
+ * stopped and its host resources (named in the data dir) released first, and node runs a test's
+ * `after` hooks in the order they were added.
+ */
+const atEnd: (() => Promise<void>)[] = [];
+after(async () => {
+  for (const task of atEnd) await task();
+});
+
+async function tempDir(_t: TestContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "ums-cli-test-"));
-  t.after(() => rm(dir, { recursive: true, force: true }));
+  atEnd.push(() => rm(dir, { recursive: true, force: true }));
   return dir;
 }
 
@@ -134,8 +144,6 @@ async function serve(t: TestContext, port: number, args: string[], env: NodeJS.P
     if (alive(child)) await exited(child);
     if (dataDir) {
       await cleanupStoppedServer(dataDir, env.UMS_DATABASE_URL);
-      // The tempDir hook ran while the server still wrote here: remove what it wrote after.
-      await rm(dataDir, { recursive: true, force: true });
     }
     await subnet.unlock();
   });
@@ -544,7 +552,7 @@ interface PgClient {
 }
 
 /** A fresh database in the test cluster, dropped after the test (pg is the server package's dependency). */
-async function createPgDatabase(t: TestContext, adminUrl: string): Promise<string> {
+async function createPgDatabase(_t: TestContext, adminUrl: string): Promise<string> {
   const pg = createRequire(import.meta.resolve("@ums/server"))("pg") as {
     Client: new (opts: { connectionString: string }) => PgClient;
   };
@@ -556,7 +564,8 @@ async function createPgDatabase(t: TestContext, adminUrl: string): Promise<strin
   } finally {
     await admin.end();
   }
-  t.after(async () => {
+  // Dropped when the file is done (like the temp dirs): the test's server cleanup reads it first.
+  atEnd.push(async () => {
     const c = new pg.Client({ connectionString: adminUrl });
     await c.connect();
     try {
