@@ -15,7 +15,6 @@
 import { execFile, spawn } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -87,17 +86,6 @@ function serverLog() {
   }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 function healthy(port) {
   return new Promise((resolve) => {
     const req = http.get({ host: "127.0.0.1", port, path: "/healthz", agent: false, timeout: 1000 }, (res) => {
@@ -112,7 +100,7 @@ function healthy(port) {
 /** Spawns `ums serve` on a free loopback port; ready once GET /healthz answers 200. */
 async function startServer() {
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+    const port = await testing.freePort();
     const logFd = openSync(logPath, "a");
     // `bin/ums` execs node, so the child's pid is the server's own pid. Logs go to a file, not a
     // pipe, so the benchmark never has to drain them and the server never blocks on them. The

@@ -2,10 +2,12 @@
 // percentiles. Benchmarks print; they never fail on slow figures.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../packages/server/dist/testing/free-port.js";
+
+export { freePort };
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const UMS = join(ROOT, "bin", "ums");
@@ -16,15 +18,6 @@ export function percentile(samples, p) {
 }
 
 export const fmt = (ms) => (Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : "n/a");
-
-export function freePort() {
-  return new Promise((ok) => {
-    const srv = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => ok(port));
-    });
-  });
-}
 
 export async function timeIt(fn) {
   const t = performance.now();

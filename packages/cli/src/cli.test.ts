@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it, type TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
+import { freePort } from "@ums/server/testing";
 
 const ROOT = resolve(fileURLToPath(import.meta.url), "../../../..");
 const UMS = join(ROOT, "bin", "ums");
@@ -109,18 +110,6 @@ async function tempDir(_t: TestContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "ums-cli-test-"));
   atEnd.push(() => rm(dir, { recursive: true, force: true }));
   return dir;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once("error", rej);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => res(port));
-    });
-  });
 }
 
 interface Served {

@@ -4,11 +4,13 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { freePort } from "@ums/server/testing";
+
+export { freePort };
 
 const execFileAsync = promisify(execFile);
 
@@ -37,18 +39,6 @@ function childEnv(): NodeJS.ProcessEnv {
     if (!k.startsWith("UMS_") && k !== "NODE_TEST_CONTEXT" && k !== "NODE_OPTIONS") env[k] = v;
   }
   return env;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 async function ums(args: string[]): Promise<string> {

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -10,18 +9,10 @@ import { testImage } from "../runtime/image/test-image.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
 import { removeCgroups } from "../runtime/runc/runc-runtime.js";
 import { execHttp } from "../testing/exec-client.js";
+import { freePort } from "../testing/free-port.js";
 import { lockSubnet } from "../testing/runtime.js";
 
 const UMS = resolve(fileURLToPath(import.meta.url), "../../../../../bin/ums");
-
-function freePort(): Promise<number> {
-  return new Promise((ok) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => ok(port));
-    });
-  });
-}
 
 /** DESIGN.md section 3: `ums serve` restarting or crashing does not stop running units. */
 describe("a running unit survives kill -9 of ums serve", () => {

@@ -54,11 +54,13 @@ for (const dialect of testDialects) {
         createdAt: new Date().toISOString(),
       });
       assert.equal(t.orgSlug, "tok");
-      assert.equal((await store.tokens.findByHash("h1"))?.id, "tok_a");
-      assert.equal(await store.tokens.findByHash("h2"), undefined);
+      const found = await store.tokens.authenticate("h1");
+      assert.equal(found?.token.id, "tok_a");
+      assert.equal(found?.org.slug, "tok");
+      assert.equal(await store.tokens.authenticate("h2"), undefined);
       assert.equal(await store.tokens.revoke("tok_a", new Date().toISOString()), true);
       assert.equal(await store.tokens.revoke("tok_a", new Date().toISOString()), false, "already revoked");
-      assert.equal(await store.tokens.findByHash("h1"), undefined);
+      assert.equal(await store.tokens.authenticate("h1"), undefined);
       assert.ok((await store.tokens.list(org.id))[0]?.revokedAt);
     });
 

@@ -47,8 +47,6 @@ export interface NewToken {
 
 export interface TokenStore {
   create(token: NewToken): Promise<TokenRecord>;
-  /** The live (not revoked) token with this hash. */
-  findByHash(hash: string): Promise<TokenRecord | undefined>;
   /** The live token with this hash and its organization, in one query (every request asks). */
   authenticate(hash: string): Promise<{ token: TokenRecord; org: OrgRecord } | undefined>;
   list(orgId?: string): Promise<TokenRecord[]>;

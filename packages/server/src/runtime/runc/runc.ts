@@ -66,10 +66,6 @@ export class Runc {
     await run(this.binary, this.args("resume", id));
   }
 
-  async kill(id: string, signal = "KILL"): Promise<void> {
-    await run(this.binary, this.args("kill", "--all", id, signal));
-  }
-
   /** Whether runc has state for the container (a cheap check that spawns nothing). */
   exists(id: string): boolean {
     return existsSync(join(this.root, id));

@@ -82,13 +82,6 @@ function tokenStore(db: Kysely<Database>): TokenStore {
       const row = await withOrg().where("tokens.id", "=", t.id).executeTakeFirstOrThrow();
       return tokenFromRow(row);
     },
-    async findByHash(hash) {
-      const row = await withOrg()
-        .where("tokens.token_hash", "=", hash)
-        .where("tokens.revoked_at", "is", null)
-        .executeTakeFirst();
-      return row && tokenFromRow(row);
-    },
     async authenticate(hash) {
       const row = await db
         .selectFrom("tokens")
