@@ -4,8 +4,10 @@
 // physical baseline measured in the same run on the same host:
 //   create            vs a bare `btrfs subvolume snapshot` of the same image
 //   cold first exec   vs a bare `runc run` of /bin/true in a snapshot of the same image
-//   exec on running   vs a bare `runc exec <unit> true` into the same container, and a host spawn
-//   warm → running    vs a bare `runc resume` + `runc exec true`
+//   exec on running   vs a bare `nsenter -t <unit pid 1> -a true` into the same container, and a
+//                     host spawn (`runc exec` cannot join a unit: its network namespace belongs to
+//                     the host, which runc's setns order inside the user namespace is refused)
+//   warm → running    vs a bare `runc resume` + `nsenter -a true`
 //   idle memory       vs a bare idle node process on the host
 //
 //   npx tsc -b && npm run build:agent && node bench/runtime.mjs [--n 30]
@@ -30,7 +32,13 @@ const exec = async (name, cmd = ["true"]) => {
   if (res.status !== 200 || body.at(-2) !== 3) throw new Error(`exec failed: ${res.status} ${body}`);
   return body;
 };
-const sh = (cmd, args) => spawnSync(cmd, args, { stdio: "ignore" });
+const sh = (cmd, args) => {
+  const r = spawnSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"] });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${r.status}): ${r.stderr}`);
+  return r;
+};
+const initPid = (id) => JSON.parse(execFileSync("runc", ["--root", runcRoot, "state", id]).toString()).pid;
+const nsenterTrue = (id) => sh("nsenter", ["-t", String(initPid(id)), "-a", "true"]);
 const runcRoot = join(dataDir, "runc");
 const rows = [];
 const report = (name, samples, baselines, goalMs) => {
@@ -93,26 +101,26 @@ try {
   }
   report("cold → first exec of true", cold, [["runc run /bin/true", bareRun]], 300);
 
-  // --- exec on a running unit vs runc exec and a host spawn
+  // --- exec on a running unit vs nsenter into it and a host spawn
   const hot = [];
   for (let i = 0; i < 20; i++) await exec("c0");
   for (let i = 0; i < N * 5; i++) hot.push(await timeIt(() => exec("c0")));
   const runcExec = [];
-  for (let i = 0; i < N; i++)
-    runcExec.push(await timeIt(async () => sh("runc", ["--root", runcRoot, "exec", unitId, "true"])));
+  const pid1 = String(initPid(unitId));
+  for (let i = 0; i < N; i++) runcExec.push(await timeIt(async () => sh("nsenter", ["-t", pid1, "-a", "true"])));
   const hostSpawn = [];
   for (let i = 0; i < N * 5; i++) hostSpawn.push(await timeIt(async () => sh("true", [])));
   report(
     "exec of true on a running unit (HTTP)",
     hot,
     [
-      ["runc exec", runcExec],
+      ["nsenter -a", runcExec],
       ["host spawn", hostSpawn],
     ],
     10,
   );
 
-  // --- warm → running + exec vs runc resume + runc exec
+  // --- warm → running + exec vs runc resume + nsenter
   const ids = [];
   for (let i = 0; i < N; i++) ids.push((await (await fetch(`${url}/v1/units/c${i}`, { headers: auth })).json()).id);
   const warm = [];
@@ -125,7 +133,7 @@ try {
     bareResume.push(
       await timeIt(async () => {
         sh("runc", ["--root", runcRoot, "resume", ids[i]]);
-        sh("runc", ["--root", runcRoot, "exec", ids[i], "true"]);
+        nsenterTrue(ids[i]);
       }),
     );
   }
@@ -161,7 +169,7 @@ try {
   };
   for (let i = 0; i < WN; i++) await waitWarm(`w${i}`);
   for (let i = 0; i < WN; i++) warm.push(await timeIt(() => wexec(`w${i}`)));
-  report("warm → running + exec", warm, [["runc resume + runc exec", bareResume]], 20);
+  report("warm → running + exec", warm, [["runc resume + nsenter -a", bareResume]], 20);
 
   // --- idle memory: PID 1 + agent RSS of a running unit vs an idle node on the host
   await new Promise((r) => setTimeout(r, 100));

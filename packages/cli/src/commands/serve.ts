@@ -75,6 +75,10 @@ export function serveCommand(): Command {
           };
           if (signalled) onSignal(signalled);
         });
+        // Everything ums owns is closed; handles it does not (a unit's idle keep-alive connection,
+        // a pipe of a process a unit started) must not keep a stopped server alive.
+        logger.info("stopped");
+        process.exit();
       },
     );
 }

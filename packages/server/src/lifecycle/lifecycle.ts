@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { failpoint } from "../failpoints/failpoints.js";
 import { agentHealth } from "../runtime/agent-client.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
 import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
@@ -304,6 +305,7 @@ export class Lifecycle {
     const id = `v${seq}`;
     progress(`saving the files of unit '${unit.name}' as checkpoint ${id}`);
     const { frozenMs } = await this.runtime.checkpoint(unit.id, id);
+    failpoint("checkpoint.snapshotted");
     const cp: CheckpointRecord = {
       unitId: unit.id,
       id,
@@ -316,6 +318,7 @@ export class Lifecycle {
     };
     // A crash before this insert leaves a snapshot the database does not know: removed at start.
     await this.store.checkpoints.insert(cp);
+    failpoint("checkpoint.recorded");
     await this.store.units.update(unit.orgId, unit.name, { activeCheckpoint: id });
     return { checkpoint: cp, frozenMs };
   }
@@ -341,13 +344,17 @@ export class Lifecycle {
         throw err;
       }
       progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);
+      failpoint("restore.backed-up");
       await this.runtime.stop(unit.id);
       await this.hooks.stopped(unit.id);
       this.tracked.delete(unit.id);
       await this.persist(unit, "cold");
+      failpoint("restore.stopped");
       progress(`restoring the files of checkpoint ${cp.id}`);
       await this.runtime.restoreDisk(unit.id, cp.id);
+      failpoint("restore.swapped");
       await this.recordRestore(unit, cp);
+      failpoint("restore.recorded");
       await this.runtime.completeRestore(unit.id);
       progress("booting the unit");
       const fresh = (await this.store.units.getById(unit.id)) ?? unit;
@@ -374,6 +381,7 @@ export class Lifecycle {
     return this.mutex.run(unit.id, async () => {
       // The row goes first: a crash before the snapshot is deleted leaves an orphan, removed at start.
       await this.store.checkpoints.delete(unit.id, cp.id);
+      failpoint("delete.row-deleted");
       await this.runtime.deleteCheckpoint(unit.id, cp.id);
     });
   }

@@ -1,4 +1,4 @@
-import { readFile, rm } from "node:fs/promises";
+import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { run } from "../runtime/exec/host-command.js";
 import { testImage } from "../runtime/image/test-image.js";
@@ -34,6 +34,8 @@ export async function removeServerHostResources(dataDir: string): Promise<void> 
 export async function deleteUnitDisk(unitId: string): Promise<void> {
   const image = await testImage();
   const dir = join(image.pool.path, "units", unitId);
+  const checkpoints = await readdir(join(dir, "checkpoints")).catch(() => [] as string[]);
+  for (const cp of checkpoints) await deleteSubvolume(join(dir, "checkpoints", cp)).catch(() => {});
   await deleteSubvolume(join(dir, "rootfs")).catch(() => {});
   await rm(dir, { recursive: true, force: true });
 }

@@ -47,7 +47,10 @@ export class HostSockets {
     const server = this.servers.get(unitId);
     if (!server) return;
     this.servers.delete(unitId);
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    // close() alone waits for every connection to end; an agent may hold an idle keep-alive one.
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await closed;
   }
 
   async closeAll(): Promise<void> {

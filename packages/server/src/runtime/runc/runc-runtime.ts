@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { chmod, chown, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
+import { failpoint } from "../../failpoints/failpoints.js";
 import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/host-command.js";
 import { type Subnet, subnetCidr } from "../network/addresses.js";
@@ -441,6 +442,7 @@ export class RuncRuntime implements UnitRuntime {
     }
     let frozenMs = 0;
     try {
+      if (frozen) failpoint("checkpoint.frozen");
       await snapshot(this.rootfs(id), dst, { readonly: true });
     } finally {
       if (frozen && !(await setFrozen(this.cgroupsPath(id), false))) await this.runc.resume(id);
@@ -455,20 +457,27 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   /**
-   * The journal makes a restore all-or-nothing: written first; then rootfs → rootfs.old (rename),
-   * a writable snapshot of the checkpoint as rootfs.new → rootfs (rename), old deleted, journal
-   * removed. `recover` rolls back while rootfs is missing and rolls forward once it is there.
+   * The journal makes a restore all-or-nothing: written first (phase `replacing`); then rootfs →
+   * rootfs.old (rename), a writable snapshot of the checkpoint as rootfs.new → rootfs (rename),
+   * and only then the journal's phase becomes `replaced` (an atomic rename). `completeRestore`
+   * deletes rootfs.old and the journal. `recover` rolls back any restore still `replacing` and
+   * rolls forward one that is `replaced`.
    */
   async restoreDisk(id: string, cpId: string): Promise<void> {
     if ((await this.state(id)) !== "stopped") throw new Error("restoreDisk needs a stopped unit");
     const src = this.checkpointPath(id, cpId);
     if (!existsSync(src)) throw new Error(`checkpoint ${cpId} has no snapshot`);
     const dir = this.unitDir(id);
-    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: cpId }));
+    await writeJournal(dir, { checkpoint: cpId, phase: "replacing" });
+    failpoint("restore.journaled");
     if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
     if (existsSync(this.rootfs(id))) await rename(this.rootfs(id), join(dir, "rootfs.old"));
+    failpoint("restore.old-moved");
     await snapshot(src, join(dir, "rootfs.new"), { readonly: false });
+    failpoint("restore.new-snapshotted");
     await rename(join(dir, "rootfs.new"), this.rootfs(id));
+    failpoint("restore.new-moved");
+    await writeJournal(dir, { checkpoint: cpId, phase: "replaced" });
   }
 
   async completeRestore(id: string): Promise<void> {
@@ -481,6 +490,7 @@ export class RuncRuntime implements UnitRuntime {
     const path = this.checkpointPath(id, cpId);
     // Unbind it from the unit's view first: a mounted snapshot cannot be deleted.
     await this.checkpointView(id).hide(cpId);
+    failpoint("delete.hidden");
     if (existsSync(path)) await deleteSubvolume(path);
     await this.checkpointView(id).refresh();
   }
@@ -506,25 +516,64 @@ export class RuncRuntime implements UnitRuntime {
       const wanted = await known(id);
       if (!wanted) continue; // another server's unit on a shared pool
       if (existsSync(journal)) {
-        if (existsSync(this.rootfs(id))) {
-          const { checkpoint } = JSON.parse(await readFile(journal, "utf8")) as { checkpoint: string };
-          forward.push({ unitId: id, checkpoint });
+        const entry = await readJournal(dir);
+        if (entry?.phase === "replaced") {
+          forward.push({ unitId: id, checkpoint: entry.checkpoint });
         } else {
+          // Still replacing: whatever is at rootfs while rootfs.old exists is the new copy.
           if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
-          if (existsSync(join(dir, "rootfs.old"))) await rename(join(dir, "rootfs.old"), this.rootfs(id));
+          if (existsSync(join(dir, "rootfs.old"))) {
+            if (existsSync(this.rootfs(id))) await deleteSubvolume(this.rootfs(id));
+            await rename(join(dir, "rootfs.old"), this.rootfs(id));
+          }
           await rm(journal, { force: true });
         }
       }
+      await rm(`${journal}.tmp`, { force: true });
       let cps: string[] = [];
       try {
         cps = await readdir(join(dir, "checkpoints"));
       } catch {}
-      for (const cp of cps) if (!wanted.has(cp)) await deleteSubvolume(join(dir, "checkpoints", cp));
+      for (const cp of cps) {
+        if (wanted.has(cp)) continue;
+        // A crash after the snapshot was shown in the unit's view leaves it bound there.
+        await this.checkpointView(id).hide(cp);
+        await deleteSubvolume(join(dir, "checkpoints", cp));
+      }
     }
     return forward;
   }
 
   async close(): Promise<void> {
     // Running units outlive the server (DESIGN.md section 3): nothing to stop here.
+  }
+}
+
+interface RestoreJournal {
+  readonly checkpoint: string;
+  readonly phase: "replacing" | "replaced";
+}
+
+/** Replaces the journal atomically (written aside, synced, renamed over). */
+async function writeJournal(dir: string, entry: RestoreJournal): Promise<void> {
+  const tmp = join(dir, "restore.json.tmp");
+  const fh = await open(tmp, "w");
+  try {
+    await fh.writeFile(JSON.stringify(entry));
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, join(dir, "restore.json"));
+}
+
+/** Undefined when the journal is unreadable (torn write of the first phase): roll back. */
+async function readJournal(dir: string): Promise<RestoreJournal | undefined> {
+  try {
+    const entry = JSON.parse(await readFile(join(dir, "restore.json"), "utf8")) as Partial<RestoreJournal>;
+    if (typeof entry.checkpoint !== "string") return undefined;
+    return { checkpoint: entry.checkpoint, phase: entry.phase === "replaced" ? "replaced" : "replacing" };
+  } catch {
+    return undefined;
   }
 }

@@ -1,0 +1,196 @@
+// Issue #5, crash safety: `kill -9` of `ums serve` at any step of a checkpoint, restore or
+// checkpoint delete leaves the unit in the old or the new state after a restart, never in between,
+// and no snapshot the database does not know (nor a row without its snapshot).
+import assert from "node:assert/strict";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { FAILPOINTS, type Failpoint } from "../failpoints/failpoints.js";
+import { testImage } from "../runtime/image/test-image.js";
+import { execHttp } from "../testing/exec-client.js";
+import { freePort } from "../testing/free-port.js";
+import { cleanupStoppedServer } from "../testing/host-cleanup.js";
+import { lockSubnet } from "../testing/runtime.js";
+
+const UMS = resolve(fileURLToPath(import.meta.url), "../../../../../bin/ums");
+
+/** What each failpoint interrupts, and what the unit holds before and after that operation. */
+type Op = "checkpoint" | "restore" | "delete";
+const opOf = (fp: Failpoint): Op => fp.split(".")[0] as Op;
+
+describe("kill -9 of ums serve in the middle of checkpoint, restore and delete", () => {
+  let dataDir: string;
+  let poolDir: string;
+  let base: string;
+  let env: NodeJS.ProcessEnv;
+  let token: string;
+  let server: ChildProcess | undefined;
+  let unlock: () => Promise<void>;
+  const ids = new Map<string, string>();
+
+  async function serve(failpoint?: Failpoint): Promise<ChildProcess> {
+    const child = spawn(UMS, ["serve"], {
+      env: { ...env, UMS_FAILPOINTS: failpoint ?? "" },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let log = "";
+    child.stderr?.on("data", (d) => {
+      log += d;
+    });
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        if ((await fetch(`${base}/healthz`)).ok) return child;
+      } catch {}
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`ums serve did not start: ${log}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  async function api(method: string, path: string, body?: unknown): Promise<Response> {
+    return fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+  }
+
+  async function sh(unit: string, script: string): Promise<string> {
+    const r = await execHttp(base, token, unit, ["sh", "-c", script]);
+    assert.equal(r.exitCode, 0, `'${script}' in ${unit}: ${r.stderr.toString()}`);
+    return r.stdout.toString();
+  }
+
+  async function checkpoint(unit: string): Promise<string> {
+    const text = await (await api("POST", `/v1/units/${unit}/checkpoint`, { comment: "setup" })).text();
+    const done = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; data?: string })
+      .find((e) => e.type === "complete");
+    const id = /v\d+/.exec(done?.data ?? "")?.[0];
+    assert.ok(id, `checkpoint of ${unit} did not complete: ${text}`);
+    return id;
+  }
+
+  before(async () => {
+    const image = await testImage();
+    poolDir = image.pool.path;
+    dataDir = await mkdtemp(join(tmpdir(), "ums-crash-"));
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    const subnet = await lockSubnet();
+    unlock = subnet.unlock;
+    env = {
+      PATH: process.env.PATH,
+      UMS_DATA_DIR: dataDir,
+      UMS_LISTEN: `127.0.0.1:${port}`,
+      UMS_POOL_DIR: poolDir,
+      UMS_IMAGE_VARIANT: "test",
+      UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
+      UMS_IDLE_WARM: "10m",
+      UMS_LOG_LEVEL: "warn",
+    };
+    token = execFileSync(UMS, ["token", "create", "--org", "crash"], { env }).toString().trim();
+    server = await serve();
+    // One unit per failpoint: "old" saved as v0, then "new" written (delete cases: saved as v1).
+    await Promise.all(
+      FAILPOINTS.map(async (fp, i) => {
+        const name = `crash-${i}`;
+        const r = await api("POST", "/v1/units", { name });
+        assert.equal(r.status, 201);
+        ids.set(name, ((await r.json()) as { id: string }).id);
+        await sh(name, "echo old > /home/unit/state");
+        assert.equal(await checkpoint(name), "v0");
+        await sh(name, "echo new > /home/unit/state");
+        if (opOf(fp) === "delete") assert.equal(await checkpoint(name), "v1");
+      }),
+    );
+  });
+
+  after(async () => {
+    if (server && server.exitCode === null && server.signalCode === null) {
+      for (const name of ids.keys()) await api("DELETE", `/v1/units/${name}`).catch(() => {});
+      server.kill("SIGTERM");
+      await new Promise((r) => server?.once("exit", r));
+    }
+    await cleanupStoppedServer(dataDir);
+    await unlock?.();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  let active: string | undefined;
+
+  /** The database's checkpoints of a unit and the snapshots on disk are the same set. */
+  async function assertConsistent(name: string): Promise<string[]> {
+    const all = (await (await api("GET", `/v1/units/${name}/checkpoints`)).json()) as { id: string; active: boolean }[];
+    const listed = all.map((c) => c.id).sort();
+    active = all.find((c) => c.active)?.id;
+    const dir = join(poolDir, "units", ids.get(name) ?? "?");
+    const onDisk = (await readdir(join(dir, "checkpoints")).catch(() => [] as string[])).sort();
+    assert.deepEqual(onDisk, listed, `${name}: snapshots on disk match the database`);
+    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"]) {
+      assert.ok(!existsSync(join(dir, leftover)), `${name}: no ${leftover} left after recovery`);
+    }
+    return listed;
+  }
+
+  async function assertRecovered(fp: Failpoint, name: string): Promise<void> {
+    const listed = await assertConsistent(name);
+    const state = (await sh(name, "cat /home/unit/state")).trim();
+    if (opOf(fp) === "checkpoint") {
+      assert.equal(state, "new", `${fp}: a checkpoint never changes the files`);
+      assert.ok(listed.includes("v0"));
+      // Either the interrupted checkpoint exists whole (and holds the files) or not at all.
+      if (listed.includes("v1"))
+        assert.equal((await sh(name, "cat /.unit/checkpoints/v1/home/unit/state")).trim(), "new");
+    } else if (opOf(fp) === "restore") {
+      assert.ok(state === "old" || state === "new", `${fp}: the files are the old or the new ones, got '${state}'`);
+      // Every restore failpoint comes after the automatic backup (v1): the unit is on the
+      // checkpoint it was restored to, or on that backup if the restore did not happen.
+      assert.equal(active, state === "old" ? "v0" : "v1", `${fp}: the active checkpoint matches the files`);
+      if (state === "old") {
+        // Restored: the backup taken first holds what the restore replaced.
+        assert.ok(listed.includes("v1"), `${fp}: the automatic backup exists`);
+        assert.equal((await sh(name, "cat /.unit/checkpoints/v1/home/unit/state")).trim(), "new");
+      }
+    } else {
+      assert.equal(state, "new");
+      assert.ok(listed.includes("v1"), "the active checkpoint is untouched");
+    }
+    // The unit works: it answers, and new checkpoints take the next id.
+    const next = await checkpoint(name);
+    assert.ok(!listed.includes(next), `${fp}: ${next} is a new id`);
+    await assertConsistent(name);
+  }
+
+  it("recovers at every failpoint", async () => {
+    for (const [i, fp] of FAILPOINTS.entries()) {
+      if (server && server.exitCode === null && server.signalCode === null) {
+        server.kill("SIGTERM");
+        await new Promise((r) => server?.once("exit", r));
+      }
+      server = await serve(fp);
+      const name = `crash-${i}`;
+      const op = opOf(fp);
+      const died = new Promise<NodeJS.Signals | null>((r) => server?.once("exit", (_code, signal) => r(signal)));
+      const request =
+        op === "checkpoint"
+          ? api("POST", `/v1/units/${name}/checkpoint`, { comment: fp })
+          : op === "restore"
+            ? api("POST", `/v1/units/${name}/checkpoints/v0/restore`)
+            : api("DELETE", `/v1/units/${name}/checkpoints/v0`);
+      const response = request.then((r) => r.text()).catch((err: unknown) => `failed: ${String(err)}`);
+      const signal = await Promise.race([died, new Promise<"alive">((r) => setTimeout(() => r("alive"), 20_000))]);
+      assert.equal(signal, "SIGKILL", `${fp}: the server was killed at the failpoint (response: ${await response})`);
+      await response;
+      // A restart without the failpoint recovers; the unit is in the old or the new state.
+      server = await serve();
+      await assertRecovered(fp, name);
+    }
+  });
+});
