@@ -12,6 +12,11 @@ export interface Ev {
   log_files?: Record<string, string>;
 }
 
+export interface Svc {
+  args: string[];
+  state: Record<string, unknown>;
+}
+
 export function events(text: string): Ev[] {
   return text
     .trim()
@@ -49,7 +54,7 @@ export function tools(s: TestServer, token: string) {
     let last: unknown;
     while (Date.now() < deadline) {
       last = await get(unit, svc);
-      if (pred(last as { state: Record<string, unknown> })) return last as { state: Record<string, unknown> };
+      if (pred(last as Svc)) return last as Svc;
       await new Promise((r) => setTimeout(r, 100));
     }
     assert.fail(`service ${svc} never reached the expected state; last: ${JSON.stringify(last)}`);

@@ -91,4 +91,107 @@ describe("services", () => {
     assert.equal(r.status, 200, r.text);
     assert.equal(r.text, "from-api/hello");
   });
+
+  it("restarts a killed service with backoff, counting restarts", async () => {
+    assert.equal((await t.put("box", "crash", { cmd: "sleep", args: ["1000"], needs: [] })).status, 200);
+    const first = await t.until("box", "crash", (b) => b.state.status === "running");
+    const pid = first.state.pid as number;
+    assert.ok(pid > 1);
+    assert.equal(first.state.restart_count, 0);
+    assert.equal((await t.sh("box", `kill -9 ${pid}`)).code, 0);
+    const failed = await t.until("box", "crash", (b) => b.state.status === "failed");
+    assert.ok(Date.parse(failed.state.next_restart_at as string) > Date.now() - 1000, JSON.stringify(failed));
+    assert.match(String(failed.state.error), /exited with code 137/);
+    const back = await t.until("box", "crash", (b) => b.state.status === "running" && b.state.pid !== pid);
+    assert.equal(back.state.restart_count, 1);
+    assert.equal(back.state.next_restart_at, undefined);
+    // A signal through the API (spec 4.7) is a crash too.
+    const sig = await s.api("POST", "/v1/units/box/services/signal", {
+      token,
+      json: { name: "crash", signal: "KILL" },
+    });
+    assert.equal(sig.status, 200, sig.text);
+    assert.equal(sig.body.pid, back.state.pid);
+    await t.until("box", "crash", (b) => b.state.restart_count === 2 && b.state.status === "running");
+    const bad = await s.api("POST", "/v1/units/box/services/signal", {
+      token,
+      json: { name: "crash", signal: "NOPE" },
+    });
+    assert.equal(bad.status, 400);
+  });
+
+  it("keeps a stopped service stopped (sticky) until it is started again", async () => {
+    const stop = await s.api("POST", "/v1/units/box/services/crash/stop", { token });
+    assert.equal(stop.status, 200);
+    const ev = events(stop.text);
+    assert.deepEqual(
+      ev.map((e) => e.type).filter((x) => x !== "exit"),
+      ["stopping", "stopped", "complete"],
+    );
+    assert.equal(ev.find((e) => e.type === "stopped")?.exit_code, 143);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await t.get("box", "crash")).state.status, "stopped");
+    assert.equal((await t.sh("box", "pgrep -x sleep || echo none")).out.trim(), "none");
+    const start = await s.api("POST", "/v1/units/box/services/crash/start?duration=0", { token });
+    assert.deepEqual(
+      events(start.text).map((e) => e.type),
+      ["started", "complete"],
+    );
+    assert.equal((await t.get("box", "crash")).state.status, "running");
+  });
+
+  it("streams a restart: stopping, stopped, started, output, complete", async () => {
+    assert.equal(
+      (await t.put("box", "talk", { cmd: "sh", args: ["-c", "echo hello $$; exec sleep 1000"], needs: [] })).status,
+      200,
+    );
+    await t.until("box", "talk", (b) => b.state.status === "running");
+    const r = await s.api("POST", "/v1/units/box/services/talk/restart?duration=1s", { token });
+    const types = events(r.text).map((e) => e.type);
+    assert.deepEqual(
+      types.filter((x) => x !== "exit"),
+      ["stopping", "stopped", "started", "stdout", "complete"],
+      r.text,
+    );
+  });
+
+  it("serves logs: the last `lines`, then new lines while following for `duration`", async () => {
+    const script = "i=0; while true; do i=$((i+1)); echo line $i; echo err $i >&2; sleep 0.2; done";
+    assert.equal((await t.put("box", "ticker", { cmd: "sh", args: ["-c", script], needs: [] })).status, 200);
+    await new Promise((r) => setTimeout(r, 1200));
+    const two = events((await s.api("GET", "/v1/units/box/services/ticker/logs?lines=2", { token })).text);
+    assert.equal(two.length, 3);
+    assert.deepEqual(
+      two
+        .slice(0, 2)
+        .map((e) => e.type)
+        .sort(),
+      ["stderr", "stdout"],
+    );
+    assert.equal(two[2]?.type, "complete");
+    const t0 = Date.now();
+    const follow = await s.api("GET", "/v1/units/box/services/ticker/logs?lines=0&duration=1", { token });
+    const ev = events(follow.text);
+    assert.ok(Date.now() - t0 >= 900);
+    const lines = ev.filter((e) => e.type === "stdout");
+    assert.ok(lines.length >= 3, follow.text);
+    for (const e of lines) assert.ok(e.timestamp >= t0 - 50 && e.timestamp <= Date.now(), JSON.stringify(e));
+    const files = await t.sh("box", "wc -l < /.unit/logs/services/ticker.stderr.log; ls /.unit/logs/services/");
+    assert.ok(Number(files.out.split("\n")[0]) >= 5, files.out);
+    assert.match(files.out, /ticker\.stdout\.log/);
+  });
+
+  it("starts services again when the unit boots again, except stopped ones", async () => {
+    await s.api("POST", "/v1/units/box/services/ticker/stop", { token });
+    const unit = await s.server.store.units.get((await s.server.store.orgs.getBySlug("svc"))?.id ?? "", "box");
+    assert.ok(unit);
+    const stoppedAt = Date.now();
+    await s.server.runtime.stop(unit.id);
+    assert.equal(await s.server.runtime.isAlive(unit.id), false);
+    s.server.lifecycle.suspect(unit.id);
+    const crash = await t.until("box", "crash", (b) => b.state.status === "running");
+    assert.ok(Date.parse(crash.state.started_at as string) > stoppedAt, JSON.stringify(crash));
+    assert.equal(crash.state.restart_count, 0);
+    assert.equal((await t.get("box", "ticker")).state.status, "stopped");
+  });
 });
