@@ -18,8 +18,16 @@ export type Checked =
   | { ok: true; def: ServiceDefinition }
   | { ok: false; status: 400 | 409; errors: string[]; code: string };
 
-/** Parses and checks a ServiceRequest body for service `name` against the other definitions. */
-export function checkDefinition(name: string, body: unknown, others: ReadonlyMap<string, ServiceDefinition>): Checked {
+/**
+ * Parses and checks a ServiceRequest body for service `name` against the other definitions
+ * (`loading`: a stored definition, whose needs are resolved against the whole set later).
+ */
+export function checkDefinition(
+  name: string,
+  body: unknown,
+  others: ReadonlyMap<string, ServiceDefinition>,
+  opts: { loading?: boolean } = {},
+): Checked {
   const errors: string[] = [];
   const bad = (e: string): Checked => ({ ok: false, status: 400, errors: [e], code: "UMS_VALIDATION" });
   if (!NAME_RE.test(name)) return bad("name: must be 1-63 letters, digits, '.', '_' or '-', not starting with '.'");
@@ -53,7 +61,7 @@ export function checkDefinition(name: string, body: unknown, others: ReadonlyMap
     errors.push("http_port: must be an integer from 1 to 65535, or null");
   for (const s of [b.cmd, b.dir, ...args])
     if (typeof s === "string" && s.includes("\0")) errors.push("cmd/args/dir: must not contain NUL");
-  for (const n of needs) {
+  for (const n of opts.loading ? [] : needs) {
     if (n === name) errors.push(`needs: a service cannot need itself ('${n}')`);
     else if (!others.has(n)) errors.push(`needs: unknown service '${n}'`);
   }
@@ -64,7 +72,7 @@ export function checkDefinition(name: string, body: unknown, others: ReadonlyMap
   if (port !== undefined) def.http_port = port as number | null;
   const all = new Map(others);
   all.set(name, def);
-  const cycle = findCycle(all);
+  const cycle = opts.loading ? null : findCycle(all);
   if (cycle) return bad(`needs: would form a cycle (${cycle.join(" → ")})`);
   if (typeof def.http_port === "number") {
     for (const [other, d] of others) {

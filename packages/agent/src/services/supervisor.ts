@@ -30,9 +30,13 @@ export class Supervisor {
   /** Loads the definitions and starts every service not stopped on purpose. */
   boot(): void {
     const stored = loadServices(this.opts.stateFile);
+    // The file is root's in the unit, but check each entry as a request would be (needs and ports
+    // are checked against the whole set below): a bad entry is skipped, never started.
     for (const [name, s] of stored) {
-      this.services.set(name, this.make(name, s.def));
-      this.sticky.set(name, s.stopped);
+      const checked = checkDefinition(name, s?.def, new Map(), { loading: true });
+      if (!checked.ok) continue;
+      this.services.set(name, this.make(name, checked.def));
+      this.sticky.set(name, s.stopped === true);
     }
     const defs = this.definitions();
     for (const name of startOrder(defs)) if (!this.sticky.get(name)) void this.start(name, false);
