@@ -27,10 +27,16 @@ export async function serveServices(
   onChange: () => void = () => {},
 ): Promise<boolean> {
   const method = req.method ?? "GET";
-  const parts = rest
-    .split("/")
-    .filter((p) => p !== "")
-    .map(decodeURIComponent);
+  let parts: string[];
+  try {
+    parts = rest
+      .split("/")
+      .filter((p) => p !== "")
+      .map(decodeURIComponent);
+  } catch {
+    req.resume();
+    return done(sendJson(res, 400, validation(["service: the path is not valid percent-encoding"])));
+  }
   if (parts.length === 0 && method === "GET") return done(sendJson(res, 200, sup.list()));
   if (parts.length === 1 && parts[0] === "signal" && method === "POST") return done(await signal(sup, req, res));
   const name = parts[0];

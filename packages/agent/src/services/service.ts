@@ -113,6 +113,10 @@ export class Service {
     const now = Date.now();
     this.log.emit({ type: "exit", exit_code: code, timestamp: now });
     if (gen !== this.gen) return;
+    if (!this.child) {
+      const why = this.lastStderr || `exit code ${code}`;
+      this.log.emit({ type: "error", data: `the service could not be started: ${why}`, timestamp: now });
+    }
     // Whatever the service left behind in its process group goes with it.
     this.child?.signal("SIGKILL");
     const ranMs = this.child ? now - this.startedAt : 0;

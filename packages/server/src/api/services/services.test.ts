@@ -55,6 +55,17 @@ describe("services", () => {
     assert.deepEqual((await s.api("GET", "/v1/units/box/services", { token })).body, []);
   });
 
+  it("reports a command that cannot start as an error event and a failed state", async () => {
+    const r = await t.put("box", "nope", { cmd: "/no/such/binary", args: [], needs: [] }, "1");
+    assert.equal(r.status, 200);
+    const ev = events(r.text);
+    assert.ok(!ev.some((e) => e.type === "started"), r.text);
+    assert.match(ev.find((e) => e.type === "error")?.data ?? "", /could not be started: .*no\/such\/binary/, r.text);
+    const failed = await t.until("box", "nope", (b) => b.state.status === "failed");
+    assert.match(String(failed.state.error), /exited with code 127/);
+    assert.equal((await s.api("DELETE", "/v1/units/box/services/nope", { token })).status, 204);
+  });
+
   it("starts in needs order: a service waits for the http_port it needs to listen", async () => {
     // `api` listens only after 1.5 s; `client` needs it and fetches from it once at start.
     assert.equal(
