@@ -8,8 +8,6 @@ export const DEFAULT_HTTP_PORT = 8080;
 /** The unit's HTTP target port (called with the unit running and held). */
 export type HttpTargetPort = (unit: UnitRecord) => Promise<number> | number;
 
-export const defaultHttpTargetPort: HttpTargetPort = () => DEFAULT_HTTP_PORT;
-
 /**
  * Spec 2.7: a service's `http_port` makes it the unit's HTTP target. The port is asked of the unit's
  * agent once and cached per unit, so proxied requests make no extra round trip; the cache is
