@@ -3,6 +3,8 @@ import { ConfigError, loadConfig } from "./config.js";
 import { runFsWorker } from "./fs/worker.js";
 import { startInternalApi } from "./internal/api-socket.js";
 import { createAgent, listenUnix } from "./server.js";
+import { openSupervisor } from "./services/boot.js";
+import type { Supervisor } from "./services/supervisor.js";
 import { AGENT_VERSION } from "./version.js";
 
 // Entry point of the unit agent (DESIGN.md section 1): runs inside every unit as the child of PID 1
@@ -34,13 +36,29 @@ async function main(): Promise<void> {
     }
   }
 
-  const agent = createAgent(config);
+  // Services are the unit's (their state is on its filesystem): only inside a unit, where the host
+  // sets UMS_INTERNAL_API_SOCKET.
+  const internalSocket = process.env.UMS_INTERNAL_API_SOCKET;
+  let services: Supervisor | undefined;
+  if (internalSocket) {
+    try {
+      services = openSupervisor(config);
+    } catch (err) {
+      log("services unavailable", { error: (err as Error).message });
+    }
+  }
+  const agent = createAgent(config, services);
   await listenUnix(agent.server, config.socketPath);
   log("agent listening", { socket: config.socketPath, pid: process.pid, version: AGENT_VERSION });
-  const internalSocket = process.env.UMS_INTERNAL_API_SOCKET;
   if (internalSocket) {
-    await startInternalApi(internalSocket, process.env.UMS_HOST_SOCKET ?? "/.unit/run/host.sock");
+    await startInternalApi(internalSocket, process.env.UMS_HOST_SOCKET ?? "/.unit/run/host.sock", services);
     log("internal API listening", { socket: internalSocket });
+  }
+  // Every boot starts the services again, in `needs` order (DESIGN.md section 3).
+  try {
+    services?.boot();
+  } catch (err) {
+    log("could not start the services", { error: (err as Error).message });
   }
   process.stdout.write(`${JSON.stringify({ ready: true, socket: config.socketPath, pid: process.pid })}\n`);
 

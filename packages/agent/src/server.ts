@@ -11,6 +11,8 @@ import { FsRouter } from "./fs/router.js";
 import { FsWatchSockets } from "./fs/watch.js";
 import { notFound, rejectUpgrade, sendJson, sessionNotFound, validation } from "./http/respond.js";
 import { PortWatcher } from "./ports/watch.js";
+import { serveServices } from "./services/http.js";
+import type { Supervisor } from "./services/supervisor.js";
 import { resolveUser } from "./util/users.js";
 import { AGENT_VERSION } from "./version.js";
 
@@ -25,6 +27,7 @@ import { AGENT_VERSION } from "./version.js";
 //   /fs/{list,read,write,chmod,chown,copy,delete,rename} → filesystem operations (spec 4.4, fs/http.ts)
 //   GET  /fs/watch (upgrade)     → file watch websocket (fs/watch.ts)
 //   GET  /fs/connect?as= (upgrade: ums-fs) → the connection goes to the fs process of that identity (fs/router.ts)
+//   /services…                   → the unit's services (spec 4.6, services/http.ts), when it has a supervisor
 
 export interface Agent {
   server: Server;
@@ -32,7 +35,7 @@ export interface Agent {
   close(): Promise<void>;
 }
 
-export function createAgent(config: AgentConfig): Agent {
+export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
   const sessions = new SessionTable(config);
   const ports = new PortWatcher(config.portPollMs);
   const sockets = new ExecSockets(config, sessions, ports);
@@ -65,6 +68,9 @@ export function createAgent(config: AgentConfig): Agent {
     }
     const fsOp = /^\/fs\/([a-z]+)$/.exec(path)?.[1];
     if (fsOp && fsOp !== "watch") return fsRouter.handle(req, res, fsOp, url.searchParams);
+    if (services && (path === "/services" || path.startsWith("/services/"))) {
+      if (await serveServices(services, req, res, path.slice("/services".length), url.searchParams)) return;
+    }
     return sendJson(res, 404, notFound(`no route for ${method} ${path}`));
   }
 

@@ -47,6 +47,16 @@ export const ErrorCode = {
   UnitProxyFailed: "UMS_UNIT_PROXY_FAILED",
   /** 403: the token is valid but may not reach this unit URL (url_settings.private_access). */
   Forbidden: "UMS_FORBIDDEN",
+  /** 404: the unit has no service of that name. */
+  ServiceNotFound: "UMS_SERVICE_NOT_FOUND",
+  /** 409: another service of the unit already claims that `http_port`. */
+  ServicePortTaken: "UMS_SERVICE_PORT_TAKEN",
+  /** 409: the service is needed by others (delete or change those first). */
+  ServiceNeeded: "UMS_SERVICE_NEEDED",
+  /** 409: the service has no running process to signal. */
+  ServiceNotRunning: "UMS_SERVICE_NOT_RUNNING",
+  /** 404: no keep-awake task of that name in the unit. */
+  TaskNotFound: "UMS_TASK_NOT_FOUND",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

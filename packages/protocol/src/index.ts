@@ -5,5 +5,6 @@ export * from "./fs.js";
 export * from "./names.js";
 export * from "./organization.js";
 export * from "./policies.js";
+export * from "./services.js";
 export * from "./units.js";
 export * from "./versions.js";

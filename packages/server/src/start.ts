@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import { buildApp } from "./api/app.js";
 import type { ApiInstance } from "./api/instance.js";
 import { HostSockets } from "./api/internal/host-sockets.js";
+import { HttpTargets } from "./api/proxy/target.js";
 import { unitUrl } from "./api/units/present.js";
 import type { ServerConfig } from "./config.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
@@ -79,11 +80,12 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         privileges: JSON.parse(unit.privileges),
       }),
     );
-    hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger });
+    const httpTargets = new HttpTargets(runtime);
+    hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger, httpTargets });
     const sockets = hostSockets;
     lifecycle.setHooks({ running: (id) => sockets.open(id), stopped: (id) => sockets.close(id) });
     await lifecycle.start();
-    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle });
+    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle, httpTargets });
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});

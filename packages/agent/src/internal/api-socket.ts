@@ -1,14 +1,23 @@
 import { chmodSync, unlinkSync } from "node:fs";
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from "node:http";
+import { serveServices } from "../services/http.js";
+import type { Supervisor } from "../services/supervisor.js";
 
 /**
  * The unit's internal API (spec 4.7) on /.unit/api.sock: what processes in the unit use without a
- * token. Checkpoint requests go on to ums serve over the socket the host keeps for this unit
- * (/.unit/run/host.sock, reachable only from inside this unit); ums knows the unit from the socket.
- * Started only when UMS_INTERNAL_API_SOCKET is set (the host sets it for units).
+ * token. Services are answered here by the agent's supervisor; checkpoint and keep-awake task
+ * requests go on to ums serve over the socket the host keeps for this unit (/.unit/run/host.sock,
+ * reachable only from inside this unit); ums knows the unit from the socket. A change of services
+ * made here is told to ums (it caches the unit's HTTP target port). Started only when
+ * UMS_INTERNAL_API_SOCKET is set (the host sets it for units).
  */
-export async function startInternalApi(socketPath: string, hostSocket: string): Promise<Server> {
-  const server = createServer((req, res) => route(req, res, hostSocket));
+export async function startInternalApi(socketPath: string, hostSocket: string, services?: Supervisor): Promise<Server> {
+  const server = createServer((req, res) => {
+    route(req, res, hostSocket, services).catch((err) => {
+      if (res.headersSent) return res.destroy();
+      reply(res, 500, { error: `internal error: ${(err as Error).message}`, code: "UMS_INTERNAL" });
+    });
+  });
   try {
     unlinkSync(socketPath);
   } catch {}
@@ -21,16 +30,33 @@ export async function startInternalApi(socketPath: string, hostSocket: string): 
   return server;
 }
 
-function route(req: IncomingMessage, res: ServerResponse, hostSocket: string): void {
-  const path = req.url ?? "/";
-  if (/^\/v1\/checkpoints?(\/|\?|$)/.test(path)) {
-    forward(req, res, hostSocket);
-    return;
+async function route(req: IncomingMessage, res: ServerResponse, hostSocket: string, services?: Supervisor) {
+  const url = new URL(req.url ?? "/", "http://unit");
+  const path = url.pathname.replace(/\/+$/, "");
+  if (/^\/v1\/(checkpoints?|tasks)(\/|$)/.test(path)) return forward(req, res, hostSocket);
+  if (services && (path === "/v1/services" || path.startsWith("/v1/services/"))) {
+    const rest = path.slice("/v1/services".length);
+    if (await serveServices(services, req, res, rest, url.searchParams, () => notifyHost(hostSocket))) return;
   }
-  res.writeHead(404, { "content-type": "application/json" });
-  res.end(
-    JSON.stringify({ error: `no internal route ${req.method} ${path.split("?")[0]}`, code: "UMS_ROUTE_NOT_FOUND" }),
-  );
+  reply(res, 404, { error: `no internal route ${req.method} ${path}`, code: "UMS_ROUTE_NOT_FOUND" });
+}
+
+function reply(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+/** Tells ums that the unit's services changed (best effort: ums also forgets on every stop). */
+function notifyHost(hostSocket: string): void {
+  const r = request({
+    socketPath: hostSocket,
+    method: "POST",
+    path: "/v1/services/changed",
+    headers: { host: "unit" },
+  });
+  r.on("response", (a) => a.resume());
+  r.on("error", () => {});
+  r.end();
 }
 
 /** Streams the request to ums and its answer back, NDJSON progress included. */
@@ -44,8 +70,7 @@ function forward(req: IncomingMessage, res: ServerResponse, hostSocket: string):
   );
   upstream.on("error", (err) => {
     if (res.headersSent) return res.destroy(err);
-    res.writeHead(502, { "content-type": "application/json" });
-    res.end(JSON.stringify({ error: `ums is not reachable from this unit: ${err.message}`, code: "UMS_UNAVAILABLE" }));
+    reply(res, 502, { error: `ums is not reachable from this unit: ${err.message}`, code: "UMS_UNAVAILABLE" });
   });
   req.pipe(upstream);
 }

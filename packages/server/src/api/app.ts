@@ -16,7 +16,8 @@ import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
-import { defaultHttpTargetPort, type HttpTargetPort } from "./proxy/target.js";
+import { type HttpTargetPort, HttpTargets } from "./proxy/target.js";
+import { serviceRoutes } from "./services/routes.js";
 import { loadCookieKey } from "./unit-url/cookie.js";
 import { rewriteUnitHost, unitUrlRoutes } from "./unit-url/routes.js";
 import { unitRoutes } from "./units/routes.js";
@@ -35,8 +36,10 @@ export interface AppDeps {
   readonly logger: FastifyBaseLogger;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
-  /** The port of a unit that its HTTP traffic goes to (spec 4.1; services will pick it). */
+  /** The port of a unit that its HTTP traffic goes to (spec 4.1); by default `httpTargets.port`. */
   readonly httpTargetPort?: HttpTargetPort;
+  /** The per-unit cache of the `http_port` service's port (spec 2.7), shared with the host sockets. */
+  readonly httpTargets?: HttpTargets;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -105,10 +108,11 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
 
+  const httpTargets = deps.httpTargets ?? new HttpTargets(deps.runtime);
   const proxy = {
     lifecycle: deps.lifecycle,
     runtime: deps.runtime,
-    targetPort: deps.httpTargetPort ?? defaultHttpTargetPort,
+    targetPort: deps.httpTargetPort ?? httpTargets.port,
   };
   let port = 0;
   const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), deps.lifecycle);
@@ -121,6 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     checkpointRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
     await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
     await api.register(async (fs) => fsRoutes(fs, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
+    serviceRoutes(api, { units, lifecycle: deps.lifecycle, runtime: deps.runtime, httpTargets });
     await api.register(async (p) => proxyRoutes(p, { ...proxy, units, config: deps.config }));
   });
   await app.register(async (u) =>

@@ -6,25 +6,34 @@ import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { checkpointInfo } from "../checkpoints/present.js";
+import type { HttpTargets } from "../proxy/target.js";
+import { KeepAwakeTasks } from "./tasks.js";
 
 interface Deps {
   readonly store: Store;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
   readonly log: Logger;
+  /** Forgotten when the unit's services change from inside it, and whenever the unit stops. */
+  readonly httpTargets?: HttpTargets;
 }
 
 /**
- * ums's side of each running unit's internal API (spec 4.7, checkpoint part): one Unix socket per
+ * ums's side of each running unit's internal API (spec 4.7: checkpoints, keep-awake tasks (tasks.ts),
+ * and the agent's note that the unit's services changed): one Unix socket per
  * unit, inside the unit's own run dir (so only that unit reaches it, through its agent, which
  * forwards /.unit/api.sock). The socket names the unit; requests carry no token.
  */
 export class HostSockets {
   private readonly servers = new Map<string, Server>();
+  private readonly tasks: KeepAwakeTasks;
 
-  constructor(private readonly deps: Deps) {}
+  constructor(private readonly deps: Deps) {
+    this.tasks = new KeepAwakeTasks(deps.lifecycle.activity);
+  }
 
   async open(unitId: string): Promise<void> {
+    this.deps.httpTargets?.forget(unitId);
     if (this.servers.has(unitId)) return;
     const { path, uid } = this.deps.runtime.hostSocket(unitId);
     const server = createServer((req, res) => {
@@ -44,6 +53,8 @@ export class HostSockets {
   }
 
   async close(unitId: string): Promise<void> {
+    this.tasks.clear(unitId);
+    this.deps.httpTargets?.forget(unitId);
     const server = this.servers.get(unitId);
     if (!server) return;
     this.servers.delete(unitId);
@@ -71,6 +82,12 @@ export class HostSockets {
       );
     }
     if (req.method === "POST" && path === "/v1/checkpoint") return this.checkpoint(unit, req, res);
+    if (req.method === "POST" && path === "/v1/services/changed") {
+      this.deps.httpTargets?.forget(unit.id);
+      res.writeHead(204).end();
+      return;
+    }
+    if (path === "/v1/tasks" || path.startsWith("/v1/tasks/")) return this.task(unit.id, req, res, path);
     if (one) {
       const cp = await this.deps.store.checkpoints.get(unit.id, one[1] ?? "");
       if (!cp)
@@ -92,6 +109,33 @@ export class HostSockets {
       }
     }
     reply(res, 404, { error: `no internal route ${req.method} ${path}`, code: "UMS_ROUTE_NOT_FOUND" });
+  }
+
+  private async task(unitId: string, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const name = path === "/v1/tasks" ? null : decodeURIComponent(path.slice("/v1/tasks/".length));
+    const json = async (): Promise<Record<string, unknown> | null> => {
+      try {
+        const v = JSON.parse(await readBody(req));
+        return typeof v === "object" && v !== null && !Array.isArray(v) ? v : null;
+      } catch {
+        return null;
+      }
+    };
+    const badBody = { errors: ['body: must be JSON like {"name": "build", "expire": "10m"}'], code: "UMS_VALIDATION" };
+    let out: { status: number; body?: unknown } | undefined;
+    if (name === null && req.method === "GET") out = { status: 200, body: this.tasks.list(unitId) };
+    else if (name === null && req.method === "POST") {
+      const b = await json();
+      out = b ? this.tasks.set(unitId, b.name, b.expire) : { status: 400, body: badBody };
+    } else if (name !== null && req.method === "GET") out = this.tasks.get(unitId, name);
+    else if (name !== null && req.method === "PUT") {
+      const b = await json();
+      out = b ? this.tasks.set(unitId, name, b.expire) : { status: 400, body: badBody };
+    } else if (name !== null && req.method === "DELETE") out = this.tasks.delete(unitId, name);
+    if (!out)
+      return reply(res, 405, { error: `no internal route ${req.method} ${path}`, code: "UMS_METHOD_NOT_ALLOWED" });
+    if (out.body === undefined) return void res.writeHead(out.status).end();
+    reply(res, out.status, out.body);
   }
 
   /** Spec 6.2: NDJSON `status` starting → progress (percent) → complete (id). */

@@ -1,0 +1,211 @@
+import { Type } from "@sinclair/typebox";
+import {
+  ErrorBody,
+  ErrorCode,
+  SERVICE_NAME_PATTERN,
+  ServiceRequest,
+  ServiceResponse,
+  ServiceSignalRequest,
+} from "@ums/protocol";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { UnitRuntime } from "../../runtime/runtime.js";
+import { ApiError } from "../errors.js";
+import { acquire } from "../exec/routes.js";
+import type { ApiInstance } from "../instance.js";
+import type { HttpTargets } from "../proxy/target.js";
+import { commonErrors, notFound } from "../schemas.js";
+import type { UnitService } from "../units/service.js";
+import { agentError, agentServices, readAll } from "./agent.js";
+
+// Spec 4.6, 3.2 and 6.4: a unit's services. ums validates, wakes the unit and hands each call to the
+// unit's agent, whose supervisor owns the services (packages/agent/src/services/); NDJSON streams
+// (start, stop, restart, logs, and PUT with a `duration`) flow through as the agent writes them.
+
+export interface ServiceDeps {
+  readonly units: UnitService;
+  readonly lifecycle: Lifecycle;
+  readonly runtime: UnitRuntime;
+  readonly httpTargets: HttpTargets;
+}
+
+const ServiceName = Type.String({
+  pattern: SERVICE_NAME_PATTERN,
+  "x-message": "must be 1-63 letters, digits, '.', '_' or '-', not starting with '.' or '-'",
+});
+const Params = Type.Object({ name: Type.String({ maxLength: 256 }), service: ServiceName });
+const Duration = Type.String({
+  pattern: "^(\\d{1,9}(\\.\\d+)?|(\\d{1,9}(\\.\\d+)?(ms|s|m|h))+)$",
+  maxLength: 32,
+  "x-message": "must be seconds (e.g. 5) or a duration such as 10s or 500ms",
+});
+const DurationQuery = Type.Object({ duration: Type.Optional(Duration) }, { additionalProperties: false });
+const LogsQuery = Type.Object(
+  { duration: Type.Optional(Duration), lines: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })) },
+  { additionalProperties: false },
+);
+const errors = { ...commonErrors, ...notFound, 409: ErrorBody, 502: ErrorBody };
+const ndjsonResponse = { 200: Type.Any({ description: "NDJSON stream of spec 6.4 events" }) };
+
+type Req = FastifyRequest<{ Params: { name: string; service?: string }; Querystring: Record<string, unknown> }>;
+
+export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
+  const tags = ["services"];
+
+  /** Sends one call to the unit's agent and answers with its JSON or streams its NDJSON. */
+  async function call(req: Req, reply: FastifyReply, method: string, path: string, body?: unknown): Promise<void> {
+    const unit = await deps.units.require(req.auth.org, req.params.name);
+    const release = await acquire(deps.lifecycle, req.auth.org, unit);
+    const query = new URLSearchParams(
+      Object.entries(req.query ?? {}).map(([k, v]) => [k, String(v)] as [string, string]),
+    ).toString();
+    let res: import("node:http").IncomingMessage;
+    try {
+      res = await agentServices(
+        deps.runtime.agentSocket(unit.id),
+        method,
+        `${path}${query ? `?${query}` : ""}`,
+        body === undefined ? undefined : JSON.stringify(body),
+      );
+    } catch (err) {
+      release();
+      deps.lifecycle.suspect(unit.id);
+      throw new ApiError(
+        502,
+        ErrorCode.UnitUnavailable,
+        `the unit's agent is not reachable: ${(err as Error).message}`,
+      );
+    }
+    const status = res.statusCode ?? 502;
+    if (method === "PUT" || method === "DELETE") deps.httpTargets.forget(unit.id);
+    if (status === 204) {
+      res.resume();
+      release();
+      reply.code(204).send(null);
+      return;
+    }
+    if (status !== 200) {
+      release();
+      throw await agentError(res);
+    }
+    if (!String(res.headers["content-type"]).startsWith("application/x-ndjson")) {
+      try {
+        reply.send(JSON.parse(await readAll(res)));
+      } finally {
+        release();
+      }
+      return;
+    }
+    reply.hijack();
+    reply.raw.writeHead(200, {
+      "content-type": "application/x-ndjson",
+      "cache-control": "no-store",
+      "x-accel-buffering": "no",
+    });
+    res.pipe(reply.raw);
+    const end = () => {
+      release();
+      res.destroy();
+    };
+    res.once("end", end);
+    res.once("error", () => {
+      reply.raw.destroy();
+      end();
+    });
+    reply.raw.once("close", end);
+  }
+
+  app.get(
+    "/v1/units/:name/services",
+    {
+      schema: {
+        tags,
+        summary: "The unit's services with their state",
+        params: Type.Object({ name: Type.String({ maxLength: 256 }) }),
+        response: { 200: Type.Array(ServiceResponse), ...errors },
+      },
+    },
+    (req, reply) => call(req as Req, reply, "GET", ""),
+  );
+
+  app.get(
+    "/v1/units/:name/services/:service",
+    { schema: { tags, summary: "One service", params: Params, response: { 200: ServiceResponse, ...errors } } },
+    (req, reply) => call(req as Req, reply, "GET", `/${req.params.service}`),
+  );
+
+  app.put(
+    "/v1/units/:name/services/:service",
+    {
+      schema: {
+        tags,
+        summary:
+          "Create or update a service and start it; with `duration` > 0 (default 5 s) the start's events stream as NDJSON for that long, with 0 the answer is the ServiceResponse",
+        params: Params,
+        querystring: DurationQuery,
+        body: ServiceRequest,
+        response: { 200: Type.Any({ description: "ServiceResponse, or an NDJSON stream (spec 6.4)" }), ...errors },
+      },
+    },
+    (req, reply) => call(req as Req, reply, "PUT", `/${req.params.service}`, req.body),
+  );
+
+  app.delete(
+    "/v1/units/:name/services/:service",
+    {
+      schema: { tags, summary: "Stop and delete a service", params: Params, response: { 204: Type.Null(), ...errors } },
+    },
+    (req, reply) => call(req as Req, reply, "DELETE", `/${req.params.service}`),
+  );
+
+  for (const action of ["start", "stop", "restart"] as const) {
+    app.post(
+      `/v1/units/:name/services/:service/${action}`,
+      {
+        schema: {
+          tags,
+          summary: {
+            start: "Start a service (and the services it needs); NDJSON for `duration`",
+            stop: "Stop a service; it stays stopped, across boots too, until started again (NDJSON)",
+            restart: "Stop the service if it runs, then start it (NDJSON stop and start progress, spec 6.4)",
+          }[action],
+          params: Params,
+          querystring: DurationQuery,
+          response: { ...ndjsonResponse, ...errors },
+        },
+      },
+      (req, reply) => call(req as Req, reply, "POST", `/${req.params.service}/${action}`),
+    );
+  }
+
+  app.get(
+    "/v1/units/:name/services/:service/logs",
+    {
+      schema: {
+        tags,
+        summary: "The service's log (`lines` last lines, default all), then new lines for `duration` (default 0)",
+        params: Params,
+        querystring: LogsQuery,
+        response: { ...ndjsonResponse, ...errors },
+      },
+    },
+    (req, reply) => call(req as Req, reply, "GET", `/${req.params.service}/logs`),
+  );
+
+  app.post(
+    "/v1/units/:name/services/signal",
+    {
+      schema: {
+        tags,
+        summary: "Send a signal to a service's process group",
+        params: Type.Object({ name: Type.String({ maxLength: 256 }) }),
+        body: ServiceSignalRequest,
+        response: {
+          200: Type.Object({ name: Type.String(), signal: Type.String(), pid: Type.Integer() }),
+          ...errors,
+        },
+      },
+    },
+    (req, reply) => call(req as Req, reply, "POST", "/signal", req.body),
+  );
+}
