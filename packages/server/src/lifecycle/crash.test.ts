@@ -2,21 +2,19 @@
 // checkpoint delete leaves the unit in the old or the new state after a restart, never in between,
 // and no snapshot the database does not know (nor a row without its snapshot).
 import assert from "node:assert/strict";
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { FAILPOINTS, type Failpoint } from "../failpoints/failpoints.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { execHttp } from "../testing/exec-client.js";
 import { freePort } from "../testing/free-port.js";
 import { cleanupStoppedServer } from "../testing/host-cleanup.js";
 import { lockSubnet } from "../testing/runtime.js";
-
-const UMS = resolve(fileURLToPath(import.meta.url), "../../../../../bin/ums");
+import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
 
 /** What each failpoint interrupts, and what the unit holds before and after that operation. */
 type Op = "checkpoint" | "restore" | "delete";
@@ -32,24 +30,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
   let unlock: () => Promise<void>;
   const ids = new Map<string, string>();
 
-  async function serve(failpoint?: Failpoint): Promise<ChildProcess> {
-    const child = spawn(UMS, ["serve"], {
-      env: { ...env, UMS_FAILPOINTS: failpoint ?? "" },
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    let log = "";
-    child.stderr?.on("data", (d) => {
-      log += d;
-    });
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      try {
-        if ((await fetch(`${base}/healthz`)).ok) return child;
-      } catch {}
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`ums serve did not start: ${log}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const serve = (failpoint?: Failpoint) => spawnServe(base, { ...env, UMS_FAILPOINTS: failpoint ?? "" });
 
   async function api(method: string, path: string, body?: unknown): Promise<Response> {
     return fetch(`${base}${path}`, {
@@ -95,7 +76,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
       UMS_IDLE_WARM: "10m",
       UMS_LOG_LEVEL: "warn",
     };
-    token = execFileSync(UMS, ["token", "create", "--org", "crash"], { env }).toString().trim();
+    token = execFileSync(UMS_BIN, ["token", "create", "--org", "crash"], { env }).toString().trim();
     server = await serve();
     // One unit per failpoint: "old" saved as v0, then "new" written (delete cases: saved as v1).
     await Promise.all(
@@ -113,7 +94,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
   });
 
   after(async () => {
-    if (server && server.exitCode === null && server.signalCode === null) {
+    if (isRunning(server)) {
       for (const name of ids.keys()) await api("DELETE", `/v1/units/${name}`).catch(() => {});
       server.kill("SIGTERM");
       await new Promise((r) => server?.once("exit", r));
@@ -170,7 +151,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
 
   it("recovers at every failpoint", async () => {
     for (const [i, fp] of FAILPOINTS.entries()) {
-      if (server && server.exitCode === null && server.signalCode === null) {
+      if (isRunning(server)) {
         server.kill("SIGTERM");
         await new Promise((r) => server?.once("exit", r));
       }

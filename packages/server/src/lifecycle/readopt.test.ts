@@ -1,18 +1,16 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { testImage } from "../runtime/image/test-image.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
 import { removeCgroups } from "../runtime/runc/runc-runtime.js";
 import { execHttp } from "../testing/exec-client.js";
 import { freePort } from "../testing/free-port.js";
 import { lockSubnet } from "../testing/runtime.js";
-
-const UMS = resolve(fileURLToPath(import.meta.url), "../../../../../bin/ums");
+import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
 
 /** DESIGN.md section 3: `ums serve` restarting or crashing does not stop running units. */
 describe("a running unit survives kill -9 of ums serve", () => {
@@ -23,21 +21,7 @@ describe("a running unit survives kill -9 of ums serve", () => {
   let token: string;
   let unlock: () => Promise<void>;
 
-  async function serve(): Promise<ChildProcess> {
-    const child = spawn(UMS, ["serve"], { env, stdio: ["ignore", "ignore", "pipe"] });
-    let log = "";
-    child.stderr?.on("data", (d) => {
-      log += d;
-    });
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      try {
-        if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child;
-      } catch {}
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`ums serve did not start: ${log}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  const serve = () => spawnServe(`http://127.0.0.1:${port}`, env);
 
   before(async () => {
     const image = await testImage();
@@ -54,12 +38,12 @@ describe("a running unit survives kill -9 of ums serve", () => {
       UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
       UMS_LOG_LEVEL: "warn",
     };
-    token = execFileSync(UMS, ["token", "create", "--org", "readopt"], { env }).toString().trim();
+    token = execFileSync(UMS_BIN, ["token", "create", "--org", "readopt"], { env }).toString().trim();
     server = await serve();
   });
 
   after(async () => {
-    if (server?.exitCode === null) {
+    if (isRunning(server)) {
       // Clean up through the API so every host resource of the unit goes.
       await fetch(`http://127.0.0.1:${port}/v1/units/keeper`, {
         method: "DELETE",
