@@ -77,6 +77,20 @@ describe("a running unit survives kill -9 of ums serve", () => {
     ]);
     const sleeper = bg.stdout.toString().trim();
     assert.match(sleeper, /^\d+$/);
+    const task = await execHttp(base, token, "keeper", [
+      "curl",
+      "-sf",
+      "--unix-socket",
+      "/.unit/api.sock",
+      "-X",
+      "POST",
+      "-H",
+      "content-type: application/json",
+      "-d",
+      '{"name":"keep","expire":"1h"}',
+      "http://unit/v1/tasks",
+    ]);
+    assert.equal(task.exitCode, 0, task.stderr.toString());
 
     server?.kill("SIGKILL");
     await new Promise((r) => server?.once("exit", r));
@@ -90,5 +104,18 @@ describe("a running unit survives kill -9 of ums serve", () => {
     assert.equal(unit.status, "running");
     const check = await execHttp(base, token, "keeper", ["sh", "-c", `kill -0 ${sleeper} && echo alive`]);
     assert.equal(check.stdout.toString(), "alive\n", "processes started before the crash still run");
+    const tasks = await execHttp(base, token, "keeper", [
+      "curl",
+      "-sf",
+      "--unix-socket",
+      "/.unit/api.sock",
+      "http://unit/v1/tasks",
+    ]);
+    const held = JSON.parse(tasks.stdout.toString()) as { name: string }[];
+    assert.deepEqual(
+      held.map((t) => t.name),
+      ["keep"],
+      "the keep-awake task is held again by the new server",
+    );
   });
 });

@@ -1,5 +1,6 @@
 import { chmod, chown, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { dirname, join } from "node:path";
 import type { Logger } from "pino";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
@@ -29,12 +30,16 @@ export class HostSockets {
   private readonly tasks: KeepAwakeTasks;
 
   constructor(private readonly deps: Deps) {
-    this.tasks = new KeepAwakeTasks(deps.lifecycle.activity);
+    // Beside the unit's sockets, in its run directory: <run>/sock/host.sock → <run>/tasks.json.
+    this.tasks = new KeepAwakeTasks(deps.lifecycle.activity, {
+      path: (id) => join(dirname(dirname(deps.runtime.hostSocket(id).path)), "tasks.json"),
+    });
   }
 
   async open(unitId: string): Promise<void> {
     this.deps.httpTargets?.forget(unitId);
     if (this.servers.has(unitId)) return;
+    this.tasks.reload(unitId);
     const { path, uid } = this.deps.runtime.hostSocket(unitId);
     const server = createServer((req, res) => {
       this.handle(unitId, req, res).catch((err) => {
@@ -52,8 +57,19 @@ export class HostSockets {
     await chmod(path, 0o600);
   }
 
+  /** The unit stopped: its socket and its tasks go. */
   async close(unitId: string): Promise<void> {
     this.tasks.clear(unitId);
+    await this.closeSocket(unitId);
+  }
+
+  /** The server stops; running units keep their tasks for the next server (reload in open()). */
+  async closeAll(): Promise<void> {
+    for (const id of this.servers.keys()) this.tasks.forget(id);
+    await Promise.all([...this.servers.keys()].map((id) => this.closeSocket(id)));
+  }
+
+  private async closeSocket(unitId: string): Promise<void> {
     this.deps.httpTargets?.forget(unitId);
     const server = this.servers.get(unitId);
     if (!server) return;
@@ -62,10 +78,6 @@ export class HostSockets {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeAllConnections();
     await closed;
-  }
-
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.servers.keys()].map((id) => this.close(id)));
   }
 
   private async handle(unitId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {

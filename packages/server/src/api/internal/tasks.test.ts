@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { Activity } from "../../lifecycle/activity.js";
@@ -38,5 +41,31 @@ describe("keep-awake tasks", () => {
     const bad = tasks.set("u", "../x", "1h");
     assert.equal(bad.status, 400);
     assert.equal(activity.isHeld("u"), false);
+  });
+
+  it("keeps tasks in a file across a server restart, and drops the file when the unit stops", () => {
+    const dir = mkdtempSync(join(tmpdir(), "ums-tasks-"));
+    try {
+      const files = { path: (id: string) => join(dir, `${id}.json`) };
+      const first = new KeepAwakeTasks(new Activity(), files);
+      assert.equal(first.set("u", "build", "1h").status, 201);
+      assert.equal(first.set("u", "short", "1s").status, 201);
+      first.forget("u"); // the server stops; the unit runs on
+      const activity = new Activity();
+      const next = new KeepAwakeTasks(activity, files);
+      next.reload("u", Date.now() + 5000); // by then `short` has expired
+      assert.deepEqual(
+        next.list("u").map((t) => t.name),
+        ["build"],
+      );
+      assert.equal(activity.isHeld("u"), true);
+      next.clear("u"); // the unit stops
+      assert.equal(existsSync(files.path("u")), false);
+      writeFileSync(files.path("v"), "not json");
+      next.reload("v");
+      assert.deepEqual(next.list("v"), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,10 +1,13 @@
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { parseDuration, TASK_MAX_EXPIRE_MS } from "@ums/protocol";
 import type { Activity } from "../../lifecycle/activity.js";
 
 // Keep-awake tasks of the internal API (DESIGN.md section 3: a unit is not idle while "a keep-awake
 // task held through the internal API" lives). A process in the unit registers `{name, expire}`;
 // until it expires (at most TASK_MAX_EXPIRE_MS ahead) or is deleted, the task holds the unit
-// running. Tasks live in ums only and die with the unit (clear() when it stops).
+// running. Tasks live in ums (in memory, and in a file in the unit's run directory so that a
+// restarted server holds them again when it re-adopts the unit) and die with the unit (clear()
+// when it stops).
 //   GET /v1/tasks → [{name, expire}]   POST /v1/tasks {name, expire} → 201 (creates or replaces)
 //   GET|PUT|DELETE /v1/tasks/{name}     (PUT body {expire})
 // `expire` is a duration from now (seconds or `10m` style) or an ISO 8601 time.
@@ -40,10 +43,37 @@ export function parseExpire(value: unknown, now: number): number | string {
   return at;
 }
 
+/** Where a unit's tasks are kept across server restarts (one small JSON file per unit). */
+export interface TaskFiles {
+  path(unitId: string): string;
+}
+
+type Saved = { name: string; expireAt: number }[];
+
 export class KeepAwakeTasks {
   private readonly units = new Map<string, Map<string, Task>>();
 
-  constructor(private readonly activity: Activity) {}
+  constructor(
+    private readonly activity: Activity,
+    private readonly files?: TaskFiles,
+  ) {}
+
+  /** Holds again the tasks saved for a unit (a server restarted and re-adopted it). */
+  reload(unitId: string, now = Date.now()): void {
+    if (!this.files || this.units.has(unitId)) return;
+    let saved: Saved = [];
+    try {
+      saved = JSON.parse(readFileSync(this.files.path(unitId), "utf8")) as Saved;
+    } catch {
+      return;
+    }
+    for (const t of Array.isArray(saved) ? saved.slice(0, MAX_TASKS_PER_UNIT) : []) {
+      if (typeof t?.name === "string" && TASK_NAME_RE.test(t.name) && typeof t.expireAt === "number") {
+        if (t.expireAt > now && t.expireAt - now <= TASK_MAX_EXPIRE_MS) this.put(unitId, t.name, t.expireAt, now);
+      }
+    }
+    this.save(unitId);
+  }
 
   list(unitId: string): TaskInfo[] {
     return [...(this.units.get(unitId) ?? new Map<string, Task>())].map(([name, t]) => info(name, t));
@@ -69,16 +99,40 @@ export class KeepAwakeTasks {
         status: 400,
         body: { errors: [`name: a unit holds at most ${MAX_TASKS_PER_UNIT} tasks`], code: "UMS_VALIDATION" },
       };
+    const task = this.put(unitId, name as string, at, now);
+    this.save(unitId);
+    return { status: old ? 200 : 201, body: info(name as string, task) };
+  }
+
+  private put(unitId: string, name: string, at: number, now: number): Task {
+    const tasks = this.units.get(unitId) ?? new Map<string, Task>();
+    const old = tasks.get(name);
     if (old) clearTimeout(old.timer);
     const task: Task = {
       expireAt: at,
       release: old?.release ?? this.activity.hold(unitId),
-      timer: setTimeout(() => this.delete(unitId, name as string), at - now),
+      timer: setTimeout(() => this.delete(unitId, name), at - now),
     };
     task.timer.unref();
-    tasks.set(name as string, task);
+    tasks.set(name, task);
     this.units.set(unitId, tasks);
-    return { status: old ? 200 : 201, body: info(name as string, task) };
+    return task;
+  }
+
+  /** Written aside and renamed over: a crash leaves the old list or the new one. */
+  private save(unitId: string): void {
+    if (!this.files) return;
+    const path = this.files.path(unitId);
+    const saved: Saved = [...(this.units.get(unitId) ?? [])].map(([name, t]) => ({ name, expireAt: t.expireAt }));
+    try {
+      if (saved.length === 0) rmSync(path, { force: true });
+      else {
+        writeFileSync(`${path}.tmp`, JSON.stringify(saved));
+        renameSync(`${path}.tmp`, path);
+      }
+    } catch {
+      // The run directory is gone: the unit stopped, and its tasks with it.
+    }
   }
 
   delete(unitId: string, name: string): TaskResult {
@@ -89,12 +143,23 @@ export class KeepAwakeTasks {
     t.release();
     tasks.delete(name);
     if (tasks.size === 0) this.units.delete(unitId);
+    this.save(unitId);
     return { status: 204 };
   }
 
   /** The unit stopped: its tasks end with it. */
   clear(unitId: string): void {
     for (const name of [...(this.units.get(unitId)?.keys() ?? [])]) this.delete(unitId, name);
+    if (this.files) rmSync(this.files.path(unitId), { force: true });
+  }
+
+  /** The server stops, the unit keeps running: its tasks stay saved for the next server. */
+  forget(unitId: string): void {
+    for (const t of this.units.get(unitId)?.values() ?? []) {
+      clearTimeout(t.timer);
+      t.release();
+    }
+    this.units.delete(unitId);
   }
 }
 
