@@ -47,6 +47,8 @@ export const ErrorCode = {
   UnitProxyFailed: "UMS_UNIT_PROXY_FAILED",
   /** 403: the token is valid but may not reach this unit URL (url_settings.private_access). */
   Forbidden: "UMS_FORBIDDEN",
+  /** 400: a network policy rule is malformed, names an unknown preset or an unknown action. */
+  NetworkPolicyInvalid: "UMS_NETWORK_POLICY_INVALID",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -312,6 +312,7 @@ export class Lifecycle {
       sourceId: fresh.activeCheckpoint,
       resources: fresh.resources,
       privileges: fresh.privileges,
+      network: fresh.network,
       createdAt: new Date().toISOString(),
     };
     // A crash before this insert leaves a snapshot the database does not know: removed at start.
@@ -361,6 +362,7 @@ export class Lifecycle {
       activeCheckpoint: cp.id,
       resources: cp.resources,
       privileges: cp.privileges,
+      network: cp.network,
       updatedAt: new Date().toISOString(),
     });
   }

@@ -48,7 +48,17 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
   throw new Error("no free test subnet");
 }
 
-export async function openTestRuntime(dataDir: string): Promise<TestRuntime> {
+/**
+ * The public ranges units of test servers may reach at all: the fake internet's (TEST-NET-2 and
+ * TEST-NET-3, RFC 5737), which only exist as namespaces tests create. Nothing else leaves a unit.
+ */
+export const TEST_EGRESS_RANGES = ["198.51.100.0/24", "203.0.113.0/24"] as const;
+
+export interface TestRuntimeOpts {
+  readonly gatewayPort?: number;
+}
+
+export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {}): Promise<TestRuntime> {
   const image = await testImage();
   const rid = randomBytes(2).toString("hex");
   const subnet = await lockSubnet();
@@ -64,6 +74,9 @@ export async function openTestRuntime(dataDir: string): Promise<TestRuntime> {
     defaultMemoryBytes: 512 * 1024 ** 2,
     defaultPids: 1024,
     bootTimeoutMs: 20_000,
+    gatewayPort: opts.gatewayPort ?? 7071,
+    egressRanges: TEST_EGRESS_RANGES,
+    uplinks: [],
   });
   return {
     runtime,

@@ -1,0 +1,130 @@
+import { writeFile } from "node:fs/promises";
+import { isIPv4 } from "node:net";
+import { run } from "../exec/host-command.js";
+import { firewallTable } from "./firewall.js";
+import type { UnitNetwork } from "./unit-network.js";
+
+/** An address a unit may reach, for `timeoutS` seconds (its DNS answer's TTL plus a grace). */
+export interface AllowedAddress {
+  readonly ip: string;
+  readonly timeoutS: number;
+}
+
+export interface EgressMode {
+  /** Enforced: only the allow set; open: the public internet (spec 2.10 `{"rules": []}`). */
+  readonly enforced: boolean;
+  /** Whether the firewall limits egress to configured ranges (its `public4` set). */
+  readonly limited: boolean;
+}
+
+const names = (slot: number) => ({ chain: `unit_${slot}`, set: `allow_${slot}`, counter: `drop_${slot}` });
+
+/** Never hand nft anything but a dotted quad: nft resolves what it cannot parse as a host name. */
+function elements(allow: readonly AllowedAddress[]): string {
+  return allow
+    .filter((a) => isIPv4(a.ip))
+    .map((a) => `${a.ip} timeout ${Math.max(1, Math.ceil(a.timeoutS))}s`)
+    .join(", ");
+}
+
+function chainRules(table: string, slot: number, mode: EgressMode): string[] {
+  const { chain, set, counter } = names(slot);
+  const rule = (r: string) => `add rule inet ${table} ${chain} ${r}`;
+  return [
+    `flush chain inet ${table} ${chain}`,
+    rule(`ip daddr @private4 counter name ${counter} drop`),
+    ...(mode.limited ? [rule(`ip daddr != @public4 counter name ${counter} drop`)] : []),
+    ...(mode.enforced
+      ? [
+          rule(`ip daddr @${set} accept`),
+          // A reset, not silence: a denied connection fails at once instead of timing out, and a
+          // connection cut by a policy change ends at the unit's next packet.
+          rule(`meta l4proto tcp counter name ${counter} reject with tcp reset`),
+          rule(`counter name ${counter} reject with icmp type admin-prohibited`),
+        ]
+      : [rule("accept")]),
+  ];
+}
+
+/**
+ * Gives a unit its egress chain, allow set and drop counter, in the given mode, then lets its
+ * veth forward. The rules are in place before forwarding is on (and an interface without a chain
+ * matches the firewall's final drop).
+ */
+export async function attachEgress(rid: string, net: UnitNetwork, mode: EgressMode): Promise<void> {
+  const table = firewallTable(rid);
+  const { chain, set, counter } = names(net.slot);
+  const batch = [
+    // A fresh counter (one of a crashed run may be there): its rules go first, then it.
+    `add chain inet ${table} ${chain}`,
+    `flush chain inet ${table} ${chain}`,
+    `add counter inet ${table} ${counter}`,
+    `delete counter inet ${table} ${counter}`,
+    `add counter inet ${table} ${counter}`,
+    `add set inet ${table} ${set} { type ipv4_addr; flags timeout; }`,
+    `flush set inet ${table} ${set}`,
+    ...chainRules(table, net.slot, mode),
+    `add element inet ${table} sources { "${net.hostIf}" . ${net.unitIp} }`,
+    `add element inet ${table} gateways { "${net.hostIf}" . ${net.hostIp} }`,
+    `add element inet ${table} egress { "${net.hostIf}" : jump ${chain} }`,
+  ];
+  await run("nft", ["-f", "-"], { input: batch.join("\n") });
+  // Per interface (ip-sysctl.rst, conf/<if>/forwarding): packets arriving from this unit may be
+  // routed; the host's global ip_forward is left alone. No IPv6 on the host end of the link.
+  await writeFile(`/proc/sys/net/ipv4/conf/${net.hostIf}/forwarding`, "1");
+  await writeFile(`/proc/sys/net/ipv6/conf/${net.hostIf}/disable_ipv6`, "1").catch(() => {});
+}
+
+/** Switches the mode and replaces the allow set in one transaction (nft applies a batch atomically). */
+export async function setEgress(
+  rid: string,
+  net: UnitNetwork,
+  mode: EgressMode,
+  allow: readonly AllowedAddress[],
+): Promise<void> {
+  const table = firewallTable(rid);
+  const { set } = names(net.slot);
+  const els = elements(allow);
+  const batch = [
+    `flush set inet ${table} ${set}`,
+    ...(els ? [`add element inet ${table} ${set} { ${els} }`] : []),
+    ...chainRules(table, net.slot, mode),
+  ];
+  await run("nft", ["-f", "-"], { input: batch.join("\n") });
+}
+
+/** Adds (or extends) allowed addresses; an element already there gets the new timeout. */
+export async function allowEgress(rid: string, slot: number, allow: readonly AllowedAddress[]): Promise<void> {
+  const els = elements(allow);
+  if (!els) return;
+  const table = firewallTable(rid);
+  const { set } = names(slot);
+  // `add` keeps an existing element's timeout; delete-then-add in one batch refreshes it.
+  const batch = [`add element inet ${table} ${set} { ${els} }`, `delete element inet ${table} ${set} { ${els} }`];
+  batch.push(`add element inet ${table} ${set} { ${els} }`);
+  await run("nft", ["-f", "-"], { input: batch.join("\n") });
+}
+
+export async function detachEgress(rid: string, net: UnitNetwork): Promise<void> {
+  const table = firewallTable(rid);
+  const { chain, set, counter } = names(net.slot);
+  const steps = [
+    `delete element inet ${table} egress { "${net.hostIf}" }`,
+    `delete element inet ${table} sources { "${net.hostIf}" . ${net.unitIp} }`,
+    `delete element inet ${table} gateways { "${net.hostIf}" . ${net.hostIp} }`,
+    `delete chain inet ${table} ${chain}`,
+    `delete set inet ${table} ${set}`,
+    `delete counter inet ${table} ${counter}`,
+  ];
+  // One batch; when part is already gone (a crash halfway), each step on its own.
+  await run("nft", ["-f", "-"], { input: steps.join("\n") }).catch(async () => {
+    for (const s of steps) await run("nft", ["-f", "-"], { input: s }).catch(() => {});
+  });
+}
+
+/** Packets the unit's chain dropped or rejected since it was attached. */
+export async function droppedPackets(rid: string, slot: number): Promise<number> {
+  const { stdout } = await run("nft", ["-j", "list", "counter", "inet", firewallTable(rid), names(slot).counter]);
+  const parsed = JSON.parse(stdout) as { nftables: { counter?: { packets: number } }[] };
+  return parsed.nftables.find((e) => e.counter)?.counter?.packets ?? 0;
+}
