@@ -29,6 +29,10 @@ export interface ServerConfig {
   readonly gatewayPort: number;
   /** The resolver units' allowed lookups are forwarded to (`HOST` or `HOST:PORT`); undefined: the host's (/etc/resolv.conf). */
   readonly dnsUpstream: string | undefined;
+  /** When set, units reach only these public IPv4 ranges (CIDRs; empty: none). Tests and benches confine them. */
+  readonly egressRanges: readonly string[] | undefined;
+  /** Interfaces replies to units arrive on (ums turns forwarding on there); undefined: those of the default routes. */
+  readonly uplinks: readonly string[] | undefined;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -48,6 +52,8 @@ export interface ConfigInput {
   unitSubnet?: string | undefined;
   gatewayPort?: string | number | undefined;
   dnsUpstream?: string | undefined;
+  egressRanges?: string | undefined;
+  uplinks?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -108,6 +114,31 @@ function imageVariant(v: string): "full" | "test" {
   return v;
 }
 
+/** `none` or a comma-separated list of IPv4 CIDRs. */
+function egressRanges(v: string | undefined): readonly string[] | undefined {
+  if (v === undefined) return undefined;
+  if (v.trim() === "none") return Object.freeze([]);
+  const list = v.split(",").map((c) => c.trim());
+  for (const c of list) {
+    const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(c);
+    if (!m || isIP(m[1] ?? "") !== 4 || Number(m[2]) > 32) {
+      throw new ConfigError(`egress range '${c}' is not an IPv4 CIDR like 203.0.113.0/24 (or give 'none')`);
+    }
+  }
+  return Object.freeze(list);
+}
+
+/** `none` or a comma-separated list of interface names. */
+function uplinks(v: string | undefined): readonly string[] | undefined {
+  if (v === undefined) return undefined;
+  if (v.trim() === "none") return Object.freeze([]);
+  const list = v.split(",").map((c) => c.trim());
+  for (const dev of list) {
+    if (!/^[\w.-]{1,15}$/.test(dev)) throw new ConfigError(`uplink '${dev}' is not an interface name (or give 'none')`);
+  }
+  return Object.freeze(list);
+}
+
 function dnsUpstream(v: string | undefined): string | undefined {
   if (v === undefined) return undefined;
   parseDnsServer(v);
@@ -141,6 +172,8 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     unitSubnet: input.unitSubnet ?? env.UMS_UNIT_SUBNET ?? "10.209.0.0/16",
     gatewayPort: port("gateway-port", input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? 7071),
     dnsUpstream: dnsUpstream(input.dnsUpstream ?? (env.UMS_DNS_UPSTREAM || undefined)),
+    egressRanges: egressRanges(input.egressRanges ?? (env.UMS_EGRESS_RANGES || undefined)),
+    uplinks: uplinks(input.uplinks ?? (env.UMS_UPLINKS || undefined)),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

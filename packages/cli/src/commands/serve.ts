@@ -28,6 +28,14 @@ export function serveCommand(): Command {
       "resolver for units' allowed lookups (env UMS_DNS_UPSTREAM, default the host's from /etc/resolv.conf)",
     )
     .option(
+      "--egress-ranges <cidrs|none>",
+      "units reach only these public IPv4 ranges, comma-separated (env UMS_EGRESS_RANGES, default all public)",
+    )
+    .option(
+      "--uplinks <ifs|none>",
+      "interfaces ums turns forwarding on for unit replies (env UMS_UPLINKS, default those of the default routes)",
+    )
+    .option(
       "--unit-url-scheme <scheme>",
       "scheme of unit URLs as clients see them (env UMS_UNIT_URL_SCHEME, default http)",
     )
@@ -50,6 +58,8 @@ export function serveCommand(): Command {
         unitSubnet?: string;
         gatewayPort?: string;
         dnsUpstream?: string;
+        egressRanges?: string;
+        uplinks?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
         // (the first start builds the base image) aborts the start; later ones stop the server.

@@ -19,6 +19,8 @@ export interface HostRuntimeOptions {
   readonly unitSubnet: string;
   /** The connectors gateway's port (units may reach it on their gateway address). */
   readonly gatewayPort: number;
+  readonly egressRanges?: readonly string[] | undefined;
+  readonly uplinks?: readonly string[] | undefined;
   readonly imageVariant?: ImageVariant;
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
   readonly poolDir?: string | undefined;
@@ -87,6 +89,7 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
     defaultPids: 4096,
     bootTimeoutMs: 15_000,
     gatewayPort: opts.gatewayPort,
-    uplinks: await defaultUplinks(),
+    egressRanges: opts.egressRanges,
+    uplinks: opts.uplinks ?? (await defaultUplinks()),
   });
 }

@@ -54,6 +54,17 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
  */
 export const TEST_EGRESS_RANGES = ["198.51.100.0/24", "203.0.113.0/24"] as const;
 
+/**
+ * The environment of every `ums serve` a test or bench starts: units reach only the fake internet's
+ * ranges, the host's uplinks are left alone, and DNS goes to a loopback port where nothing answers
+ * unless the test points it at its fake resolver.
+ */
+export const TEST_NETWORK_ENV: Readonly<Record<string, string>> = Object.freeze({
+  UMS_EGRESS_RANGES: TEST_EGRESS_RANGES.join(","),
+  UMS_UPLINKS: "none",
+  UMS_DNS_UPSTREAM: "127.0.0.1:9",
+});
+
 export interface TestRuntimeOpts {
   readonly gatewayPort?: number;
 }

@@ -2,6 +2,7 @@ import { writeFile } from "node:fs/promises";
 import { isIPv4 } from "node:net";
 import { run } from "../exec/host-command.js";
 import { firewallTable } from "./firewall.js";
+import type { NftShell } from "./nft-shell.js";
 import type { UnitNetwork } from "./unit-network.js";
 
 /** An address a unit may reach, for `timeoutS` seconds (its DNS answer's TTL plus a grace). */
@@ -93,16 +94,20 @@ export async function setEgress(
   await run("nft", ["-f", "-"], { input: batch.join("\n") });
 }
 
-/** Adds (or extends) allowed addresses; an element already there gets the new timeout. */
-export async function allowEgress(rid: string, slot: number, allow: readonly AllowedAddress[]): Promise<void> {
+/** Adds (or extends) allowed addresses; an element already there gets the new timeout. One nft line. */
+export async function allowEgress(
+  shell: NftShell,
+  rid: string,
+  slot: number,
+  allow: readonly AllowedAddress[],
+): Promise<void> {
   const els = elements(allow);
   if (!els) return;
   const table = firewallTable(rid);
   const { set } = names(slot);
   // `add` keeps an existing element's timeout; delete-then-add in one batch refreshes it.
-  const batch = [`add element inet ${table} ${set} { ${els} }`, `delete element inet ${table} ${set} { ${els} }`];
-  batch.push(`add element inet ${table} ${set} { ${els} }`);
-  await run("nft", ["-f", "-"], { input: batch.join("\n") });
+  const add = `add element inet ${table} ${set} { ${els} }`;
+  await shell.run(`${add}; delete element inet ${table} ${set} { ${els.replace(/ timeout \d+s/g, "")} }; ${add}`);
 }
 
 export async function detachEgress(rid: string, net: UnitNetwork): Promise<void> {

@@ -13,6 +13,7 @@ import {
   setEgress,
 } from "../network/egress.js";
 import { installFirewall } from "../network/firewall.js";
+import { NftShell } from "../network/nft-shell.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import { enableUplinks } from "../network/uplinks.js";
 import type { BootSpec, ResourcesPolicy, RuntimeState, UnitLink, UnitRuntime, UnitStats } from "../runtime.js";
@@ -120,6 +121,8 @@ export class RuncRuntime implements UnitRuntime {
   private readonly runc: Runc;
   private readonly slots: SlotAllocator;
   private readonly networks = new Map<string, UnitNetwork>();
+  /** The resolver's allow-set additions go through one long-lived nft (see nft-shell.ts). */
+  private readonly nft = new NftShell();
 
   /** The mounted pool units live on. */
   get poolDir(): string {
@@ -200,7 +203,7 @@ export class RuncRuntime implements UnitRuntime {
 
   async allowEgress(id: string, allow: readonly AllowedAddress[]): Promise<void> {
     const net = this.networks.get(id);
-    if (net) await allowEgress(this.cfg.rid, net.slot, allow);
+    if (net) await allowEgress(this.nft, this.cfg.rid, net.slot, allow);
   }
 
   async droppedPackets(id: string): Promise<number | undefined> {
@@ -605,6 +608,7 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async close(): Promise<void> {
-    // Running units outlive the server (DESIGN.md section 3): nothing to stop here.
+    // Running units outlive the server (DESIGN.md section 3): only ums's own helper process stops.
+    this.nft.close();
   }
 }
