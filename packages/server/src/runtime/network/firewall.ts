@@ -58,6 +58,7 @@ table inet ${table} {
   set gateways { type ifname . ipv4_addr; }
   set uplinks { type ifname; }
   map egress { type ifname : verdict; }
+  set probe { type inet_service; flags timeout; comment "lines that only check nft answers (nft-shell.ts)"; }
   counter spoofed {}
   counter to_host {}
   chain pre {

@@ -12,7 +12,7 @@ import {
   droppedPackets,
   setEgress,
 } from "../network/egress.js";
-import { installFirewall } from "../network/firewall.js";
+import { firewallTable, installFirewall } from "../network/firewall.js";
 import { NftShell } from "../network/nft-shell.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import { enableUplinks } from "../network/uplinks.js";
@@ -149,6 +149,8 @@ export class RuncRuntime implements UnitRuntime {
     });
     await guardSubnet(cfg.subnet);
     await enableUplinks(cfg.rid, cfg.dataDir, cfg.uplinks ?? []);
+    // Start the resolver's nft now, not at the first lookup (a line must add something: a probe element).
+    await rt.nft.run(`add element inet ${firewallTable(cfg.rid)} probe { 0 timeout 1s }`);
     await rt.recoverNetworks();
     return rt;
   }
