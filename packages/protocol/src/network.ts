@@ -47,6 +47,23 @@ export const NetworkDecision = Type.Object(
 );
 export type NetworkDecision = Static<typeof NetworkDecision>;
 
+/** A destination the unit's egress rules dropped (ours). */
+export const NetworkDrop = Type.Object(
+  {
+    address: Type.String(),
+    names: Type.Array(Type.String(), {
+      description: "Names whose answers gave this address, as far as the resolver remembers",
+    }),
+    packets: Type.Integer(),
+    last_time: Type.String({
+      format: "date-time",
+      description: "When a packet to it was last dropped (to the second)",
+    }),
+  },
+  { title: "NetworkDrop" },
+);
+export type NetworkDrop = Static<typeof NetworkDrop>;
+
 export const NetworkLog = Type.Object(
   {
     denied_lookups: Type.Integer({ description: "Lookups refused since the unit last booted on this server" }),
@@ -54,6 +71,9 @@ export const NetworkLog = Type.Object(
       description: "Packets to addresses the policy or the private ranges forbid, since the unit last booted",
     }),
     decisions: Type.Array(NetworkDecision, { description: "The most recent decisions, oldest first" }),
+    dropped: Type.Array(NetworkDrop, {
+      description: "Destinations dropped within the last hour (at most 256), the most recent first",
+    }),
   },
   { title: "NetworkLog" },
 );

@@ -105,10 +105,18 @@ export class NetworkEgress {
 
   async report(unitId: string, limit: number): Promise<NetworkLog> {
     const log = this.logOf(unitId);
+    const drops = await this.deps.runtime.egressDrops(unitId);
+    const egress = this.running.get(unitId)?.egress;
     return {
       denied_lookups: log.deniedLookups,
-      dropped_packets: (await this.deps.runtime.droppedPackets(unitId)) ?? 0,
+      dropped_packets: drops?.packets ?? 0,
       decisions: log.recent(limit),
+      dropped: (drops?.destinations ?? []).slice(0, limit).map((d) => ({
+        address: d.address,
+        names: egress?.namesOf(d.address) ?? [],
+        packets: d.packets,
+        last_time: new Date(d.lastDropMs).toISOString(),
+      })),
     };
   }
 

@@ -112,6 +112,11 @@ export class UnitEgress {
     for (const a of needed) this.inSet.set(a.ip, now + a.timeoutS * 1000);
   }
 
+  /** The remembered names whose answers held `ip`. */
+  namesOf(ip: string): string[] {
+    return [...this.names].filter(([, ips]) => ips.has(ip)).map(([name]) => name);
+  }
+
   private remember(name: string, addresses: readonly AddressAnswer[]): void {
     if (addresses.length === 0) return;
     const now = Date.now();

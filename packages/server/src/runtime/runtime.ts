@@ -18,6 +18,12 @@ export interface UnitLink {
   readonly unitIp: string;
 }
 
+export interface EgressDrops {
+  readonly packets: number;
+  /** Destinations dropped within the last hour, the most recent first, each with its packets and last drop (ms). */
+  readonly destinations: readonly { address: string; packets: number; lastDropMs: number }[];
+}
+
 /** An address a unit may reach for `timeoutS` seconds (issue #6: from an allowed DNS answer). */
 export interface EgressAllowance {
   readonly ip: string;
@@ -70,8 +76,8 @@ export interface UnitRuntime {
   setEgress(unitId: string, enforced: boolean, allow: readonly EgressAllowance[]): Promise<void>;
   /** Adds allowed addresses (or extends their time) for a running unit. */
   allowEgress(unitId: string, allow: readonly EgressAllowance[]): Promise<void>;
-  /** Packets of a running unit dropped by its egress rules since it booted (undefined when not running). */
-  droppedPackets(unitId: string): Promise<number | undefined>;
+  /** What a running unit's egress rules dropped since it booted (undefined when not running). */
+  egressDrops(unitId: string): Promise<EgressDrops | undefined>;
   /** Publishes the network policy the unit sees read-only at /.unit/policy/network.json. */
   publishNetworkPolicy(unitId: string, json: string): Promise<void>;
   stats(unitId: string): Promise<UnitStats | undefined>;

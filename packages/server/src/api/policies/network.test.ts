@@ -171,6 +171,11 @@ describe("network policy", () => {
     const ok = log.decisions.find((d: { name: string; verdict: string }) => d.name === "api.github.com");
     assert.deepEqual(ok.addresses, [fi.hosts["api.github.com"]]);
     assert.ok(Date.parse(ok.time) > 0);
+    const drop = (ip: string | undefined) => log.dropped.find((d: { address: string }) => d.address === ip);
+    for (const ip of [fi.hosts["evil.example"], fi.rawIp]) {
+      assert.ok(drop(ip)?.packets >= 1, `${ip} in ${JSON.stringify(log.dropped)}`);
+      assert.ok(Math.abs(Date.parse(drop(ip).last_time) - Date.now()) < 60_000);
+    }
     assert.equal((await s.api("GET", "/v1/units/a/policy/network/log?limit=0", { token })).status, 400);
   });
 
@@ -197,6 +202,9 @@ describe("network policy", () => {
     assert.match(result.out, /rc=(56|18|7)/, `curl must fail on the cut: ${JSON.stringify(result)}`);
     assert.ok(Date.now() - changed < 5000, "cut within seconds, not at curl's timeout");
     assert.equal(await lookup("a", "www.example.com"), "EREFUSED");
+    const log = (await s.api("GET", "/v1/units/a/policy/network/log", { token })).body;
+    const cut = log.dropped.find((d: { address: string }) => d.address === fi.hosts["www.example.com"]);
+    assert.deepEqual(cut?.names, ["www.example.com"], "the log names what the dropped address was");
     // Back to allowed: the name's addresses are allowed again at once, from what was seen before.
     await setPolicy("a", [{ action: "allow", domain: "*.example.com" }]);
     assert.equal((await get("a", `http://${fi.hosts["www.example.com"]}/`)).code, 0);

@@ -18,7 +18,15 @@ export interface EgressMode {
   readonly limited: boolean;
 }
 
-const names = (slot: number) => ({ chain: `unit_${slot}`, set: `allow_${slot}`, counter: `drop_${slot}` });
+const names = (slot: number) => ({
+  chain: `unit_${slot}`,
+  set: `allow_${slot}`,
+  counter: `drop_${slot}`,
+  dropped: `dropped_${slot}`,
+});
+
+/** The last hour's dropped destinations of a unit (at most 256), each with its packets and last drop. */
+const DROPPED_TIMEOUT_S = 3600;
 
 /** Never hand nft anything but a dotted quad: nft resolves what it cannot parse as a host name. */
 function elements(allow: readonly AllowedAddress[]): string {
@@ -29,19 +37,20 @@ function elements(allow: readonly AllowedAddress[]): string {
 }
 
 function chainRules(table: string, slot: number, mode: EgressMode): string[] {
-  const { chain, set, counter } = names(slot);
+  const { chain, set, counter, dropped } = names(slot);
   const rule = (r: string) => `add rule inet ${table} ${chain} ${r}`;
+  const note = `update @${dropped} { ip daddr } counter name ${counter}`;
   return [
     `flush chain inet ${table} ${chain}`,
-    rule(`ip daddr @private4 counter name ${counter} drop`),
-    ...(mode.limited ? [rule(`ip daddr != @public4 counter name ${counter} drop`)] : []),
+    rule(`ip daddr @private4 ${note} drop`),
+    ...(mode.limited ? [rule(`ip daddr != @public4 ${note} drop`)] : []),
     ...(mode.enforced
       ? [
           rule(`ip daddr @${set} accept`),
           // A reset, not silence: a denied connection fails at once instead of timing out, and a
           // connection cut by a policy change ends at the unit's next packet.
-          rule(`meta l4proto tcp counter name ${counter} reject with tcp reset`),
-          rule(`counter name ${counter} reject with icmp type admin-prohibited`),
+          rule(`meta l4proto tcp ${note} reject with tcp reset`),
+          rule(`${note} reject with icmp type admin-prohibited`),
         ]
       : [rule("accept")]),
   ];
@@ -54,7 +63,7 @@ function chainRules(table: string, slot: number, mode: EgressMode): string[] {
  */
 export async function attachEgress(rid: string, net: UnitNetwork, mode: EgressMode): Promise<void> {
   const table = firewallTable(rid);
-  const { chain, set, counter } = names(net.slot);
+  const { chain, set, counter, dropped } = names(net.slot);
   const batch = [
     // A fresh counter (one of a crashed run may be there): its rules go first, then it.
     `add chain inet ${table} ${chain}`,
@@ -64,6 +73,8 @@ export async function attachEgress(rid: string, net: UnitNetwork, mode: EgressMo
     `add counter inet ${table} ${counter}`,
     `add set inet ${table} ${set} { type ipv4_addr; flags timeout; }`,
     `flush set inet ${table} ${set}`,
+    `add set inet ${table} ${dropped} { type ipv4_addr; size 256; flags dynamic,timeout; timeout ${DROPPED_TIMEOUT_S}s; counter; }`,
+    `flush set inet ${table} ${dropped}`,
     ...chainRules(table, net.slot, mode),
     `add element inet ${table} sources { "${net.hostIf}" . ${net.unitIp} }`,
     `add element inet ${table} gateways { "${net.hostIf}" . ${net.hostIp} }`,
@@ -112,13 +123,14 @@ export async function allowEgress(
 
 export async function detachEgress(rid: string, net: UnitNetwork): Promise<void> {
   const table = firewallTable(rid);
-  const { chain, set, counter } = names(net.slot);
+  const { chain, set, counter, dropped } = names(net.slot);
   const steps = [
     `delete element inet ${table} egress { "${net.hostIf}" }`,
     `delete element inet ${table} sources { "${net.hostIf}" . ${net.unitIp} }`,
     `delete element inet ${table} gateways { "${net.hostIf}" . ${net.hostIp} }`,
     `delete chain inet ${table} ${chain}`,
     `delete set inet ${table} ${set}`,
+    `delete set inet ${table} ${dropped}`,
     `delete counter inet ${table} ${counter}`,
   ];
   // One batch; when part is already gone (a crash halfway), each step on its own.
@@ -127,9 +139,38 @@ export async function detachEgress(rid: string, net: UnitNetwork): Promise<void>
   });
 }
 
-/** Packets the unit's chain dropped or rejected since it was attached. */
-export async function droppedPackets(rid: string, slot: number): Promise<number> {
-  const { stdout } = await run("nft", ["-j", "list", "counter", "inet", firewallTable(rid), names(slot).counter]);
-  const parsed = JSON.parse(stdout) as { nftables: { counter?: { packets: number } }[] };
-  return parsed.nftables.find((e) => e.counter)?.counter?.packets ?? 0;
+export interface EgressDrops {
+  /** Packets the unit's chain dropped or rejected since it was attached. */
+  readonly packets: number;
+  /** Destinations dropped within the last hour, the most recent first. */
+  readonly destinations: readonly { address: string; packets: number; lastDropMs: number }[];
+}
+
+interface NftJson {
+  nftables: {
+    counter?: { packets: number };
+    set?: { elem?: { elem?: { val: string; expires?: number; counter?: { packets: number } } }[] };
+  }[];
+}
+
+export async function egressDrops(rid: string, slot: number): Promise<EgressDrops> {
+  const { counter, dropped } = names(slot);
+  const table = firewallTable(rid);
+  const now = Date.now();
+  const [c, s] = await Promise.all([
+    run("nft", ["-j", "list", "counter", "inet", table, counter]),
+    run("nft", ["-j", "list", "set", "inet", table, dropped]),
+  ]);
+  const packets = (JSON.parse(c.stdout) as NftJson).nftables.find((e) => e.counter)?.counter?.packets ?? 0;
+  const elems = (JSON.parse(s.stdout) as NftJson).nftables.find((e) => e.set)?.set?.elem ?? [];
+  // Each drop refreshes the element's timeout, so it was last dropped (timeout - expires) ago.
+  const destinations = elems
+    .flatMap((e) => (e.elem ? [e.elem] : []))
+    .map((e) => ({
+      address: e.val,
+      packets: e.counter?.packets ?? 0,
+      lastDropMs: now - (DROPPED_TIMEOUT_S - (e.expires ?? DROPPED_TIMEOUT_S)) * 1000,
+    }))
+    .sort((a, b) => b.lastDropMs - a.lastDropMs);
+  return { packets, destinations };
 }

@@ -9,14 +9,22 @@ import {
   allowEgress,
   attachEgress,
   detachEgress,
-  droppedPackets,
+  egressDrops,
   setEgress,
 } from "../network/egress.js";
 import { firewallTable, installFirewall } from "../network/firewall.js";
 import { NftShell } from "../network/nft-shell.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import { enableUplinks } from "../network/uplinks.js";
-import type { BootSpec, ResourcesPolicy, RuntimeState, UnitLink, UnitRuntime, UnitStats } from "../runtime.js";
+import type {
+  BootSpec,
+  EgressDrops,
+  ResourcesPolicy,
+  RuntimeState,
+  UnitLink,
+  UnitRuntime,
+  UnitStats,
+} from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { CheckpointView } from "./checkpoint-view.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
@@ -208,9 +216,9 @@ export class RuncRuntime implements UnitRuntime {
     if (net) await allowEgress(this.nft, this.cfg.rid, net.slot, allow);
   }
 
-  async droppedPackets(id: string): Promise<number | undefined> {
+  async egressDrops(id: string): Promise<EgressDrops | undefined> {
     const net = this.networks.get(id);
-    return net ? droppedPackets(this.cfg.rid, net.slot).catch(() => undefined) : undefined;
+    return net ? egressDrops(this.cfg.rid, net.slot).catch(() => undefined) : undefined;
   }
 
   /** Written beside the files the unit sees, then renamed in: a reader never sees half a file. */
