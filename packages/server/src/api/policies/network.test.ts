@@ -18,6 +18,21 @@ const NAMES = [
   "evil.example",
 ];
 
+/** A DNS query over TCP (two-byte length prefix) from python3 in the unit: prints name, rcode, answers. */
+const TCP_QUERY = [
+  "import socket, struct, sys",
+  "def q(name):",
+  "    m = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0)",
+  "    m += b''.join(bytes([len(l)]) + l.encode() for l in name.split('.')) + bytes(1) + struct.pack('>HH', 1, 1)",
+  "    s = socket.create_connection((sys.argv[1], 53), timeout=3)",
+  "    s.sendall(struct.pack('>H', len(m)) + m)",
+  "    n = struct.unpack('>H', s.recv(2))[0]",
+  "    r = b''",
+  "    while len(r) < n: r += s.recv(n - len(r))",
+  "    return r[3] & 15, struct.unpack('>H', r[6:8])[0]",
+  "for n in sys.argv[2:]: print(n, *q(n))",
+].join("\n");
+
 /** A TCP listener on every host address that says `who` and closes (a host service, the gateway). */
 function hostListener(port: number, who: string): Promise<Server> {
   const srv = createServer((sock) => sock.end(`${who}\n`));
@@ -65,6 +80,18 @@ describe("network policy", () => {
     const l = s.server.runtime.link(await unitId(name));
     assert.ok(l, `${name} runs`);
     return l;
+  };
+
+  /** ums's names for a unit's host resources, from the host end of its link (`u<rid><slot36>`). */
+  const hostNames = (hostIp: string) => {
+    const dev =
+      execFileSync("ip", ["-o", "-4", "addr", "show", "to", `${hostIp}/32`])
+        .toString()
+        .split(/\s+/)[1] ?? "";
+    const m = /^u([0-9a-f]{4})([0-9a-z]+)$/.exec(dev);
+    assert.ok(m, `host end of the link: ${dev}`);
+    const [rid, slot] = [m[1] ?? "", Number.parseInt(m[2] ?? "", 36)];
+    return { dev, rid, slot, ns: `ums${rid}-${slot}`, table: `ums_${rid}` };
   };
 
   before(async () => {
@@ -138,6 +165,21 @@ describe("network policy", () => {
     assert.equal((await sh("a", `curl -s -m 3 telnet://ums.internal:${gatewayPort} </dev/null`)).out, "gateway\n");
     assert.equal(s.server.runtime.unitOfAddress(la.unitIp), await unitId("a"));
     assert.equal(s.server.runtime.unitOfAddress(la.hostIp), undefined);
+    // b's rules go with it, and nothing else of the table.
+    const nb = hostNames(lb.hostIp);
+    const ruleset = () => execFileSync("nft", ["list", "table", "inet", nb.table]).toString();
+    assert.match(ruleset(), new RegExp(`chain unit_${nb.slot} \\{`));
+    assert.equal((await s.api("DELETE", "/v1/units/b", { token })).status, 204);
+    const after = ruleset();
+    for (const gone of [
+      `chain unit_${nb.slot} {`,
+      `set allow_${nb.slot} {`,
+      `set dropped_${nb.slot} {`,
+      `"${nb.dev}"`,
+    ]) {
+      assert.ok(!after.includes(gone), `${gone} must be gone:\n${after}`);
+    }
+    assert.match(after, new RegExp(`chain unit_${hostNames(la.hostIp).slot} \\{`), "a's rules stay");
   });
 
   it("enforces rules: allowed names resolve and connect, denied ones are REFUSED, raw IPs dropped", async () => {
@@ -153,6 +195,9 @@ describe("network policy", () => {
     assert.equal(await lookup("a", "example.com"), "EREFUSED", "*.example.com does not cover example.com");
     assert.equal(await lookup("a", "evil.example"), "EREFUSED");
     assert.equal(await lookup("a", "api.github.com", "resolve6"), "ENODATA", "no IPv6 answers");
+    // Over TCP too (RFC 7766): name, rcode, answer count.
+    const tcp = await sh("a", `python3 -c "${TCP_QUERY}" ${(await link("a")).hostIp} api.github.com evil.example`);
+    assert.equal(tcp.out, "api.github.com 0 1\nevil.example 5 0\n", tcp.err);
     assert.deepEqual(await get("a", "http://api.github.com/"), { code: 0, body: "hello from api.github.com\n" });
     assert.equal((await get("a", "http://www.example.com/")).body, "hello from www.example.com\n");
     // Addresses no allowed lookup produced: reset at once (curl 7), whether a name exists for them or not.
@@ -252,14 +297,7 @@ describe("network policy", () => {
   it("drops packets with a spoofed source address", async () => {
     await setPolicy("a", []);
     const l = await link("a");
-    const dev =
-      execFileSync("ip", ["-o", "-4", "addr", "show", "to", `${l.hostIp}/32`])
-        .toString()
-        .split(/\s+/)[1] ?? "";
-    const m = /^u([0-9a-f]{4})([0-9a-z]+)$/.exec(dev);
-    assert.ok(m, `host end of a's link: ${dev}`);
-    const [rid, slot36] = [m[1] ?? "", m[2] ?? ""];
-    const ns = `ums${rid}-${Number.parseInt(slot36, 36)}`;
+    const { rid, ns } = hostNames(l.hostIp);
     const spoofed = () =>
       Number(
         /packets (\d+)/.exec(execFileSync("nft", ["list", "counter", "inet", `ums_${rid}`, "spoofed"]).toString())?.[1],
