@@ -164,6 +164,7 @@ describe("network policy", () => {
     assert.deepEqual(await lookup("a", "ums.internal"), [la.hostIp]);
     assert.equal((await sh("a", `curl -s -m 3 telnet://ums.internal:${gatewayPort} </dev/null`)).out, "gateway\n");
     assert.equal(s.server.runtime.unitOfAddress(la.unitIp), await unitId("a"));
+    assert.equal(s.server.runtime.unitOfAddress(`::ffff:${la.unitIp}`), await unitId("a"));
     assert.equal(s.server.runtime.unitOfAddress(la.hostIp), undefined);
     // b's rules go with it, and nothing else of the table.
     const nb = hostNames(lb.hostIp);

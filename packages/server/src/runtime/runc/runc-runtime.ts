@@ -198,7 +198,9 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   unitOfAddress(ip: string): string | undefined {
-    for (const [id, net] of this.networks) if (net.unitIp === ip) return id;
+    // A dual-stack listener reports IPv4 peers as IPv4-mapped IPv6 addresses.
+    const v4 = ip.startsWith("::ffff:") ? ip.slice(7) : ip;
+    for (const [id, net] of this.networks) if (net.unitIp === v4) return id;
     return undefined;
   }
 
