@@ -36,6 +36,8 @@ export function hostResolver(path = "/etc/resolv.conf"): { host: string; port: n
   return { host: "127.0.0.1", port: 53 };
 }
 
+const MAX_LOGS = 2000;
+
 interface Running {
   readonly egress: UnitEgress;
   readonly listener: UnitListener;
@@ -66,6 +68,8 @@ export class NetworkEgress {
     if (!log) {
       log = new DecisionLog();
       this.logs.set(unitId, log);
+      // Logs outlive a stop (that is when they are read); the oldest go once there are many.
+      if (this.logs.size > MAX_LOGS) this.logs.delete(this.logs.keys().next().value as string);
     }
     return log;
   }
