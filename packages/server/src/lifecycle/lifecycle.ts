@@ -86,6 +86,8 @@ export class Lifecycle {
       }
       const status: UnitStatus = state === "paused" ? "warm" : "running";
       this.track(unit, status);
+      // A full idle period from now: unknown activity is not idleness (the first sweep would pause it).
+      this.activity.touch(id);
       await this.hooks.running(id);
       if (unit.status !== status) await this.persist(unit, status);
       this.log.info({ unit: unit.name, unitId: id, status }, "re-adopted a unit that kept running");
