@@ -32,7 +32,7 @@ export async function timeIt(fn) {
  */
 export async function startBenchServer({ org = "bench", env: extra = {} } = {}) {
   const { testImage } = await import("../packages/server/dist/runtime/image/test-image.js");
-  const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
+  const { lockSubnet, TEST_NETWORK_ENV } = await import("../packages/server/dist/testing/runtime.js");
   const { removeFirewall } = await import("../packages/server/dist/runtime/network/firewall.js");
   const { removeCgroups } = await import("../packages/server/dist/runtime/runc/runc-runtime.js");
   const image = await testImage({ onProgress: (p) => process.stderr.write(`image: ${p.message}\n`) });
@@ -47,6 +47,8 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     UMS_IMAGE_VARIANT: "test",
     UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
     UMS_LOG_LEVEL: "warn",
+    // Units reach only the fake internet ranges; uplinks untouched; DNS never leaves loopback.
+    ...TEST_NETWORK_ENV,
     ...extra,
   };
   const token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();

@@ -57,6 +57,8 @@ export const ErrorCode = {
   ServiceNotRunning: "UMS_SERVICE_NOT_RUNNING",
   /** 404: no keep-awake task of that name in the unit. */
   TaskNotFound: "UMS_TASK_NOT_FOUND",
+  /** 400: a network policy rule is malformed, names an unknown preset or an unknown action. */
+  NetworkPolicyInvalid: "UMS_NETWORK_POLICY_INVALID",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

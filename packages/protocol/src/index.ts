@@ -3,6 +3,7 @@ export * from "./duration.js";
 export * from "./errors.js";
 export * from "./fs.js";
 export * from "./names.js";
+export * from "./network.js";
 export * from "./organization.js";
 export * from "./policies.js";
 export * from "./services.js";

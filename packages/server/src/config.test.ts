@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ConfigError, parseListen, resolveConfig } from "./config.js";
+import { ConfigError, parseDnsServer, parseListen, resolveConfig } from "./config.js";
 
 describe("server configuration", () => {
   it("has the documented defaults", () => {
@@ -47,5 +47,31 @@ describe("server configuration", () => {
     assert.throws(() => resolveConfig({ unitUrlScheme: "ftp" }, {}), /ftp/);
     assert.throws(() => resolveConfig({ unitUrlPort: "0" }, {}), /'0'/);
     assert.equal(resolveConfig({ unitUrlScheme: "https", unitUrlPort: "443" }, {}).unitUrlPort, 443);
+  });
+  it("reads the network options (issue #6)", () => {
+    const d = resolveConfig({}, {});
+    assert.equal(d.gatewayPort, 7071);
+    assert.equal(d.dnsUpstream, undefined, "default: the host's resolver, read at start");
+    assert.equal(d.egressRanges, undefined);
+    assert.equal(d.uplinks, undefined);
+    const c = resolveConfig(
+      { gatewayPort: "8081", dnsUpstream: "127.0.0.1:5353" },
+      { UMS_EGRESS_RANGES: "203.0.113.0/24, 198.51.100.0/24", UMS_UPLINKS: "none" },
+    );
+    assert.equal(c.gatewayPort, 8081);
+    assert.equal(c.dnsUpstream, "127.0.0.1:5353");
+    assert.deepEqual(c.egressRanges, ["203.0.113.0/24", "198.51.100.0/24"]);
+    assert.deepEqual(c.uplinks, []);
+    assert.deepEqual(resolveConfig({ egressRanges: "none", uplinks: "eth0,wg0" }, {}).egressRanges, []);
+    assert.deepEqual(parseDnsServer("9.9.9.9"), { host: "9.9.9.9", port: 53 });
+    assert.deepEqual(parseDnsServer("[::1]:53"), { host: "::1", port: 53 });
+    for (const bad of [
+      { gatewayPort: "0" },
+      { dnsUpstream: "dns.example" },
+      { egressRanges: "10.0.0.0" },
+      { uplinks: "a b" },
+    ]) {
+      assert.throws(() => resolveConfig(bad, {}), ConfigError, JSON.stringify(bad));
+    }
   });
 });

@@ -25,6 +25,14 @@ export interface ServerConfig {
   readonly idleColdMs: number;
   /** IPv4 range that units' /30 links are carved from. */
   readonly unitSubnet: string;
+  /** The connectors gateway's port; units reach it at their gateway address (`ums.internal`). */
+  readonly gatewayPort: number;
+  /** The resolver units' allowed lookups are forwarded to (`HOST` or `HOST:PORT`); undefined: the host's (/etc/resolv.conf). */
+  readonly dnsUpstream: string | undefined;
+  /** When set, units reach only these public IPv4 ranges (CIDRs; empty: none). Tests and benches confine them. */
+  readonly egressRanges: readonly string[] | undefined;
+  /** Interfaces replies to units arrive on (ums turns forwarding on there); undefined: those of the default routes. */
+  readonly uplinks: readonly string[] | undefined;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -42,6 +50,10 @@ export interface ConfigInput {
   idleWarm?: string | undefined;
   idleCold?: string | undefined;
   unitSubnet?: string | undefined;
+  gatewayPort?: string | number | undefined;
+  dnsUpstream?: string | undefined;
+  egressRanges?: string | undefined;
+  uplinks?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -76,9 +88,61 @@ function duration(flag: string, text: string): number {
   return ms;
 }
 
+function port(flag: string, raw: string | number): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new ConfigError(`--${flag} '${raw}' must be an integer from 1 to 65535`);
+  return n;
+}
+
+/** `HOST`, `HOST:PORT` or `[v6]:PORT` of a DNS server; the port defaults to 53. */
+export function parseDnsServer(value: string): { host: string; port: number } {
+  const v = value.trim();
+  if (isIP(v)) return { host: v, port: 53 };
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+)):(\d{1,5})$/.exec(v);
+  const host = m?.[1] ?? m?.[2];
+  if (!m || !host || !isIP(host)) {
+    throw new ConfigError(
+      `DNS upstream '${value}' is not an IP address with an optional port (e.g. 9.9.9.9 or 127.0.0.1:5353)`,
+    );
+  }
+  return { host, port: port("dns-upstream", m[3] ?? "") };
+}
+
 function imageVariant(v: string): "full" | "test" {
   if (v !== "full" && v !== "test") throw new ConfigError(`image variant '${v}' must be full or test`);
   return v;
+}
+
+/** `none` or a comma-separated list of IPv4 CIDRs. */
+function egressRanges(v: string | undefined): readonly string[] | undefined {
+  if (v === undefined) return undefined;
+  if (v.trim() === "none") return Object.freeze([]);
+  const list = v.split(",").map((c) => c.trim());
+  for (const c of list) {
+    const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(c);
+    if (!m || isIP(m[1] ?? "") !== 4 || Number(m[2]) > 32) {
+      throw new ConfigError(`egress range '${c}' is not an IPv4 CIDR like 203.0.113.0/24 (or give 'none')`);
+    }
+  }
+  return Object.freeze(list);
+}
+
+/** `none` or a comma-separated list of interface names. */
+function uplinks(v: string | undefined): readonly string[] | undefined {
+  if (v === undefined) return undefined;
+  if (v.trim() === "none") return Object.freeze([]);
+  const list = v.split(",").map((c) => c.trim());
+  for (const dev of list) {
+    if (!/^[\w.-]{1,15}$/.test(dev)) throw new ConfigError(`uplink '${dev}' is not an interface name (or give 'none')`);
+  }
+  return Object.freeze(list);
+}
+
+function dnsUpstream(v: string | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  parseDnsServer(v);
+  return v.trim();
 }
 
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
@@ -106,6 +170,10 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     idleWarmMs: duration("idle-warm", input.idleWarm ?? env.UMS_IDLE_WARM ?? "30s"),
     idleColdMs: duration("idle-cold", input.idleCold ?? env.UMS_IDLE_COLD ?? "10m"),
     unitSubnet: input.unitSubnet ?? env.UMS_UNIT_SUBNET ?? "10.209.0.0/16",
+    gatewayPort: port("gateway-port", input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? 7071),
+    dnsUpstream: dnsUpstream(input.dnsUpstream ?? (env.UMS_DNS_UPSTREAM || undefined)),
+    egressRanges: egressRanges(input.egressRanges ?? (env.UMS_EGRESS_RANGES || undefined)),
+    uplinks: uplinks(input.uplinks ?? (env.UMS_UPLINKS || undefined)),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

@@ -6,9 +6,10 @@ import type { ApiInstance } from "./api/instance.js";
 import { HostSockets } from "./api/internal/host-sockets.js";
 import { HttpTargets } from "./api/proxy/target.js";
 import { unitUrl } from "./api/units/present.js";
-import type { ServerConfig } from "./config.js";
+import { parseDnsServer, type ServerConfig } from "./config.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
+import { hostResolver, NetworkEgress } from "./network/egress.js";
 import { openHostRuntime } from "./runtime/host.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { openStore } from "./store/open.js";
@@ -21,6 +22,7 @@ export interface RunningServer {
   readonly store: Store;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
+  readonly egress: NetworkEgress;
   readonly app: ApiInstance;
   close(): Promise<void>;
 }
@@ -63,6 +65,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let runtime: UnitRuntime | undefined;
   let lifecycle: Lifecycle | undefined;
   let hostSockets: HostSockets | undefined;
+  let egress: NetworkEgress | undefined;
   let app: ApiInstance;
   try {
     runtime =
@@ -78,18 +81,40 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         url: unitUrl(config, port, unit.urlLabel),
         resources: JSON.parse(unit.resources),
         privileges: JSON.parse(unit.privileges),
+        network: unit.network,
       }),
     );
     const httpTargets = new HttpTargets(runtime);
     hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger, httpTargets });
     const sockets = hostSockets;
-    lifecycle.setHooks({ running: (id) => sockets.open(id), stopped: (id) => sockets.close(id) });
+    const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();
+    const net = new NetworkEgress({ store, runtime, upstream, log: logger });
+    egress = net;
+    lifecycle.setHooks({
+      running: async (id) => {
+        await sockets.open(id);
+        await net.open(id);
+      },
+      stopped: async (id) => {
+        await net.close(id);
+        await sockets.close(id);
+      },
+    });
     await lifecycle.start();
-    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle, httpTargets });
+    app = await buildApp({
+      store,
+      config,
+      logger: logger as FastifyBaseLogger,
+      runtime,
+      lifecycle,
+      httpTargets,
+      egress: net,
+    });
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});
     await hostSockets?.closeAll();
+    await egress?.closeAll();
     if (!opts.store) await store.close();
     throw err;
   }
@@ -102,12 +127,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const rt = runtime;
   const lc = lifecycle;
   const hs = hostSockets;
+  const eg = egress as NetworkEgress;
   return {
     url,
     port,
     store,
     runtime: rt,
     lifecycle: lc,
+    egress: eg,
     app,
     close() {
       // Units keep running when the server stops (DESIGN.md section 3).
@@ -115,6 +142,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         await app.close();
         await lc.stop();
         await hs?.closeAll();
+        await eg.closeAll();
         if (!opts.store) await store.close();
       })();
       return closing;

@@ -20,6 +20,22 @@ export function serveCommand(): Command {
     .option("--idle-cold <duration>", "stop warm units after this long (env UMS_IDLE_COLD, default 10m)")
     .option("--unit-subnet <cidr>", "IPv4 range for units' links (env UMS_UNIT_SUBNET, default 10.209.0.0/16)")
     .option(
+      "--gateway-port <port>",
+      "port of the connectors gateway units reach at their gateway address (env UMS_GATEWAY_PORT, default 7071)",
+    )
+    .option(
+      "--dns-upstream <ip[:port]>",
+      "resolver for units' allowed lookups (env UMS_DNS_UPSTREAM, default the host's from /etc/resolv.conf)",
+    )
+    .option(
+      "--egress-ranges <cidrs|none>",
+      "units reach only these public IPv4 ranges, comma-separated (env UMS_EGRESS_RANGES, default all public)",
+    )
+    .option(
+      "--uplinks <ifs|none>",
+      "interfaces ums turns forwarding on for unit replies (env UMS_UPLINKS, default those of the default routes)",
+    )
+    .option(
       "--unit-url-scheme <scheme>",
       "scheme of unit URLs as clients see them (env UMS_UNIT_URL_SCHEME, default http)",
     )
@@ -40,6 +56,10 @@ export function serveCommand(): Command {
         idleWarm?: string;
         idleCold?: string;
         unitSubnet?: string;
+        gatewayPort?: string;
+        dnsUpstream?: string;
+        egressRanges?: string;
+        uplinks?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
         // (the first start builds the base image) aborts the start; later ones stop the server.

@@ -5,6 +5,7 @@ import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { ServerConfig } from "../config.js";
 import type { Lifecycle } from "../lifecycle/lifecycle.js";
+import type { NetworkEgress } from "../network/egress.js";
 import type { UnitRuntime } from "../runtime/runtime.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
@@ -14,6 +15,7 @@ import { execRoutes } from "./exec/routes.js";
 import { fsRoutes } from "./fs/routes.js";
 import type { ApiInstance } from "./instance.js";
 import { organizationRoutes } from "./organization/routes.js";
+import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
 import { type HttpTargetPort, HttpTargets } from "./proxy/target.js";
@@ -36,6 +38,8 @@ export interface AppDeps {
   readonly logger: FastifyBaseLogger;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
+  /** The units' egress policy and resolver (issue #6). */
+  readonly egress: NetworkEgress;
   /** The port of a unit that its HTTP traffic goes to (spec 4.1); by default `httpTargets.port`. */
   readonly httpTargetPort?: HttpTargetPort;
   /** The per-unit cache of the `http_port` service's port (spec 2.7), shared with the host sockets. */
@@ -122,6 +126,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     unitRoutes(api, units);
     organizationRoutes(api, deps.store);
     policyRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
+    networkPolicyRoutes(api, { store: deps.store, units, egress: deps.egress });
     checkpointRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
     await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
     await api.register(async (fs) => fsRoutes(fs, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));

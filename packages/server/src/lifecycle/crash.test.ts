@@ -13,7 +13,7 @@ import { testImage } from "../runtime/image/test-image.js";
 import { execHttp } from "../testing/exec-client.js";
 import { freePort } from "../testing/free-port.js";
 import { cleanupStoppedServer } from "../testing/host-cleanup.js";
-import { lockSubnet } from "../testing/runtime.js";
+import { lockSubnet, TEST_NETWORK_ENV } from "../testing/runtime.js";
 import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
 
 /** What each failpoint interrupts, and what the unit holds before and after that operation. */
@@ -67,6 +67,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
     const subnet = await lockSubnet();
     unlock = subnet.unlock;
     env = {
+      ...TEST_NETWORK_ENV,
       PATH: process.env.PATH,
       UMS_DATA_DIR: dataDir,
       UMS_LISTEN: `127.0.0.1:${port}`,

@@ -87,6 +87,8 @@ export class Lifecycle {
       }
       const status: UnitStatus = state === "paused" ? "warm" : "running";
       this.track(unit, status);
+      // A full idle period from now: unknown activity is not idleness (the first sweep would pause it).
+      this.activity.touch(id);
       await this.hooks.running(id);
       if (unit.status !== status) await this.persist(unit, status);
       this.log.info({ unit: unit.name, unitId: id, status }, "re-adopted a unit that kept running");
@@ -314,6 +316,7 @@ export class Lifecycle {
       sourceId: fresh.activeCheckpoint,
       resources: fresh.resources,
       privileges: fresh.privileges,
+      network: fresh.network,
       createdAt: new Date().toISOString(),
     };
     // A crash before this insert leaves a snapshot the database does not know: removed at start.
@@ -368,6 +371,7 @@ export class Lifecycle {
       activeCheckpoint: cp.id,
       resources: cp.resources,
       privileges: cp.privileges,
+      network: cp.network,
       updatedAt: new Date().toISOString(),
     });
   }

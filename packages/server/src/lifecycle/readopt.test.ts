@@ -9,7 +9,7 @@ import { removeFirewall } from "../runtime/network/firewall.js";
 import { removeCgroups } from "../runtime/runc/runc-runtime.js";
 import { execHttp } from "../testing/exec-client.js";
 import { freePort } from "../testing/free-port.js";
-import { lockSubnet } from "../testing/runtime.js";
+import { lockSubnet, TEST_NETWORK_ENV } from "../testing/runtime.js";
 import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
 
 /** DESIGN.md section 3: `ums serve` restarting or crashing does not stop running units. */
@@ -36,6 +36,7 @@ describe("a running unit survives kill -9 of ums serve", () => {
       UMS_POOL_DIR: image.pool.path,
       UMS_IMAGE_VARIANT: "test",
       UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
+      ...TEST_NETWORK_ENV,
       UMS_LOG_LEVEL: "warn",
     };
     token = execFileSync(UMS_BIN, ["token", "create", "--org", "readopt"], { env }).toString().trim();

@@ -8,6 +8,7 @@ import { buildImage } from "./image/build.js";
 import { defaultImageName, type ImageVariant } from "./image/packages.js";
 import { UID_RANGE, UID_SHIFT } from "./image/shift.js";
 import { parseSubnet } from "./network/addresses.js";
+import { defaultUplinks } from "./network/uplinks.js";
 import { RuncRuntime } from "./runc/runc-runtime.js";
 import type { UnitRuntime } from "./runtime.js";
 import { openPool } from "./storage/pool.js";
@@ -16,6 +17,10 @@ export interface HostRuntimeOptions {
   readonly dataDir: string;
   readonly poolDevice?: string | undefined;
   readonly unitSubnet: string;
+  /** The connectors gateway's port (units may reach it on their gateway address). */
+  readonly gatewayPort: number;
+  readonly egressRanges?: readonly string[] | undefined;
+  readonly uplinks?: readonly string[] | undefined;
   readonly imageVariant?: ImageVariant;
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
   readonly poolDir?: string | undefined;
@@ -83,5 +88,8 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
     defaultMemoryBytes: 2 * 1024 ** 3,
     defaultPids: 4096,
     bootTimeoutMs: 15_000,
+    gatewayPort: opts.gatewayPort,
+    egressRanges: opts.egressRanges,
+    uplinks: opts.uplinks ?? (await defaultUplinks()),
   });
 }

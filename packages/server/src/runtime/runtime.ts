@@ -8,6 +8,26 @@ export interface BootSpec {
   readonly url: string;
   readonly resources: ResourcesPolicy;
   readonly privileges: PrivilegesPolicy;
+  /** The network policy (spec 2.10) as JSON: enforced from the unit's first packet, shown at /.unit/policy/network.json. */
+  readonly network: string;
+}
+
+/** A running unit's link: its gateway (the host end, where ums serves DNS and the gateway) and its address. */
+export interface UnitLink {
+  readonly hostIp: string;
+  readonly unitIp: string;
+}
+
+export interface EgressDrops {
+  readonly packets: number;
+  /** Destinations dropped within the last hour, the most recent first, each with its packets and last drop (ms). */
+  readonly destinations: readonly { address: string; packets: number; lastDropMs: number }[];
+}
+
+/** An address a unit may reach for `timeoutS` seconds (issue #6: from an allowed DNS answer). */
+export interface EgressAllowance {
+  readonly ip: string;
+  readonly timeoutS: number;
 }
 
 export type RuntimeState = "running" | "paused" | "stopped";
@@ -45,6 +65,21 @@ export interface UnitRuntime {
   hostSocket(unitId: string): { readonly path: string; readonly uid: number };
   /** The unit's address as the host reaches it, while it runs. */
   address(unitId: string): string | undefined;
+  /** The unit's link while it runs. */
+  link(unitId: string): UnitLink | undefined;
+  /**
+   * The running unit a packet with this source address came from. Trustworthy: the firewall drops
+   * packets whose source is not their unit's own address (anti-spoofing, runtime/network/firewall.ts).
+   */
+  unitOfAddress(ip: string): string | undefined;
+  /** Sets a running unit's egress mode and replaces its allowed addresses, atomically. */
+  setEgress(unitId: string, enforced: boolean, allow: readonly EgressAllowance[]): Promise<void>;
+  /** Adds allowed addresses (or extends their time) for a running unit. */
+  allowEgress(unitId: string, allow: readonly EgressAllowance[]): Promise<void>;
+  /** What a running unit's egress rules dropped since it booted (undefined when not running). */
+  egressDrops(unitId: string): Promise<EgressDrops | undefined>;
+  /** Publishes the network policy the unit sees read-only at /.unit/policy/network.json. */
+  publishNetworkPolicy(unitId: string, json: string): Promise<void>;
   stats(unitId: string): Promise<UnitStats | undefined>;
   /** Applies a memory/pids limit to a running unit where the kernel allows; false when it must wait for the next boot. */
   applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;

@@ -49,14 +49,16 @@ export interface UnitRecord {
   /** Resources and privileges policies as JSON (spec 4.5); "{}" means the defaults. */
   readonly resources: string;
   readonly privileges: string;
+  /** Network policy as JSON (spec 2.10); `{"rules":[]}` enforces nothing. */
+  readonly network: string;
   /** The checkpoint the unit's files are on (spec 2.6 `source_id` of the next one), if any. */
   readonly activeCheckpoint: string | null;
 }
 
 export type NewUnit = Omit<
   UnitRecord,
-  "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges" | "activeCheckpoint"
-> & { readonly resources?: string; readonly privileges?: string };
+  "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges" | "network" | "activeCheckpoint"
+> & { readonly resources?: string; readonly privileges?: string; readonly network?: string };
 
 /** Spec 2.6, plus the policies in force when it was taken (restored with it). */
 export interface CheckpointRecord {
@@ -67,6 +69,7 @@ export interface CheckpointRecord {
   readonly sourceId: string | null;
   readonly resources: string;
   readonly privileges: string;
+  readonly network: string;
   readonly createdAt: string;
 }
 
@@ -80,6 +83,7 @@ export interface UnitPatch {
   readonly lastWarmingAt?: string | null;
   readonly resources?: string;
   readonly privileges?: string;
+  readonly network?: string;
   readonly activeCheckpoint?: string | null;
   /** Set when a user changed the unit; runtime status changes leave it alone. */
   readonly updatedAt?: string;

@@ -8,6 +8,7 @@ import { Runc } from "../runtime/runc/runc.js";
 import { removeCgroups } from "../runtime/runc/runc-runtime.js";
 import { deleteSubvolume } from "../runtime/storage/btrfs.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
+import { TEST_NETWORK_ENV } from "./runtime.js";
 
 /**
  * For tests that run `ums serve` as a child process on the shared test pool: the environment that
@@ -19,6 +20,7 @@ export async function testServeEnv(subnetIndex: number): Promise<Record<string, 
     UMS_POOL_DIR: image.pool.path,
     UMS_IMAGE_VARIANT: "test",
     UMS_UNIT_SUBNET: `10.209.${subnetIndex}.0/24`,
+    ...TEST_NETWORK_ENV,
   };
 }
 

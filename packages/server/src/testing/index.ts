@@ -1,6 +1,7 @@
 /** Test utilities shared by the packages' suites (not part of the server's API). */
 export { testDialects } from "./dialects.js";
+export { type FakeInternet, startFakeInternet } from "./fake-internet.js";
 export { freePort } from "./free-port.js";
 export { cleanupStoppedServer, deleteUnitDisk, removeServerHostResources, testServeEnv } from "./host-cleanup.js";
-export { lockSubnet } from "./runtime.js";
+export { lockSubnet, TEST_NETWORK_ENV } from "./runtime.js";
 export { startTestServer } from "./server.js";

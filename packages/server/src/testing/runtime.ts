@@ -48,7 +48,28 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
   throw new Error("no free test subnet");
 }
 
-export async function openTestRuntime(dataDir: string): Promise<TestRuntime> {
+/**
+ * The public ranges units of test servers may reach at all: the fake internet's (TEST-NET-2 and
+ * TEST-NET-3, RFC 5737), which only exist as namespaces tests create. Nothing else leaves a unit.
+ */
+export const TEST_EGRESS_RANGES = ["198.51.100.0/24", "203.0.113.0/24"] as const;
+
+/**
+ * The environment of every `ums serve` a test or bench starts: units reach only the fake internet's
+ * ranges, the host's uplinks are left alone, and DNS goes to a loopback port where nothing answers
+ * unless the test points it at its fake resolver.
+ */
+export const TEST_NETWORK_ENV: Readonly<Record<string, string>> = Object.freeze({
+  UMS_EGRESS_RANGES: TEST_EGRESS_RANGES.join(","),
+  UMS_UPLINKS: "none",
+  UMS_DNS_UPSTREAM: "127.0.0.1:9",
+});
+
+export interface TestRuntimeOpts {
+  readonly gatewayPort?: number;
+}
+
+export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {}): Promise<TestRuntime> {
   const image = await testImage();
   const rid = randomBytes(2).toString("hex");
   const subnet = await lockSubnet();
@@ -64,6 +85,9 @@ export async function openTestRuntime(dataDir: string): Promise<TestRuntime> {
     defaultMemoryBytes: 512 * 1024 ** 2,
     defaultPids: 1024,
     bootTimeoutMs: 20_000,
+    gatewayPort: opts.gatewayPort ?? 7071,
+    egressRanges: TEST_EGRESS_RANGES,
+    uplinks: [],
   });
   return {
     runtime,

@@ -42,6 +42,12 @@ export interface TestServerOpts {
   idleWarm?: string;
   idleCold?: string;
   sweepMs?: number;
+  /**
+   * The units' DNS upstream: a fake resolver the test started (see fake-internet.ts). Default: a
+   * loopback port where nothing answers, so no test's lookup ever leaves the machine.
+   */
+  dnsUpstream?: string;
+  gatewayPort?: number;
 }
 
 export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
@@ -55,11 +61,13 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       unitHost: overrides.unitHost,
       idleWarm: overrides.idleWarm,
       idleCold: overrides.idleCold,
+      dnsUpstream: overrides.dnsUpstream ?? "127.0.0.1:9",
+      gatewayPort: overrides.gatewayPort,
     },
     {},
   );
   const logger = pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
-  const rt = await openTestRuntime(dataDir);
+  const rt = await openTestRuntime(dataDir, { gatewayPort: config.gatewayPort });
   const server = await startServer(config, {
     logger,
     runtime: rt.runtime,

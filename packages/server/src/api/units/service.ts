@@ -101,7 +101,7 @@ export class UnitService {
           version: source?.version ?? ENVIRONMENT_VERSION,
           environmentVersion: source?.environmentVersion ?? ENVIRONMENT_VERSION,
           createdAt: new Date().toISOString(),
-          ...(cp && { resources: cp.resources, privileges: cp.privileges }),
+          ...(cp && { resources: cp.resources, privileges: cp.privileges, network: cp.network }),
         },
         org.maxUnits,
       );

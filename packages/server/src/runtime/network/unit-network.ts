@@ -18,7 +18,7 @@ export function networkNames(rid: string, slot: number): { netns: string; hostIf
 
 /**
  * A network namespace owned by the host (so root in the unit cannot reconfigure it) with a veth
- * pair: `eth0` inside, the host end outside, a /30 between them and no route beyond it.
+ * pair: `eth0` inside, the host end outside, a /30 between them and a default route to the host.
  */
 export async function setUpUnitNetwork(rid: string, subnet: Subnet, slot: number): Promise<UnitNetwork> {
   const { netns, hostIf } = networkNames(rid, slot);
@@ -34,7 +34,13 @@ export async function setUpUnitNetwork(rid: string, subnet: Subnet, slot: number
       ].join("\n"),
     });
     await run("ip", ["-n", netns, "-batch", "-"], {
-      input: ["link set lo up", `addr add ${unitIp}/30 dev eth0`, "link set eth0 up"].join("\n"),
+      // The default route leads to the host, whose firewall decides what goes further (firewall.ts).
+      input: [
+        "link set lo up",
+        `addr add ${unitIp}/30 dev eth0`,
+        "link set eth0 up",
+        `route add default via ${hostIp}`,
+      ].join("\n"),
     });
   } catch (err) {
     await tearDown(netns, hostIf);

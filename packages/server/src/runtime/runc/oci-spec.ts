@@ -18,6 +18,8 @@ export const UNIT_PATHS = Object.freeze({
   /** The internal API for processes in the unit (spec 4.7), served by the agent. */
   apiSocket: "/.unit/api.sock",
   checkpoints: "/.unit/checkpoints",
+  /** The unit's policies as it may read them (issue #6: network.json), kept current by the host. */
+  policy: "/.unit/policy",
 });
 
 export interface DeviceRule {
@@ -52,6 +54,10 @@ export interface OciSpecInput {
     readonly run: string;
     /** The shared mount holding read-only binds of the unit's recent checkpoints. */
     readonly checkpoints: string;
+    /** A resolv.conf naming the unit's gateway as its resolver, bound read-only over /etc/resolv.conf. */
+    readonly resolvConf?: string | undefined;
+    /** A host dir with the unit's policy files, bound read-only at /.unit/policy. */
+    readonly policy?: string | undefined;
   };
   readonly env: Readonly<Record<string, string>>;
   readonly memoryLimitBytes: number | undefined;
@@ -140,6 +146,11 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
         source: i.hostPaths.checkpoints,
         options: ["rbind", "ro", "nosuid", "nodev", "rslave"],
       },
+      // A directory bind: the host replaces the files in it (rename) and the unit sees the new ones.
+      ...(i.hostPaths.policy
+        ? [{ ...ro(i.hostPaths.policy, UNIT_PATHS.policy), options: ["bind", "ro", "nosuid", "nodev", "noexec"] }]
+        : []),
+      ...(i.hostPaths.resolvConf ? [ro(i.hostPaths.resolvConf, "/etc/resolv.conf")] : []),
     ],
     linux: {
       devices: i.privileges.devices.map((d) => ({

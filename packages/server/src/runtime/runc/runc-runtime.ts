@@ -5,9 +5,27 @@ import { failpoint } from "../../failpoints/failpoints.js";
 import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/host-command.js";
 import { type Subnet, subnetCidr } from "../network/addresses.js";
-import { installFirewall } from "../network/firewall.js";
+import {
+  type AllowedAddress,
+  allowEgress,
+  attachEgress,
+  detachEgress,
+  egressDrops,
+  setEgress,
+} from "../network/egress.js";
+import { firewallTable, installFirewall } from "../network/firewall.js";
+import { NftShell } from "../network/nft-shell.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
-import type { BootSpec, ResourcesPolicy, RuntimeState, UnitRuntime, UnitStats } from "../runtime.js";
+import { enableUplinks } from "../network/uplinks.js";
+import type {
+  BootSpec,
+  EgressDrops,
+  ResourcesPolicy,
+  RuntimeState,
+  UnitLink,
+  UnitRuntime,
+  UnitStats,
+} from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { CheckpointView } from "./checkpoint-view.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
@@ -35,6 +53,12 @@ export interface RuncRuntimeConfig {
   readonly defaultMemoryBytes: number;
   readonly defaultPids: number;
   readonly bootTimeoutMs: number;
+  /** The connectors gateway's port on the host: units may reach it at their gateway address. */
+  readonly gatewayPort: number;
+  /** When set, units reach only these public ranges (tests confine them to their fake internet). */
+  readonly egressRanges?: readonly string[] | undefined;
+  /** Interfaces replies to units arrive on; ums turns forwarding on for them if it is off. */
+  readonly uplinks?: readonly string[] | undefined;
 }
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
@@ -106,6 +130,8 @@ export class RuncRuntime implements UnitRuntime {
   private readonly runc: Runc;
   private readonly slots: SlotAllocator;
   private readonly networks = new Map<string, UnitNetwork>();
+  /** The resolver's allow-set additions go through one long-lived nft (see nft-shell.ts). */
+  private readonly nft = new NftShell();
 
   /** The mounted pool units live on. */
   get poolDir(): string {
@@ -125,8 +151,15 @@ export class RuncRuntime implements UnitRuntime {
     // (an unprivileged host uid): every directory above them must let it pass (o+x, not o+r).
     await allowTraversal(join(cfg.poolDir, "units"));
     await allowTraversal(join(cfg.dataDir, "run"));
-    await installFirewall(cfg.rid);
+    await installFirewall(cfg.rid, {
+      subnet: subnetCidr(cfg.subnet),
+      gatewayPort: cfg.gatewayPort,
+      egressRanges: cfg.egressRanges,
+    });
     await guardSubnet(cfg.subnet);
+    await enableUplinks(cfg.rid, cfg.dataDir, cfg.uplinks ?? []);
+    // Start the resolver's nft now, not at the first lookup (a line must add something: a probe element).
+    await rt.nft.run(`add element inet ${firewallTable(cfg.rid)} probe { 0 timeout 1s }`);
     await rt.recoverNetworks();
     return rt;
   }
@@ -160,6 +193,45 @@ export class RuncRuntime implements UnitRuntime {
     return this.networks.get(id)?.unitIp;
   }
 
+  link(id: string): UnitLink | undefined {
+    const net = this.networks.get(id);
+    return net && { hostIp: net.hostIp, unitIp: net.unitIp };
+  }
+
+  unitOfAddress(ip: string): string | undefined {
+    // A dual-stack listener reports IPv4 peers as IPv4-mapped IPv6 addresses.
+    const v4 = ip.startsWith("::ffff:") ? ip.slice(7) : ip;
+    for (const [id, net] of this.networks) if (net.unitIp === v4) return id;
+    return undefined;
+  }
+
+  private egressMode(enforced: boolean) {
+    return { enforced, limited: this.cfg.egressRanges !== undefined };
+  }
+
+  async setEgress(id: string, enforced: boolean, allow: readonly AllowedAddress[]): Promise<void> {
+    const net = this.networks.get(id);
+    if (net) await setEgress(this.cfg.rid, net, this.egressMode(enforced), allow);
+  }
+
+  async allowEgress(id: string, allow: readonly AllowedAddress[]): Promise<void> {
+    const net = this.networks.get(id);
+    if (net) await allowEgress(this.nft, this.cfg.rid, net.slot, allow);
+  }
+
+  async egressDrops(id: string): Promise<EgressDrops | undefined> {
+    const net = this.networks.get(id);
+    return net ? egressDrops(this.cfg.rid, net.slot).catch(() => undefined) : undefined;
+  }
+
+  /** Written beside the files the unit sees, then renamed in: a reader never sees half a file. */
+  async publishNetworkPolicy(id: string, json: string): Promise<void> {
+    const dir = join(this.runDir(id), "policy");
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+    await writeFile(join(dir, ".network.json.tmp"), `${json}\n`, { mode: 0o644 });
+    await rename(join(dir, ".network.json.tmp"), join(dir, "network.json"));
+  }
+
   /** Idempotent: a unit that has its disk keeps it. */
   async create(id: string): Promise<void> {
     if (existsSync(this.rootfs(id))) return;
@@ -181,7 +253,12 @@ export class RuncRuntime implements UnitRuntime {
     await rm(this.agentSocket(id), { force: true });
     await this.writeIdentity(id, spec.name);
 
-    const net = await this.attachNetwork(id);
+    const net = await this.attachNetwork(id, spec.network);
+    await this.publishNetworkPolicy(id, spec.network);
+    const resolvConf = join(runDir, "resolv.conf");
+    await writeFile(resolvConf, `# ums: the unit's resolver (its network policy applies)\nnameserver ${net.hostIp}\n`, {
+      mode: 0o644,
+    });
     const view = this.checkpointView(id);
     try {
       await view.prepare();
@@ -192,7 +269,14 @@ export class RuncRuntime implements UnitRuntime {
         idCount: this.cfg.idCount,
         netnsPath: net.netnsPath,
         cgroupsPath: this.cgroupsPath(id),
-        hostPaths: { ...this.cfg.hostPaths, nodePty: this.cfg.hostPaths.nodePty, run: sockDir, checkpoints: view.dir },
+        hostPaths: {
+          ...this.cfg.hostPaths,
+          nodePty: this.cfg.hostPaths.nodePty,
+          run: sockDir,
+          checkpoints: view.dir,
+          resolvConf,
+          policy: join(runDir, "policy"),
+        },
         env: {
           UMS_UNIT_NAME: spec.name,
           UMS_UNIT_URL: spec.url,
@@ -269,12 +353,19 @@ export class RuncRuntime implements UnitRuntime {
     }
   }
 
-  private async attachNetwork(id: string): Promise<UnitNetwork> {
+  private async attachNetwork(id: string, policy: string): Promise<UnitNetwork> {
     const existing = this.networks.get(id);
     if (existing) return existing;
     const slot = this.slots.take(id);
     try {
       const net = await setUpUnitNetwork(this.cfg.rid, this.cfg.subnet, slot);
+      // The policy holds from the unit's first packet: its rules are in place before it boots.
+      const enforced = ((JSON.parse(policy) as { rules?: unknown[] }).rules ?? []).length > 0;
+      await attachEgress(this.cfg.rid, net, this.egressMode(enforced)).catch(async (err) => {
+        await detachEgress(this.cfg.rid, net);
+        await tearDownUnitNetwork(this.cfg.rid, slot);
+        throw err;
+      });
       await writeFile(join(this.runDir(id), "network.json"), JSON.stringify(net));
       this.networks.set(id, net);
       return net;
@@ -288,6 +379,7 @@ export class RuncRuntime implements UnitRuntime {
     const net = this.networks.get(id);
     const slot = net?.slot ?? this.slots.slotOf(id);
     if (slot === undefined) return;
+    if (net) await detachEgress(this.cfg.rid, net);
     await tearDownUnitNetwork(this.cfg.rid, slot);
     await rm(join(this.runDir(id), "network.json"), { force: true });
     this.networks.delete(id);
@@ -311,6 +403,9 @@ export class RuncRuntime implements UnitRuntime {
       if (running.has(id)) {
         this.slots.claim(id, net.slot);
         this.networks.set(id, net);
+        // The firewall was installed anew: closed (enforced, nothing allowed) until the server
+        // re-applies the unit's policy when it re-adopts the unit.
+        await attachEgress(this.cfg.rid, net, this.egressMode(true));
       } else {
         await tearDownUnitNetwork(this.cfg.rid, net.slot);
         await rm(join(this.runDir(id), "network.json"), { force: true });
@@ -545,7 +640,8 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async close(): Promise<void> {
-    // Running units outlive the server (DESIGN.md section 3): nothing to stop here.
+    // Running units outlive the server (DESIGN.md section 3): only ums's own helper process stops.
+    this.nft.close();
   }
 }
 

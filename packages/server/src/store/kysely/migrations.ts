@@ -83,6 +83,19 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0004_network_policy": {
+    async up(db: Kysely<unknown>) {
+      // Spec 2.10: a new unit enforces nothing; checkpoints carry the policy in force.
+      await db.schema
+        .alterTable("units")
+        .addColumn("network", "text", (c) => c.notNull().defaultTo('{"rules":[]}'))
+        .execute();
+      await db.schema
+        .alterTable("checkpoints")
+        .addColumn("network", "text", (c) => c.notNull().defaultTo('{"rules":[]}'))
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -54,6 +54,7 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     lastWarmingAt: r.last_warming_at,
     resources: r.resources,
     privileges: r.privileges,
+    network: r.network,
     activeCheckpoint: r.active_checkpoint,
   });
 }
@@ -76,6 +77,7 @@ export function unitToRow(u: NewUnit): UnitsTable {
     last_warming_at: null,
     resources: u.resources ?? "{}",
     privileges: u.privileges ?? "{}",
+    network: u.network ?? '{"rules":[]}',
     active_checkpoint: null,
     checkpoint_seq: 0,
   };
@@ -90,6 +92,7 @@ export function checkpointFromRow(r: CheckpointsTable): CheckpointRecord {
     sourceId: r.source_id,
     resources: r.resources,
     privileges: r.privileges,
+    network: r.network,
     createdAt: r.created_at,
   });
 }

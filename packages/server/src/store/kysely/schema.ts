@@ -37,6 +37,7 @@ export interface UnitsTable {
   last_warming_at: string | null;
   resources: string;
   privileges: string;
+  network: string;
   active_checkpoint: string | null;
   checkpoint_seq: number;
 }
@@ -49,6 +50,7 @@ export interface CheckpointsTable {
   source_id: string | null;
   resources: string;
   privileges: string;
+  network: string;
   created_at: string;
 }
 

@@ -155,6 +155,7 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
           source_id: cp.sourceId,
           resources: cp.resources,
           privileges: cp.privileges,
+          network: cp.network,
           created_at: cp.createdAt,
         })
         .execute();
@@ -262,6 +263,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       if (p.resources !== undefined) set.resources = p.resources;
       if (p.activeCheckpoint !== undefined) set.active_checkpoint = p.activeCheckpoint;
       if (p.privileges !== undefined) set.privileges = p.privileges;
+      if (p.network !== undefined) set.network = p.network;
       if (p.urlAuth !== undefined) set.url_auth = p.urlAuth;
       if (p.privateAccess !== undefined) set.private_access = p.privateAccess;
       if (p.version !== undefined) set.version = p.version;

@@ -1,0 +1,148 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { open, readFile, rm } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { run } from "../runtime/exec/host-command.js";
+
+/**
+ * A fake internet for network tests (issue #6): a network namespace the test creates, reached
+ * from the host through a veth, holding a DNS server and HTTP servers at public-looking addresses
+ * of the documentation ranges (RFC 5737 TEST-NET-2 198.51.100.0/24 for the link, TEST-NET-3
+ * 203.0.113.0/24 for the servers). Each fixture takes a /28 slice of both (16 at most at once,
+ * held by a lock file). Before anything else the slices are routed `unreachable` (high metric), so
+ * if the fixture's route is missing no packet for them follows the host's default route; test
+ * servers' units may reach nothing outside these ranges at all (testing/runtime.ts).
+ */
+export interface FakeInternet {
+  /** `ip:port` of its DNS server, for `--dns-upstream`. */
+  readonly dnsUpstream: string;
+  readonly dnsIp: string;
+  /** The address of each name it serves. */
+  readonly hosts: Readonly<Record<string, string>>;
+  /** An address with an HTTP server that no name resolves to. */
+  readonly rawIp: string;
+  /** The host's own address on the link (a "public" address of the host). */
+  readonly hostLinkIp: string;
+  /** What its DNS server was asked, and how many /stream responses are open. */
+  seen(): Promise<{ queries: { name: string; type: string }[]; streams: number }>;
+  close(): Promise<void>;
+}
+
+export interface FakeInternetOpts {
+  readonly names: readonly string[];
+  /** TTL of its DNS answers (default 30 s). */
+  readonly ttlS?: number;
+}
+
+const SLICES = 16;
+
+async function lockSlice(): Promise<{ k: number; unlock: () => Promise<void> }> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    for (let k = 0; k < SLICES; k++) {
+      const file = `/tmp/ums-fake-internet-${k}.lock`;
+      try {
+        const fh = await open(file, "wx");
+        await fh.writeFile(String(process.pid));
+        await fh.close();
+        return { k, unlock: () => rm(file, { force: true }) };
+      } catch {
+        const pid = Number(await readFile(file, "utf8").catch(() => "0"));
+        let alive = false;
+        try {
+          alive = pid > 0 && process.kill(pid, 0);
+        } catch {}
+        if (!alive) await rm(file, { force: true });
+      }
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("no free fake internet slice");
+}
+
+export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInternet> {
+  const { k, unlock } = await lockSlice();
+  const base = 16 * k;
+  const linkNet = `198.51.100.${base}/28`;
+  const serverNet = `203.0.113.${base}/28`;
+  const hostLinkIp = `198.51.100.${base + 1}`;
+  const nsLinkIp = `198.51.100.${base + 2}`;
+  const ns = `ums-fakenet-${k}`;
+  const hostIf = `umsfn${k}`;
+  const dnsIp = `203.0.113.${base + 1}`;
+  const rawIp = `203.0.113.${base + 2}`;
+  if (opts.names.length > 11) throw new Error("the fake internet serves at most 11 names");
+  const hosts = Object.fromEntries(opts.names.map((n, i) => [n.toLowerCase(), `203.0.113.${base + 3 + i}`]));
+  let child: ChildProcess | undefined;
+
+  const cleanup = async () => {
+    if (child?.pid && child.exitCode === null) {
+      const exited = new Promise((r) => child?.once("exit", r));
+      child.kill("SIGKILL");
+      await exited;
+    }
+    await run("ip", ["link", "del", hostIf]).catch(() => {});
+    await run("ip", ["netns", "del", ns]).catch(() => {});
+    for (const net of [serverNet, linkNet]) {
+      await run("ip", ["route", "del", net]).catch(() => {});
+      await run("ip", ["route", "del", "unreachable", net, "metric", "4000"]).catch(() => {});
+    }
+    await unlock();
+  };
+
+  try {
+    await cleanup().catch(() => {}); // a leftover of a crashed run with this slice
+    await lockAgain(k);
+    for (const net of [linkNet, serverNet]) await run("ip", ["route", "add", "unreachable", net, "metric", "4000"]);
+    await run("ip", ["netns", "add", ns]);
+    await run("ip", ["-batch", "-"], {
+      input: [
+        `link add ${hostIf} type veth peer name eth0 netns ${ns}`,
+        `addr add ${hostLinkIp}/30 dev ${hostIf}`,
+        `link set ${hostIf} up`,
+        `route add ${serverNet} via ${nsLinkIp} dev ${hostIf} metric 100`,
+      ].join("\n"),
+    });
+    await run("ip", ["-n", ns, "-batch", "-"], {
+      input: [
+        "link set lo up",
+        `addr add ${nsLinkIp}/30 dev eth0`,
+        "link set eth0 up",
+        `route add default via ${hostLinkIp}`,
+        ...[dnsIp, rawIp, ...Object.values(hosts)].map((ip) => `addr add ${ip}/32 dev lo`),
+      ].join("\n"),
+    });
+    // Replies to units' (masqueraded) connections arrive here and are routed on to the unit.
+    await run("sh", ["-c", `echo 1 > /proc/sys/net/ipv4/conf/${hostIf}/forwarding`]);
+    const script = fileURLToPath(new URL("./fake-internet-server.js", import.meta.url));
+    const serve = { dnsIp, ttlS: opts.ttlS ?? 30, hosts: { ...hosts, "raw.invalid": rawIp } };
+    const proc = spawn("ip", ["netns", "exec", ns, process.execPath, script, JSON.stringify(serve)], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    child = proc;
+    await new Promise<void>((resolve, reject) => {
+      proc.once("exit", (code) => reject(new Error(`fake internet exited with ${code}`)));
+      proc.stdout?.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
+    });
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  return {
+    dnsUpstream: `${dnsIp}:53`,
+    dnsIp,
+    hosts,
+    rawIp,
+    hostLinkIp,
+    async seen() {
+      const res = await fetch(`http://${dnsIp}:8053/`);
+      return (await res.json()) as { queries: { name: string; type: string }[]; streams: number };
+    },
+    close: cleanup,
+  };
+}
+
+/** The cleanup of a leftover removed the lock too: take it again. */
+async function lockAgain(k: number): Promise<void> {
+  const fh = await open(`/tmp/ums-fake-internet-${k}.lock`, "wx");
+  await fh.writeFile(String(process.pid));
+  await fh.close();
+}
