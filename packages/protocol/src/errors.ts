@@ -47,6 +47,16 @@ export const ErrorCode = {
   UnitProxyFailed: "UMS_UNIT_PROXY_FAILED",
   /** 403: the token is valid but may not reach this unit URL (url_settings.private_access). */
   Forbidden: "UMS_FORBIDDEN",
+  /** 404: no connector with that id in the organization. */
+  ConnectionNotFound: "UMS_CONNECTION_NOT_FOUND",
+  /** 404: no provider with that key in the registry. */
+  ProviderNotFound: "UMS_PROVIDER_NOT_FOUND",
+  /** 403: the connector's access policy does not let this unit make this call (spec 2.11). */
+  ConnectorPolicyDenied: "UMS_CONNECTOR_POLICY_DENIED",
+  /** 401: the gateway is reachable only from units, at their gateway address. */
+  GatewayUnauthorized: "UMS_GATEWAY_UNAUTHORIZED",
+  /** 502: the provider could not be reached, or refreshing the connector's token failed. */
+  ProviderFailed: "UMS_PROVIDER_FAILED",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

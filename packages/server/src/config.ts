@@ -26,6 +26,10 @@ export interface ServerConfig {
   /** IPv4 range that units' /30 links are carved from. */
   readonly unitSubnet: string;
   /** Limits given to organizations when they are created. */
+  /** The connector gateway's port on 0.0.0.0, reached by units at their gateway address (0: any free port). */
+  readonly gatewayPort: number;
+  /** A JSON file of provider overrides and platform keys for connectors (README "Connectors"). */
+  readonly connectorsConfig: string | undefined;
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
 
@@ -42,6 +46,8 @@ export interface ConfigInput {
   idleWarm?: string | undefined;
   idleCold?: string | undefined;
   unitSubnet?: string | undefined;
+  gatewayPort?: string | number | undefined;
+  connectorsConfig?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -81,6 +87,16 @@ function imageVariant(v: string): "full" | "test" {
   return v;
 }
 
+function gatewayPort(raw: string | number): number {
+  const port = Number(raw);
+  if (raw === "" || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new ConfigError(`gateway port '${raw}' must be an integer from 0 to 65535`);
+  }
+  return port;
+}
+
+export const DEFAULT_GATEWAY_PORT = 7071;
+
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
   const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
@@ -106,6 +122,8 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     idleWarmMs: duration("idle-warm", input.idleWarm ?? env.UMS_IDLE_WARM ?? "30s"),
     idleColdMs: duration("idle-cold", input.idleCold ?? env.UMS_IDLE_COLD ?? "10m"),
     unitSubnet: input.unitSubnet ?? env.UMS_UNIT_SUBNET ?? "10.209.0.0/16",
+    gatewayPort: gatewayPort(input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? DEFAULT_GATEWAY_PORT),
+    connectorsConfig: input.connectorsConfig ?? (env.UMS_CONNECTORS_CONFIG || undefined),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

@@ -6,6 +6,7 @@ import type { ApiInstance } from "./api/instance.js";
 import { HostSockets } from "./api/internal/host-sockets.js";
 import { unitUrl } from "./api/units/present.js";
 import type { ServerConfig } from "./config.js";
+import { type Connectors, openConnectors } from "./connectors/index.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
 import { openHostRuntime } from "./runtime/host.js";
@@ -21,6 +22,8 @@ export interface RunningServer {
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
   readonly app: ApiInstance;
+  /** The connector gateway's port (units reach it at their gateway address). */
+  readonly gatewayPort: number;
   close(): Promise<void>;
 }
 
@@ -62,6 +65,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let runtime: UnitRuntime | undefined;
   let lifecycle: Lifecycle | undefined;
   let hostSockets: HostSockets | undefined;
+  let connectors: Connectors | undefined;
   let app: ApiInstance;
   try {
     runtime =
@@ -83,11 +87,26 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     const sockets = hostSockets;
     lifecycle.setHooks({ running: (id) => sockets.open(id), stopped: (id) => sockets.close(id) });
     await lifecycle.start();
-    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle });
+    const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
+      ? "127.0.0.1"
+      : config.listenHost.includes(":")
+        ? `[${config.listenHost}]`
+        : config.listenHost;
+    connectors = await openConnectors({
+      config,
+      store,
+      runtime,
+      log: logger,
+      apiBase: () => `http://${apiHost}:${port}`,
+    });
+    const gatewayPort = await connectors.listen();
+    await runtime.allowGatewayPort?.(gatewayPort);
+    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, runtime, lifecycle, connectors });
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});
     await hostSockets?.closeAll();
+    await connectors?.close();
     if (!opts.store) await store.close();
     throw err;
   }
@@ -95,11 +114,15 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   port = typeof address === "object" && address ? address.port : config.listenPort;
   const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
-  logger.info({ url, port, dialect: store.dialect, dataDir: config.dataDir }, "ums listening");
+  logger.info(
+    { url, port, gatewayPort: connectors.gatewayPort(), dialect: store.dialect, dataDir: config.dataDir },
+    "ums listening",
+  );
   let closing: Promise<void> | undefined;
   const rt = runtime;
   const lc = lifecycle;
   const hs = hostSockets;
+  const cn = connectors;
   return {
     url,
     port,
@@ -107,9 +130,11 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     runtime: rt,
     lifecycle: lc,
     app,
+    gatewayPort: cn.gatewayPort(),
     close() {
       // Units keep running when the server stops (DESIGN.md section 3).
       closing ??= (async () => {
+        await cn.close();
         await app.close();
         await lc.stop();
         await hs?.closeAll();

@@ -42,6 +42,10 @@ export interface TestServerOpts {
   idleWarm?: string;
   idleCold?: string;
   sweepMs?: number;
+  /** A connectors config file (provider overrides pointing at fakes, platform keys). */
+  connectorsConfig?: string;
+  /** Every log line of the server, at debug level (tests grep it for secrets). */
+  logStream?: NodeJS.WritableStream;
 }
 
 export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
@@ -55,10 +59,14 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       unitHost: overrides.unitHost,
       idleWarm: overrides.idleWarm,
       idleCold: overrides.idleCold,
+      gatewayPort: 0,
+      connectorsConfig: overrides.connectorsConfig,
     },
     {},
   );
-  const logger = pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
+  const logger = overrides.logStream
+    ? pino({ level: "debug" }, overrides.logStream)
+    : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
   const rt = await openTestRuntime(dataDir);
   const server = await startServer(config, {
     logger,

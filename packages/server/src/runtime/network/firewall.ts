@@ -31,6 +31,16 @@ table inet ${table} {
   await run("nft", ["-f", "-"], { input: ruleset });
 }
 
+/**
+ * Issue #7: units may open TCP connections to the connector gateway's port on the host (the only
+ * host service they reach). Inserted at the head of the input chain, before the drop.
+ */
+export async function allowGatewayPort(rid: string, port: number): Promise<void> {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`gateway port ${port} is not a port`);
+  const rule = ["iifname", `u${rid}*`, "tcp", "dport", String(port), "accept"];
+  await run("nft", ["insert", "rule", "inet", firewallTable(rid), "input", ...rule]);
+}
+
 export async function removeFirewall(rid: string): Promise<void> {
   await run("nft", ["delete", "table", "inet", firewallTable(rid)]).catch(() => {});
 }

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path";
 import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/host-command.js";
 import { type Subnet, subnetCidr } from "../network/addresses.js";
-import { installFirewall } from "../network/firewall.js";
+import { allowGatewayPort, installFirewall } from "../network/firewall.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import type { BootSpec, ResourcesPolicy, RuntimeState, UnitRuntime, UnitStats } from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
@@ -153,6 +153,10 @@ export class RuncRuntime implements UnitRuntime {
 
   hostSocket(id: string): { path: string; uid: number } {
     return { path: join(this.runDir(id), "sock", "host.sock"), uid: this.cfg.idShift };
+  }
+
+  async allowGatewayPort(port: number): Promise<void> {
+    await allowGatewayPort(this.cfg.rid, port);
   }
 
   address(id: string): string | undefined {

@@ -1,0 +1,88 @@
+import type { ConnectorRecord } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import { SecretBox } from "./crypto.js";
+import { loadSecretBox } from "./master-key.js";
+import { requestToken, type TokenSet } from "./oauth-token.js";
+import type { ProviderRegistry } from "./registry/registry.js";
+
+/** A connector's credentials; sealed as one JSON document (crypto.ts), never returned or logged. */
+export interface Secrets {
+  readonly apiKey?: string;
+  readonly accessToken?: string;
+  readonly refreshToken?: string;
+  /** sprites_admin: the ums token minted for the connector's organization. */
+  readonly umsToken?: string;
+}
+
+/**
+ * The master key ring of a running server. `ums keys rotate` may add a key version while the
+ * server runs: an envelope under a version this process does not know reloads the ring once.
+ */
+export class Keys {
+  private constructor(
+    private box: SecretBox,
+    private readonly dataDir: string,
+  ) {}
+
+  static async load(dataDir: string): Promise<Keys> {
+    return new Keys(await loadSecretBox(dataDir), dataDir);
+  }
+
+  get current(): SecretBox {
+    return this.box;
+  }
+
+  seal(secrets: Secrets, connectorId: string): { secret: string; keyVersion: number } {
+    return { secret: this.box.seal(JSON.stringify(secrets), connectorId), keyVersion: this.box.currentVersion };
+  }
+
+  async open(rec: ConnectorRecord): Promise<Secrets> {
+    const v = SecretBox.versionOf(rec.secret);
+    if (v !== undefined && v > this.box.currentVersion) this.box = await loadSecretBox(this.dataDir);
+    return JSON.parse(this.box.open(rec.secret, rec.id)) as Secrets;
+  }
+}
+
+const REFRESH_EARLY_MS = 60_000;
+
+/** Credentials ready to use: an OAuth access token about to expire is refreshed first (RFC 6749 §6). */
+export class Credentials {
+  private readonly refreshing = new Map<string, Promise<Secrets>>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly keys: Keys,
+    private readonly registry: ProviderRegistry,
+  ) {}
+
+  async forUse(rec: ConnectorRecord, now = Date.now()): Promise<Secrets> {
+    const secrets = await this.keys.open(rec);
+    if (rec.connectionType === "provisioned") {
+      const key = this.registry.platformKey(rec.provider);
+      return key ? { apiKey: key } : {};
+    }
+    const expiring = rec.tokenExpiresAt !== null && Date.parse(rec.tokenExpiresAt) - REFRESH_EARLY_MS <= now;
+    if (!expiring || !secrets.refreshToken) return secrets;
+    let p = this.refreshing.get(rec.id);
+    if (!p) {
+      p = this.refresh(rec, secrets).finally(() => this.refreshing.delete(rec.id));
+      this.refreshing.set(rec.id, p);
+    }
+    return p;
+  }
+
+  private async refresh(rec: ConnectorRecord, old: Secrets): Promise<Secrets> {
+    const client = this.registry.get(rec.provider)?.client;
+    if (!client || !old.refreshToken) return old;
+    const t: TokenSet = await requestToken(client, { grant_type: "refresh_token", refresh_token: old.refreshToken });
+    // RFC 6749 §6: the provider may keep the old refresh token.
+    const fresh: Secrets = { accessToken: t.accessToken, refreshToken: t.refreshToken ?? old.refreshToken };
+    await this.store.connectors.update(rec.orgId, rec.id, {
+      ...this.keys.seal(fresh, rec.id),
+      tokenExpiresAt: t.expiresAt ?? null,
+      ...(t.scopes !== undefined && { scopes: t.scopes }),
+      updatedAt: new Date().toISOString(),
+    });
+    return fresh;
+  }
+}
