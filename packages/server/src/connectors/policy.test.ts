@@ -37,6 +37,7 @@ describe("access policy (spec 2.11)", () => {
     const p = { allow_all: true, allowed_endpoints: ["/repos/*", "/user"], blocked_endpoints: ["/repos/secret/*"] };
     assert.equal(allowed(p, "/repos/a/issues"), true);
     assert.equal(allowed(p, "/user"), true);
+    assert.equal(allowed(p, "/repos"), false, "an allow of /repos/* is for what is below it");
     assert.equal(allowed(p, "/user/emails"), false, "exact means exact");
     assert.equal(allowed(p, "/repos/secret/keys"), false);
     assert.equal(allowed(p, "/repos/secret"), false, "a block of /a/* covers /a");
@@ -51,7 +52,8 @@ describe("access policy (spec 2.11)", () => {
   });
 
   it("rule matching: a prefix without a slash is a plain string prefix", () => {
-    assert.equal(ruleMatches("/v1/*", "/v1"), true);
+    assert.equal(ruleMatches("/v1/*", "/v1", true), true, "a block of /v1/* covers /v1");
+    assert.equal(ruleMatches("/v1/*", "/v1"), false, "an allow of /v1/* does not");
     assert.equal(ruleMatches("/v1*", "/v10"), true);
     assert.equal(ruleMatches("/v1/", "/v1"), true, "rules are canonical like paths");
     assert.equal(ruleMatches("//a//b", "/a/b"), true);

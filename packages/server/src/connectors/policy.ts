@@ -19,17 +19,18 @@ function canonicalRule(rule: string): { prefix: boolean; path: string } {
 
 /**
  * Spec 2.11 patterns: an exact path, or a prefix ending in `*`. A prefix ending in `/` (`/a/*`)
- * also matches the bare `/a`. Blocking rules compare case-insensitively (some providers route
- * paths without regard to case, so `/ADMIN` must not slip past a block of `/admin/*`); allowing
- * rules compare exactly.
+ * also matches the bare `/a` when blocking. Blocking rules compare case-insensitively (some
+ * providers route paths without regard to case, so `/ADMIN` must not slip past a block of
+ * `/admin/*`); allowing rules compare exactly. Both err on the side of denying.
  */
-export function ruleMatches(rule: string, path: string, caseInsensitive = false): boolean {
+export function ruleMatches(rule: string, path: string, blocking = false): boolean {
+  const caseInsensitive = blocking;
   const r = canonicalRule(rule);
   const p = caseInsensitive ? path.toLowerCase() : path;
   const rp = caseInsensitive ? r.path.toLowerCase() : r.path;
   if (!r.prefix) return p === rp;
   if (p.startsWith(rp)) return true;
-  return rp.endsWith("/") && rp.length > 1 && p === rp.slice(0, -1);
+  return blocking && rp.endsWith("/") && rp.length > 1 && p === rp.slice(0, -1);
 }
 
 /**

@@ -120,14 +120,9 @@ export async function fakeBearerApi(valid?: Set<string>): Promise<Fake & { seen:
     const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
     if (valid && (!token || !valid.has(token))) return json(res, 401, { error: "bad token" });
     res.writeHead(200, { "content-type": "application/json", "x-provider": "fake", "set-cookie": "p=1" });
-    res.end(
-      JSON.stringify({
-        ...s,
-        headers: undefined,
-        auth: req.headers.authorization ?? null,
-        key: req.headers["x-api-key"] ?? null,
-      }),
-    );
+    // What arrived, but never the credential (the caller must not learn it from an echo).
+    const { method, url: path, bodyLength, bodySha } = s;
+    res.end(JSON.stringify({ method, url: path, bodyLength, bodySha, authorized: true }));
   });
   return { url, seen, close: close(server) };
 }
