@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
@@ -12,6 +15,7 @@ import { type FakeOAuth, fakeBearerApi, fakeOAuth, fakeS3 } from "../connectors/
 import { GATEWAY_CLIENT } from "./gateway-client.js";
 
 const sqlite = testDialects[0];
+const execFileP = promisify(execFile);
 /** grep the whole unit (but /proc, /sys, /dev) for the string on stdin (/dev/stdin is a socket there). */
 const GREP = ["sh", "-c", 'grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e "$(cat)" /'];
 
@@ -300,6 +304,35 @@ describe("connector gateway from inside units", () => {
     ]);
     assert.equal(r?.status, 404);
     assert.equal(bad?.status, 404);
+  });
+
+  it("ums keys rotate re-encrypts every secret under a new key version while the server runs", async () => {
+    const ums = fileURLToPath(new URL("../../../../../bin/ums", import.meta.url));
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("UMS_")));
+    const all = async () => {
+      const orgs = await s.server.store.orgs.list();
+      return (await Promise.all(orgs.map((o) => s.server.store.connectors.list(o.id)))).flat();
+    };
+    const before = await all();
+    assert.ok(before.every((c) => c.keyVersion === 1 && c.secret.startsWith("v1.")));
+    const { stdout } = await execFileP(ums, ["keys", "rotate", "--data-dir", s.config.dataDir], { env });
+    assert.equal(stdout, `master key version 2; ${before.length} connector secret(s) re-encrypted\n`);
+    const after = await all();
+    assert.ok(after.every((c) => c.keyVersion === 2 && c.secret.startsWith("v2.")));
+    const ring = JSON.parse(await readFile(join(s.config.dataDir, "master.key"), "utf8"));
+    assert.deepEqual([ring.current, Object.keys(ring.keys)], [2, ["1", "2"]]);
+    assert.equal((await stat(join(s.config.dataDir, "master.key"))).mode & 0o777, 0o600);
+    // The running server reads the new key version when it meets it.
+    await call("PUT", `/v1/oauth/connections/${conn.custom}`, { access_policy: { allow_all: true } });
+    const res = await inUnit("web", [
+      { path: gwPath("github", "github", "/user") },
+      { path: gwPath("custom_api", "custom", "/after-rotate") },
+      { path: gwPath("s3_object_store", "s3", "/bucket/x") },
+    ]);
+    assert.deepEqual(
+      res.map((r) => r.status),
+      [200, 200, 200],
+    );
   });
 
   it("the unit never sees a secret: not in its environment, files or responses", async () => {
