@@ -47,6 +47,7 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     UMS_IMAGE_VARIANT: "test",
     UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
     UMS_LOG_LEVEL: "warn",
+    UMS_GATEWAY_PORT: "0",
     ...extra,
   };
   const token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();

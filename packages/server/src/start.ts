@@ -55,6 +55,7 @@ export interface StartOpts {
 export async function startServer(config: ServerConfig, opts: StartOpts = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger();
   await assertCanListen(config.listenHost, config.listenPort);
+  await assertCanListen("0.0.0.0", config.gatewayPort);
   const store =
     opts.store ??
     (await openStore({

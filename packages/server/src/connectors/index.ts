@@ -7,7 +7,9 @@ import { ConnectorService } from "../api/connectors/service.js";
 import type { ApiInstance } from "../api/instance.js";
 import type { ServerConfig } from "../config.js";
 import type { UnitRuntime } from "../runtime/runtime.js";
+import type { ConnectorRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+import { TtlCache } from "./gateway/cache.js";
 import { createGatewayServer } from "./gateway/server.js";
 import { GatewayUnitAddressBook } from "./gateway/unit-address.js";
 import { loadConnectorsConfig, ProviderRegistry } from "./registry/registry.js";
@@ -36,8 +38,14 @@ export interface ConnectorsOpts {
 export async function openConnectors(o: ConnectorsOpts): Promise<Connectors> {
   const registry = new ProviderRegistry(loadConnectorsConfig(o.config.connectorsConfig));
   const keys = await Keys.load(o.config.dataDir);
-  const credentials = new Credentials(o.store, keys, registry);
+
+  const cache = {
+    connectors: new TtlCache<ConnectorRecord | undefined>(1000),
+  };
+  const changed = (id: string) => cache.connectors.delete(id);
+  const credentials = new Credentials(o.store, keys, registry, changed);
   const gateway = createGatewayServer({
+    cache,
     store: o.store,
     registry,
     credentials,
@@ -54,6 +62,7 @@ export async function openConnectors(o: ConnectorsOpts): Promise<Connectors> {
     registry,
     keys,
     gatewayBase: () => `http://ums.internal:${gatewayPort()}`,
+    changed,
   });
   return {
     service,

@@ -36,10 +36,19 @@ export class Keys {
     return { secret: this.box.seal(JSON.stringify(secrets), connectorId), keyVersion: this.box.currentVersion };
   }
 
+  /** Opened secrets by envelope (a changed secret is a new envelope); bounded. */
+  private readonly opened = new Map<string, Secrets>();
+
   async open(rec: ConnectorRecord): Promise<Secrets> {
+    const key = `${rec.id}\0${rec.secret}`;
+    const hit = this.opened.get(key);
+    if (hit) return hit;
     const v = SecretBox.versionOf(rec.secret);
     if (v !== undefined && v > this.box.currentVersion) this.box = await loadSecretBox(this.dataDir);
-    return JSON.parse(this.box.open(rec.secret, rec.id)) as Secrets;
+    const secrets = JSON.parse(this.box.open(rec.secret, rec.id)) as Secrets;
+    if (this.opened.size >= 10_000) this.opened.clear();
+    this.opened.set(key, secrets);
+    return secrets;
   }
 }
 
@@ -53,6 +62,8 @@ export class Credentials {
     private readonly store: Store,
     private readonly keys: Keys,
     private readonly registry: ProviderRegistry,
+    /** Told when a refresh changed a connector (caches of it are stale). */
+    private readonly changed: (id: string) => void = () => {},
   ) {}
 
   async forUse(rec: ConnectorRecord, now = Date.now()): Promise<Secrets> {
@@ -83,6 +94,7 @@ export class Credentials {
       ...(t.scopes !== undefined && { scopes: t.scopes }),
       updatedAt: new Date().toISOString(),
     });
+    this.changed(rec.id);
     return fresh;
   }
 }

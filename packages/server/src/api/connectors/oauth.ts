@@ -110,6 +110,7 @@ export class OAuthFlow {
         ...(policy && { accessPolicy: JSON.stringify(policy) }),
         updatedAt: new Date().toISOString(),
       });
+      this.connectors.deps.changed?.(existing.id);
       if (updated) return updated;
     }
     return this.connectors.insert({

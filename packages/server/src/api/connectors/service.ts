@@ -22,6 +22,8 @@ export interface ConnectorDeps {
   readonly keys: Keys;
   /** `http://ums.internal:<gateway port>`: how units reach the gateway (usage_snippet). */
   readonly gatewayBase: () => string;
+  /** Called after a connector changed or went (the gateway drops what it cached of it). */
+  readonly changed?: (id: string) => void;
 }
 
 export interface NewConnection {
@@ -163,6 +165,7 @@ export class ConnectorService {
       accessPolicy: JSON.stringify(policy),
       updatedAt: new Date().toISOString(),
     });
+    this.deps.changed?.(id);
     if (!c) throw new ApiError(404, ErrorCode.ConnectionNotFound, `connector '${id}' not found`);
     return c;
   }
@@ -174,7 +177,9 @@ export class ConnectorService {
     if (c.connectionType === "internal" && typeof tokenId === "string") {
       await this.deps.store.tokens.revoke(tokenId, new Date().toISOString());
     }
-    if (!(await this.deps.store.connectors.delete(org.id, id))) {
+    const deleted = await this.deps.store.connectors.delete(org.id, id);
+    this.deps.changed?.(id);
+    if (!deleted) {
       throw new ApiError(404, ErrorCode.ConnectionNotFound, `connector '${id}' not found`);
     }
   }

@@ -1,12 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { type AccessPolicy, ErrorCode } from "@ums/protocol";
 import type { Logger } from "pino";
+import type { ConnectorRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { TokenEndpointError } from "../oauth-token.js";
 import { normalizeGatewayPath } from "../path.js";
 import { evaluatePolicy } from "../policy.js";
 import type { ProviderRegistry } from "../registry/registry.js";
 import type { Credentials } from "../secrets.js";
+import type { TtlCache } from "./cache.js";
 import { credentialHeaders, strippedHeaders } from "./credential.js";
 import { forward, publicOnlyLookup } from "./forward.js";
 import type { GatewayUnitAddressBook } from "./unit-address.js";
@@ -19,6 +21,11 @@ export interface GatewayDeps {
   /** Base URL of this server's own API (sprites_admin). */
   readonly apiBase: () => string;
   readonly log: Logger;
+  readonly cache: GatewayCache;
+}
+
+export interface GatewayCache {
+  readonly connectors: TtlCache<ConnectorRecord | undefined>;
 }
 
 function fail(res: ServerResponse, status: number, code: string, error: string, extra: object = {}): void {
@@ -54,7 +61,11 @@ export function gatewayHandler(d: GatewayDeps) {
       return fail(res, 404, ErrorCode.RouteNotFound, "gateway paths are /v1/gateway/<provider>/<connection_id>/<path>");
     }
     const [, providerKey = "", connId = "", rest = "/"] = m;
-    const [unit, conn] = await Promise.all([d.store.units.getById(unitId), d.store.connectors.getById(connId)]);
+    const [unit, conn] = await Promise.all([
+      // Not cached: labels and names change through the units API, and policy must see them at once.
+      d.store.units.getById(unitId),
+      d.cache.connectors.get(connId, () => d.store.connectors.getById(connId)),
+    ]);
     const provider = d.registry.get(providerKey);
     if (!unit || !conn || !provider || conn.provider !== providerKey || conn.orgId !== unit.orgId) {
       return fail(
