@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import { SecretBox } from "./crypto.js";
 import { addKeyVersion, loadSecretBox, parseEnvKeys } from "./master-key.js";
 import { signState, stateKey, verifyState } from "./oauth-state.js";
@@ -58,5 +59,24 @@ describe("secrets at rest", () => {
     const forged = `${Buffer.from(JSON.stringify({ o: "org-2", exp: 9e15 })).toString("base64url")}.${mac}`;
     assert.equal(typeof verifyState(key, forged, 2000), "string");
     assert.equal(typeof verifyState(key, `${body}.`, 2000), "string");
+  });
+
+  it("fuzz: arbitrary states and envelopes are refused without throwing or echoing input", () => {
+    const key = stateKey(Buffer.alloc(32, 7));
+    const box = new SecretBox(new Map([[1, Buffer.alloc(32, 3)]]), 1);
+    fc.assert(
+      fc.property(fc.string({ maxLength: 300 }), (s) => {
+        assert.equal(typeof verifyState(key, s), "string");
+        let error: unknown;
+        try {
+          box.open(s, "conn_x");
+        } catch (err) {
+          error = err;
+        }
+        assert.ok(error instanceof Error, "opened an arbitrary envelope");
+        assert.ok(s.length < 4 || !error.message.includes(s));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });
