@@ -124,6 +124,8 @@ export const ProviderInfo = Type.Object({
   api_base_url: Type.String(),
   auth: Type.String({ description: "How the credential is applied: bearer, header, basic, sigv4, ums_token" }),
   oauth: Type.Boolean(),
+  authorize_url: Type.Optional(Type.String()),
+  token_url: Type.Optional(Type.String()),
   default_scopes: Type.Array(Type.String()),
   platform_keys: Type.Boolean({ description: "Whether provision can create a platform-managed connector" }),
   base_api_url_required: Type.Boolean(),

@@ -1,7 +1,8 @@
+import { statSync } from "node:fs";
 import type { ConnectorRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { SecretBox } from "./crypto.js";
-import { loadSecretBox } from "./master-key.js";
+import { loadSecretBox, masterKeyPath } from "./master-key.js";
 import { requestToken, type TokenSet } from "./oauth-token.js";
 import type { ProviderRegistry } from "./registry/registry.js";
 
@@ -22,17 +23,38 @@ export class Keys {
   private constructor(
     private box: SecretBox,
     private readonly dataDir: string,
+    private mtimeMs: number,
   ) {}
 
   static async load(dataDir: string): Promise<Keys> {
-    return new Keys(await loadSecretBox(dataDir), dataDir);
+    const box = await loadSecretBox(dataDir);
+    return new Keys(box, dataDir, Keys.fileTime(dataDir));
+  }
+
+  private static fileTime(dataDir: string): number {
+    if (process.env.UMS_MASTER_KEY) return 0;
+    try {
+      return statSync(masterKeyPath(dataDir)).mtimeMs;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** Seals under the newest key version: a rotation that ran meanwhile is picked up first. */
+  private async fresh(force = false): Promise<void> {
+    const t = Keys.fileTime(this.dataDir);
+    if (force || t !== this.mtimeMs) {
+      this.box = await loadSecretBox(this.dataDir);
+      this.mtimeMs = t;
+    }
   }
 
   get current(): SecretBox {
     return this.box;
   }
 
-  seal(secrets: Secrets, connectorId: string): { secret: string; keyVersion: number } {
+  async seal(secrets: Secrets, connectorId: string): Promise<{ secret: string; keyVersion: number }> {
+    await this.fresh();
     return { secret: this.box.seal(JSON.stringify(secrets), connectorId), keyVersion: this.box.currentVersion };
   }
 
@@ -44,7 +66,7 @@ export class Keys {
     const hit = this.opened.get(key);
     if (hit) return hit;
     const v = SecretBox.versionOf(rec.secret);
-    if (v !== undefined && v > this.box.currentVersion) this.box = await loadSecretBox(this.dataDir);
+    if (v !== undefined && v > this.box.currentVersion) await this.fresh(true);
     const secrets = JSON.parse(this.box.open(rec.secret, rec.id)) as Secrets;
     if (this.opened.size >= 10_000) this.opened.clear();
     this.opened.set(key, secrets);
@@ -89,7 +111,7 @@ export class Credentials {
     // RFC 6749 §6: the provider may keep the old refresh token.
     const fresh: Secrets = { accessToken: t.accessToken, refreshToken: t.refreshToken ?? old.refreshToken };
     await this.store.connectors.update(rec.orgId, rec.id, {
-      ...this.keys.seal(fresh, rec.id),
+      ...(await this.keys.seal(fresh, rec.id)),
       tokenExpiresAt: t.expiresAt ?? null,
       ...(t.scopes !== undefined && { scopes: t.scopes }),
       updatedAt: new Date().toISOString(),

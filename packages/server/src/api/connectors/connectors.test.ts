@@ -69,6 +69,10 @@ for (const dialect of testDialects) {
       const gh = r.body.providers.find((p: { key: string }) => p.key === "github");
       assert.equal(gh.api_base_url, api.url);
       assert.equal(gh.oauth, true);
+      assert.equal(gh.authorize_url, `${oauth.url}/authorize`);
+      assert.equal(gh.token_url, `${oauth.url}/token`);
+      assert.deepEqual(gh.default_scopes, ["repo", "read:user"]);
+      assert.equal(r.body.providers.find((p: { key: string }) => p.key === "openai").platform_keys, true);
       assert.equal(r.body.providers.find((p: { key: string }) => p.key === "s3_object_store").auth, "sigv4");
       assert.equal((await s.api("GET", "/v1/oauth/providers")).status, 401);
     });

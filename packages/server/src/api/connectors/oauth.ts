@@ -104,7 +104,7 @@ export class OAuthFlow {
     const secrets = { accessToken: t.accessToken, ...(t.refreshToken && { refreshToken: t.refreshToken }) };
     if (existing) {
       const updated = await store.connectors.update(org.id, existing.id, {
-        ...this.connectors.deps.keys.seal(secrets, existing.id),
+        ...(await this.connectors.deps.keys.seal(secrets, existing.id)),
         scopes,
         tokenExpiresAt: t.expiresAt ?? null,
         ...(policy && { accessPolicy: JSON.stringify(policy) }),

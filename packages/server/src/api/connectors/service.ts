@@ -79,7 +79,7 @@ export class ConnectorService {
       providerInfo: JSON.stringify(n.info ?? {}),
       tokenExpiresAt: n.expiresAt ?? null,
       userId: n.userId ?? null,
-      ...this.deps.keys.seal(n.secrets, id),
+      ...(await this.deps.keys.seal(n.secrets, id)),
       insertedAt: now,
       updatedAt: now,
     };

@@ -322,6 +322,9 @@ describe("connector gateway from inside units", () => {
     const ring = JSON.parse(await readFile(join(s.config.dataDir, "master.key"), "utf8"));
     assert.deepEqual([ring.current, Object.keys(ring.keys)], [2, ["1", "2"]]);
     assert.equal((await stat(join(s.config.dataDir, "master.key"))).mode & 0o777, 0o600);
+    // The running server seals new secrets under the new version, and opens them.
+    const fresh = await call("POST", "/v1/oauth/connections/api_key", { provider: "stripe", api_key: "sk_x" });
+    assert.equal((await s.server.store.connectors.getById(fresh.body.connection.id))?.keyVersion, 2);
     // The running server reads the new key version when it meets it.
     await call("PUT", `/v1/oauth/connections/${conn.custom}`, { access_policy: { allow_all: true } });
     const res = await inUnit("web", [

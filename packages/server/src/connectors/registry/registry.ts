@@ -62,19 +62,21 @@ export class ProviderRegistry {
       const at = (f: string) => `connectors config providers.${def.key}.${f}`;
       const apiBaseUrl = o.apiBaseUrl !== undefined ? checkUrl(at("apiBaseUrl"), o.apiBaseUrl) : def.apiBaseUrl;
       const auth = def.auth.kind === "sigv4" && o.region ? { ...def.auth, region: o.region } : def.auth;
-      let client: OAuthClient | undefined;
-      if (def.oauth && o.clientId && o.clientSecret) {
-        client = {
-          authorizeUrl:
-            o.authorizeUrl !== undefined ? checkUrl(at("authorizeUrl"), o.authorizeUrl) : def.oauth.authorizeUrl,
-          tokenUrl: o.tokenUrl !== undefined ? checkUrl(at("tokenUrl"), o.tokenUrl) : def.oauth.tokenUrl,
-          defaultScopes: o.defaultScopes ?? def.oauth.defaultScopes,
-          scopeSeparator: def.oauth.scopeSeparator,
-          clientId: o.clientId,
-          clientSecret: o.clientSecret,
-        };
-      }
-      this.byKey.set(def.key, Object.freeze({ ...def, apiBaseUrl, auth, ...(client && { client }) }));
+      const oauth: OAuthEndpoints | undefined = def.oauth && {
+        authorizeUrl:
+          o.authorizeUrl !== undefined ? checkUrl(at("authorizeUrl"), o.authorizeUrl) : def.oauth.authorizeUrl,
+        tokenUrl: o.tokenUrl !== undefined ? checkUrl(at("tokenUrl"), o.tokenUrl) : def.oauth.tokenUrl,
+        defaultScopes: o.defaultScopes ?? def.oauth.defaultScopes,
+        scopeSeparator: def.oauth.scopeSeparator,
+      };
+      const client: OAuthClient | undefined =
+        oauth && o.clientId && o.clientSecret
+          ? { ...oauth, clientId: o.clientId, clientSecret: o.clientSecret }
+          : undefined;
+      this.byKey.set(
+        def.key,
+        Object.freeze({ ...def, apiBaseUrl, auth, ...(oauth && { oauth }), ...(client && { client }) }),
+      );
     }
     this.allowPrivateBaseUrls = config.allowPrivateBaseUrls === true;
     this.platformKeys = new Map(Object.entries(config.platformKeys ?? {}));
