@@ -51,6 +51,8 @@ export function strippedHeaders(p: ResolvedProvider, connection: string | undefi
     "trailer",
     "transfer-encoding",
     "upgrade",
+    // The gateway answered any 100-continue itself and sends the body at once.
+    "expect",
     "authorization",
     "cookie",
     "x-api-key",

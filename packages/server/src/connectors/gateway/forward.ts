@@ -24,6 +24,7 @@ export interface ForwardOpts {
   readonly url: URL;
   readonly headers: Record<string, string | string[]>;
   readonly lookup?: LookupFunction;
+  readonly idleTimeoutMs?: number;
   /** Called once with the provider's status, or with an error before any response. */
   readonly done: (status: number | Error) => void;
 }
@@ -53,6 +54,10 @@ export function forward(req: IncomingMessage, res: ServerResponse, o: ForwardOpt
   });
   // Small requests leave in one segment, not held back by Nagle's algorithm waiting for an ACK.
   upstream.on("socket", (socket) => socket.setNoDelay(true));
+  // A provider silent for this long (no header, no byte of body) is given up on.
+  upstream.setTimeout(o.idleTimeoutMs ?? 120_000, () =>
+    upstream.destroy(new Error("the provider did not answer in time")),
+  );
   req.on("aborted", () => upstream.destroy());
   res.on("close", () => {
     if (!res.writableFinished) upstream.destroy();
