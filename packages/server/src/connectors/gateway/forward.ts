@@ -2,7 +2,7 @@ import { lookup as dnsLookup } from "node:dns";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
-import { isPrivateAddress } from "../../api/connectors/base-url.js";
+import { isPrivateAddress } from "../private-address.js";
 
 const agents = {
   http: new HttpAgent({ keepAlive: true, maxSockets: 256 }),
