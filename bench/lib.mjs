@@ -49,6 +49,7 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     UMS_LOG_LEVEL: "warn",
     // Units reach only the fake internet ranges; uplinks untouched; DNS never leaves loopback.
     ...TEST_NETWORK_ENV,
+    UMS_GATEWAY_PORT: "0",
     ...extra,
   };
   const token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();

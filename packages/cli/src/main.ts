@@ -3,6 +3,7 @@ import { API_VERSION } from "@ums/protocol";
 import { ConfigError } from "@ums/server/config";
 import { Command, CommanderError } from "commander";
 import { imageCommand } from "./commands/image.js";
+import { keysCommand } from "./commands/keys.js";
 import { orgCommand } from "./commands/org.js";
 import { serveCommand } from "./commands/serve.js";
 import { tokenCommand } from "./commands/token.js";
@@ -18,6 +19,7 @@ program.addCommand(serveCommand());
 program.addCommand(tokenCommand());
 program.addCommand(orgCommand());
 program.addCommand(imageCommand());
+program.addCommand(keysCommand());
 
 try {
   await program.parseAsync(process.argv);

@@ -59,6 +59,16 @@ export const ErrorCode = {
   TaskNotFound: "UMS_TASK_NOT_FOUND",
   /** 400: a network policy rule is malformed, names an unknown preset or an unknown action. */
   NetworkPolicyInvalid: "UMS_NETWORK_POLICY_INVALID",
+  /** 404: no connector with that id in the organization. */
+  ConnectionNotFound: "UMS_CONNECTION_NOT_FOUND",
+  /** 404: no provider with that key in the registry. */
+  ProviderNotFound: "UMS_PROVIDER_NOT_FOUND",
+  /** 403: the connector's access policy does not let this unit make this call (spec 2.11). */
+  ConnectorPolicyDenied: "UMS_CONNECTOR_POLICY_DENIED",
+  /** 401: the gateway is reachable only from units, at their gateway address. */
+  GatewayUnauthorized: "UMS_GATEWAY_UNAUTHORIZED",
+  /** 502: the provider could not be reached, or refreshing the connector's token failed. */
+  ProviderFailed: "UMS_PROVIDER_FAILED",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

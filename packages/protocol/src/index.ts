@@ -1,4 +1,5 @@
 export * from "./checkpoints.js";
+export * from "./connectors.js";
 export * from "./duration.js";
 export * from "./errors.js";
 export * from "./fs.js";

@@ -1,4 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { Labels } from "./connectors.js";
 import { UNIT_NAME_MAX_LENGTH, UNIT_NAME_PATTERN, UNIT_NAME_RULES } from "./names.js";
 import { ENVIRONMENT_VERSION_PATTERN } from "./versions.js";
 
@@ -66,6 +67,7 @@ export const CreateUnitRequest = Type.Object(
   {
     name: UnitName,
     url_settings: Type.Optional(UrlSettingsRequest),
+    labels: Type.Optional(Labels),
     from: Type.Optional(
       Type.Object(
         {
@@ -80,8 +82,11 @@ export const CreateUnitRequest = Type.Object(
 );
 export type CreateUnitRequest = Static<typeof CreateUnitRequest>;
 
-/** Spec 4.1 PUT /v1/units/{name}: only `url_settings` is supported. */
-export const UpdateUnitRequest = Type.Object({ url_settings: UrlSettingsRequest }, { additionalProperties: false });
+/** Spec 4.1 PUT /v1/units/{name}: `url_settings`, and (ours; spec 2.1 leaves it open) `labels`, replacing them. */
+export const UpdateUnitRequest = Type.Object(
+  { url_settings: Type.Optional(UrlSettingsRequest), labels: Type.Optional(Labels) },
+  { additionalProperties: false, minProperties: 1, "x-message": "send url_settings and/or labels" },
+);
 export type UpdateUnitRequest = Static<typeof UpdateUnitRequest>;
 
 export const MAX_RESULTS_DEFAULT = 50;

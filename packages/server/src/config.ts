@@ -25,14 +25,16 @@ export interface ServerConfig {
   readonly idleColdMs: number;
   /** IPv4 range that units' /30 links are carved from. */
   readonly unitSubnet: string;
-  /** The connectors gateway's port; units reach it at their gateway address (`ums.internal`). */
-  readonly gatewayPort: number;
   /** The resolver units' allowed lookups are forwarded to (`HOST` or `HOST:PORT`); undefined: the host's (/etc/resolv.conf). */
   readonly dnsUpstream: string | undefined;
   /** When set, units reach only these public IPv4 ranges (CIDRs; empty: none). Tests and benches confine them. */
   readonly egressRanges: readonly string[] | undefined;
   /** Interfaces replies to units arrive on (ums turns forwarding on there); undefined: those of the default routes. */
   readonly uplinks: readonly string[] | undefined;
+  /** The connector gateway's port on 0.0.0.0, reached by units at their gateway address, `ums.internal` (0: any free port). */
+  readonly gatewayPort: number;
+  /** A JSON file of provider overrides and platform keys for connectors (README "Connectors"). */
+  readonly connectorsConfig: string | undefined;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -54,6 +56,7 @@ export interface ConfigInput {
   dnsUpstream?: string | undefined;
   egressRanges?: string | undefined;
   uplinks?: string | undefined;
+  connectorsConfig?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -144,6 +147,15 @@ function dnsUpstream(v: string | undefined): string | undefined {
   parseDnsServer(v);
   return v.trim();
 }
+function gatewayPort(raw: string | number): number {
+  const port = Number(raw);
+  if (raw === "" || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new ConfigError(`gateway port '${raw}' must be an integer from 0 to 65535`);
+  }
+  return port;
+}
+
+export const DEFAULT_GATEWAY_PORT = 7071;
 
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
@@ -170,10 +182,11 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     idleWarmMs: duration("idle-warm", input.idleWarm ?? env.UMS_IDLE_WARM ?? "30s"),
     idleColdMs: duration("idle-cold", input.idleCold ?? env.UMS_IDLE_COLD ?? "10m"),
     unitSubnet: input.unitSubnet ?? env.UMS_UNIT_SUBNET ?? "10.209.0.0/16",
-    gatewayPort: port("gateway-port", input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? 7071),
     dnsUpstream: dnsUpstream(input.dnsUpstream ?? (env.UMS_DNS_UPSTREAM || undefined)),
     egressRanges: egressRanges(input.egressRanges ?? (env.UMS_EGRESS_RANGES || undefined)),
     uplinks: uplinks(input.uplinks ?? (env.UMS_UPLINKS || undefined)),
+    gatewayPort: gatewayPort(input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? DEFAULT_GATEWAY_PORT),
+    connectorsConfig: input.connectorsConfig ?? (env.UMS_CONNECTORS_CONFIG || undefined),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

@@ -7,6 +7,7 @@ import { HostSockets } from "./api/internal/host-sockets.js";
 import { HttpTargets } from "./api/proxy/target.js";
 import { unitUrl } from "./api/units/present.js";
 import { parseDnsServer, type ServerConfig } from "./config.js";
+import { type Connectors, openConnectors } from "./connectors/index.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
 import { hostResolver, NetworkEgress } from "./network/egress.js";
@@ -24,6 +25,8 @@ export interface RunningServer {
   readonly lifecycle: Lifecycle;
   readonly egress: NetworkEgress;
   readonly app: ApiInstance;
+  /** The connector gateway's port (units reach it at their gateway address). */
+  readonly gatewayPort: number;
   close(): Promise<void>;
 }
 
@@ -55,6 +58,7 @@ export interface StartOpts {
 export async function startServer(config: ServerConfig, opts: StartOpts = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger();
   await assertCanListen(config.listenHost, config.listenPort);
+  await assertCanListen("0.0.0.0", config.gatewayPort);
   const store =
     opts.store ??
     (await openStore({
@@ -66,6 +70,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let lifecycle: Lifecycle | undefined;
   let hostSockets: HostSockets | undefined;
   let egress: NetworkEgress | undefined;
+  let connectors: Connectors | undefined;
   let app: ApiInstance;
   try {
     runtime =
@@ -101,6 +106,20 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       },
     });
     await lifecycle.start();
+    const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
+      ? "127.0.0.1"
+      : config.listenHost.includes(":")
+        ? `[${config.listenHost}]`
+        : config.listenHost;
+    connectors = await openConnectors({
+      config,
+      store,
+      runtime,
+      log: logger,
+      apiBase: () => `http://${apiHost}:${port}`,
+    });
+    const gatewayPort = await connectors.listen();
+    await runtime.allowGatewayPort?.(gatewayPort);
     app = await buildApp({
       store,
       config,
@@ -109,12 +128,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       lifecycle,
       httpTargets,
       egress: net,
+      connectors,
     });
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});
     await hostSockets?.closeAll();
     await egress?.closeAll();
+    await connectors?.close();
     if (!opts.store) await store.close();
     throw err;
   }
@@ -122,12 +143,16 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   port = typeof address === "object" && address ? address.port : config.listenPort;
   const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
-  logger.info({ url, port, dialect: store.dialect, dataDir: config.dataDir }, "ums listening");
+  logger.info(
+    { url, port, gatewayPort: connectors.gatewayPort(), dialect: store.dialect, dataDir: config.dataDir },
+    "ums listening",
+  );
   let closing: Promise<void> | undefined;
   const rt = runtime;
   const lc = lifecycle;
   const hs = hostSockets;
   const eg = egress as NetworkEgress;
+  const cn = connectors;
   return {
     url,
     port,
@@ -136,9 +161,11 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     lifecycle: lc,
     egress: eg,
     app,
+    gatewayPort: cn.gatewayPort(),
     close() {
       // Units keep running when the server stops (DESIGN.md section 3).
       closing ??= (async () => {
+        await cn.close();
         await app.close();
         await lc.stop();
         await hs?.closeAll();

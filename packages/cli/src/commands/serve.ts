@@ -43,6 +43,14 @@ export function serveCommand(): Command {
       "--unit-url-port <port>",
       "port of unit URLs as clients see them (env UMS_UNIT_URL_PORT, default the listen port)",
     )
+    .option(
+      "--gateway-port <port>",
+      "port of the connector gateway units call, on 0.0.0.0 (env UMS_GATEWAY_PORT, default 7071; 0: any free port)",
+    )
+    .option(
+      "--connectors-config <file>",
+      "JSON file with provider URL overrides, OAuth clients and platform keys (env UMS_CONNECTORS_CONFIG)",
+    )
     .action(
       async (opts: {
         dataDir?: string;
@@ -60,6 +68,7 @@ export function serveCommand(): Command {
         dnsUpstream?: string;
         egressRanges?: string;
         uplinks?: string;
+        connectorsConfig?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
         // (the first start builds the base image) aborts the start; later ones stop the server.

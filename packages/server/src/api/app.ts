@@ -4,6 +4,7 @@ import websocket from "@fastify/websocket";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { ServerConfig } from "../config.js";
+import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
 import type { Lifecycle } from "../lifecycle/lifecycle.js";
 import type { NetworkEgress } from "../network/egress.js";
 import type { UnitRuntime } from "../runtime/runtime.js";
@@ -26,6 +27,11 @@ import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";
 import { validatorCompiler } from "./validation.js";
 
+/** OAuth codes and states (and keys some clients put in a query) stay out of the log. */
+function redactQuery(url: string): string {
+  return url.replace(/([?&](?:code|state|api_key|access_token|token|key)=)[^&]*/gi, "$1[redacted]");
+}
+
 /** The port the server listens on (the config may say 0: any free port). */
 export function listenPort(app: ApiInstance, config: ServerConfig): number {
   const address = app.server.address();
@@ -44,6 +50,8 @@ export interface AppDeps {
   readonly httpTargetPort?: HttpTargetPort;
   /** The per-unit cache of the `http_port` service's port (spec 2.7), shared with the host sockets. */
   readonly httpTargets?: HttpTargets;
+  /** Connectors and OAuth (spec 4.8); the gateway itself listens on its own port. */
+  readonly connectors?: Connectors;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -86,7 +94,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     req.log.info(
       {
         method: req.method,
-        url: req.originalUrl,
+        url: redactQuery(req.originalUrl),
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 100) / 100,
       },
@@ -132,6 +140,13 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     await api.register(async (fs) => fsRoutes(fs, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
     serviceRoutes(api, { units, lifecycle: deps.lifecycle, runtime: deps.runtime, httpTargets });
     await api.register(async (p) => proxyRoutes(p, { ...proxy, units, config: deps.config }));
+    if (deps.connectors) registerConnectorRoutes(api, deps.connectors);
+  });
+  const connectors = deps.connectors;
+  if (connectors) await app.register(async (open) => registerBrowserCallback(open, connectors, deps.store));
+  // Issue #7: the gateway answers units on its own port; callers of the API are never units.
+  app.all("/v1/gateway/*", { schema: { hide: true } }, async () => {
+    throw new ApiError(401, ErrorCode.GatewayUnauthorized, "the gateway answers only units, at their gateway address");
   });
   await app.register(async (u) =>
     unitUrlRoutes(u, {

@@ -109,5 +109,7 @@ export interface UnitRuntime {
   recover(
     known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
   ): Promise<{ unitId: string; checkpoint: string }[]>;
+  /** Lets units reach the connector gateway on this host port (issue #7); runtimes without a firewall omit it. */
+  allowGatewayPort?(port: number): Promise<void>;
   close(): Promise<void>;
 }

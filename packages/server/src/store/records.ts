@@ -85,6 +85,7 @@ export interface UnitPatch {
   readonly privileges?: string;
   readonly network?: string;
   readonly activeCheckpoint?: string | null;
+  readonly labels?: readonly string[];
   /** Set when a user changed the unit; runtime status changes leave it alone. */
   readonly updatedAt?: string;
 }
@@ -94,4 +95,34 @@ export interface UnitPageQuery {
   /** Return names strictly after this one (keyset pagination). */
   readonly after?: string;
   readonly limit: number;
+}
+
+/** Spec 2.11: a connector as stored. `secret` is the AES-256-GCM envelope of its credentials (never returned). */
+export interface ConnectorRecord {
+  readonly id: string;
+  readonly orgId: string;
+  readonly provider: string;
+  readonly connectionType: "oauth" | "api_key" | "provisioned" | "internal";
+  readonly providerAccountId: string;
+  readonly providerAccountName: string | null;
+  /** AccessPolicy JSON; "{}" denies unit use. */
+  readonly accessPolicy: string;
+  readonly scopes: string | null;
+  /** provider_info JSON (e.g. the custom base URL). */
+  readonly providerInfo: string;
+  readonly tokenExpiresAt: string | null;
+  readonly userId: string | null;
+  readonly secret: string;
+  readonly keyVersion: number;
+  readonly insertedAt: string;
+  readonly updatedAt: string;
+}
+
+export interface ConnectorPatch {
+  readonly accessPolicy?: string;
+  readonly scopes?: string | null;
+  readonly tokenExpiresAt?: string | null;
+  readonly secret?: string;
+  readonly keyVersion?: number;
+  readonly updatedAt?: string;
 }

@@ -97,5 +97,49 @@ for (const dialect of testDialects) {
       assert.equal(await store.units.delete(org.id, "a"), true);
       assert.equal(await store.units.delete(org.id, "a"), false);
     });
+
+    it("connectors: org-scoped reads, policy updates, reseal only of the secret read (key rotation)", async () => {
+      const org = await store.orgs.ensure("conn-org", limits);
+      const other = await store.orgs.ensure("conn-other", limits);
+      const now = new Date().toISOString();
+      const rec = {
+        id: "conn_a",
+        orgId: org.id,
+        provider: "github",
+        connectionType: "api_key" as const,
+        providerAccountId: "key_1",
+        providerAccountName: null,
+        accessPolicy: "{}",
+        scopes: null,
+        providerInfo: "{}",
+        tokenExpiresAt: null,
+        userId: null,
+        secret: "v1.sealed",
+        keyVersion: 1,
+        insertedAt: now,
+        updatedAt: now,
+      };
+      await store.connectors.insert(rec);
+      await store.connectors.insert({ ...rec, id: "conn_b", provider: "slack", secret: "v2.x", keyVersion: 2 });
+      assert.equal(await store.connectors.get(other.id, "conn_a"), undefined);
+      assert.deepEqual(
+        (await store.connectors.list(org.id, "slack")).map((c) => c.id),
+        ["conn_b"],
+      );
+      assert.equal((await store.connectors.getById("conn_a"))?.orgId, org.id);
+      const u = await store.connectors.update(org.id, "conn_a", { accessPolicy: '{"allow_all":true}' });
+      assert.equal(u?.accessPolicy, '{"allow_all":true}');
+      assert.equal(await store.connectors.update(other.id, "conn_a", { accessPolicy: "{}" }), undefined);
+      assert.deepEqual(
+        (await store.connectors.sealedUnder(2, 10)).map((c) => c.id),
+        ["conn_a"],
+      );
+      assert.equal(await store.connectors.reseal("conn_a", "v1.stale", "v2.y", 2), false);
+      assert.equal(await store.connectors.reseal("conn_a", "v1.sealed", "v2.y", 2), true);
+      assert.deepEqual(await store.connectors.sealedUnder(2, 10), []);
+      assert.equal(await store.connectors.delete(other.id, "conn_a"), false);
+      assert.equal(await store.connectors.delete(org.id, "conn_a"), true);
+      assert.equal(await store.connectors.getById("conn_a"), undefined);
+    });
   });
 }

@@ -1,5 +1,7 @@
 import type {
   CheckpointRecord,
+  ConnectorPatch,
+  ConnectorRecord,
   NewUnit,
   OrgLimits,
   OrgRecord,
@@ -21,6 +23,7 @@ export interface Store {
   readonly tokens: TokenStore;
   readonly units: UnitStore;
   readonly checkpoints: CheckpointStore;
+  readonly connectors: ConnectorStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -89,4 +92,19 @@ export interface UnitStore {
   namesWithStatus(orgId: string, status: UnitStatus): Promise<string[]>;
   update(orgId: string, name: string, patch: UnitPatch): Promise<UnitRecord | undefined>;
   delete(orgId: string, name: string): Promise<boolean>;
+}
+
+/** Spec 2.11 connectors; every read and write but `getById` and the key rotation ones is scoped to an organization. */
+export interface ConnectorStore {
+  insert(c: ConnectorRecord): Promise<void>;
+  list(orgId: string, provider?: string): Promise<ConnectorRecord[]>;
+  get(orgId: string, id: string): Promise<ConnectorRecord | undefined>;
+  /** For the gateway, which checks the organization against the calling unit's. */
+  getById(id: string): Promise<ConnectorRecord | undefined>;
+  update(orgId: string, id: string, patch: ConnectorPatch): Promise<ConnectorRecord | undefined>;
+  delete(orgId: string, id: string): Promise<boolean>;
+  /** Connectors whose secret is sealed under a key version other than `version` (key rotation). */
+  sealedUnder(notVersion: number, limit: number): Promise<ConnectorRecord[]>;
+  /** Replaces a secret only if it is still the one read (a concurrent refresh wins). */
+  reseal(id: string, from: string, to: string, keyVersion: number): Promise<boolean>;
 }

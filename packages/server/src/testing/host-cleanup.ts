@@ -21,6 +21,8 @@ export async function testServeEnv(subnetIndex: number): Promise<Record<string, 
     UMS_IMAGE_VARIANT: "test",
     UMS_UNIT_SUBNET: `10.209.${subnetIndex}.0/24`,
     ...TEST_NETWORK_ENV,
+    // Test servers run side by side: each gateway on a free port.
+    UMS_GATEWAY_PORT: "0",
   };
 }
 

@@ -48,6 +48,10 @@ export interface TestServerOpts {
    */
   dnsUpstream?: string;
   gatewayPort?: number;
+  /** A connectors config file (provider overrides pointing at fakes, platform keys). */
+  connectorsConfig?: string;
+  /** Every log line of the server, at debug level (tests grep it for secrets). */
+  logStream?: NodeJS.WritableStream;
 }
 
 export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
@@ -62,11 +66,14 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       idleWarm: overrides.idleWarm,
       idleCold: overrides.idleCold,
       dnsUpstream: overrides.dnsUpstream ?? "127.0.0.1:9",
-      gatewayPort: overrides.gatewayPort,
+      gatewayPort: overrides.gatewayPort ?? 0,
+      connectorsConfig: overrides.connectorsConfig,
     },
     {},
   );
-  const logger = pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
+  const logger = overrides.logStream
+    ? pino({ level: "debug" }, overrides.logStream)
+    : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
   const rt = await openTestRuntime(dataDir, { gatewayPort: config.gatewayPort });
   const server = await startServer(config, {
     logger,

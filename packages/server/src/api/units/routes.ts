@@ -54,7 +54,8 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
       },
     },
     async (req, reply) => {
-      const unit = await units.create(req.auth.org, req.body.name, req.body.url_settings, req.body.from);
+      const { name, url_settings, from, labels } = req.body;
+      const unit = await units.create(req.auth.org, name, url_settings, from, labels);
       return reply.code(201).send(units.present(req.auth.org, unit));
     },
   );
@@ -77,14 +78,14 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
     {
       schema: {
         tags,
-        summary: "Update a unit's url_settings",
+        summary: "Update a unit's url_settings and/or labels (each replaced whole)",
         params: UnitParams,
         body: UpdateUnitRequest,
         response: { 200: Unit, ...commonErrors, ...notFound },
       },
     },
     async (req) => {
-      const unit = await units.updateUrlSettings(req.auth.org, req.params.name, req.body.url_settings);
+      const unit = await units.update(req.auth.org, req.params.name, req.body.url_settings, req.body.labels);
       return units.present(req.auth.org, unit);
     },
   );

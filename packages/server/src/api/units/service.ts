@@ -80,6 +80,7 @@ export class UnitService {
     name: string,
     settings: UrlSettingsRequest | undefined,
     from?: { unit: string; checkpoint: string },
+    labels: readonly string[] = [],
   ): Promise<UnitRecord> {
     // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
     const source = from && (await this.require(org, from.unit));
@@ -97,7 +98,7 @@ export class UnitService {
           urlLabel: `${name}-${randomString(8, URL_ALPHABET)}`,
           status: "cold",
           ...urlSettings(settings),
-          labels: [],
+          labels: [...labels],
           version: source?.version ?? ENVIRONMENT_VERSION,
           environmentVersion: source?.environmentVersion ?? ENVIRONMENT_VERSION,
           createdAt: new Date().toISOString(),
@@ -166,9 +167,16 @@ export class UnitService {
     };
   }
 
-  async updateUrlSettings(org: OrgRecord, name: string, settings: UrlSettingsRequest): Promise<UnitRecord> {
+  /** Spec 4.1 PUT: `url_settings` when given, and `labels` (ours) when given, each replaced whole. */
+  async update(
+    org: OrgRecord,
+    name: string,
+    settings: UrlSettingsRequest | undefined,
+    labels?: readonly string[],
+  ): Promise<UnitRecord> {
     const unit = await this.store.units.update(org.id, UnitService.existing(name), {
-      ...urlSettings(settings),
+      ...(settings && urlSettings(settings)),
+      ...(labels && { labels: [...labels] }),
       updatedAt: new Date().toISOString(),
     });
     if (!unit) throw ApiError.unitNotFound(name);

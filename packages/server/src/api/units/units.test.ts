@@ -79,10 +79,12 @@ for (const dialect of testDialects) {
       assert.deepEqual((await s.api("GET", "/v1/units/put-me", { token })).body.url_settings, { auth: "unit" });
     });
 
-    it("PUT validates: url_settings is required and is the only field", async () => {
+    it("PUT validates: url_settings and/or labels, nothing else", async () => {
       await create("put-bad");
       const cases: [unknown, RegExp][] = [
-        [{}, /^url_settings: is required$/],
+        [{}, /send url_settings and\/or labels/],
+        [{ labels: ["ok", " bad"] }, /^labels\.1: must be 1-63 letters/],
+        [{ labels: ["a", "a"] }, /^labels: /],
         [{ url_settings: { auth: "everyone" } }, /^url_settings\.auth: must be one of "unit", "public"$/],
         [{ url_settings: {}, name: "x" }, /^name: is not a known field$/],
         [{ url_settings: { private_access: "world" } }, /^url_settings\.private_access: must be one of/],
@@ -102,6 +104,20 @@ for (const dialect of testDialects) {
         );
       }
       assert.equal((await s.api("PUT", "/v1/units/ghost", { token, json: { url_settings: {} } })).status, 404);
+    });
+
+    it("labels: set at create, replaced by PUT, omitted when empty (spec 2.1)", async () => {
+      const c = await s.api("POST", "/v1/units", { token, json: { name: "labelled", labels: ["ci", "team:a"] } });
+      assert.equal(c.status, 201, c.text);
+      assert.deepEqual(c.body.labels, ["ci", "team:a"]);
+      const bad = await s.api("POST", "/v1/units", { token, json: { name: "labelled2", labels: ["-x"] } });
+      assert.equal(bad.status, 400);
+      const p = await s.api("PUT", "/v1/units/labelled", { token, json: { labels: ["prod"] } });
+      assert.deepEqual(p.body.labels, ["prod"]);
+      assert.deepEqual(p.body.url_settings, { auth: "unit" }, "url_settings left alone");
+      const cleared = await s.api("PUT", "/v1/units/labelled", { token, json: { labels: [] } });
+      assert.equal(cleared.body.labels, undefined);
+      assert.equal((await s.api("GET", "/v1/units/labelled", { token })).body.labels, undefined);
     });
 
     it("deletes a unit: 204, then 404", async () => {

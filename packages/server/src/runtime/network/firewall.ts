@@ -36,7 +36,8 @@ export const PRIVATE_RANGES = [
 export interface FirewallOpts {
   /** The unit subnet (CIDR). */
   readonly subnet: string;
-  /** The connectors gateway's port on the host (units reach it at their gateway address). */
+  /** The connectors gateway's port on the host (units reach it at their gateway address); 0: not known
+   * yet (an ephemeral port, added by allowGatewayPort once the gateway listens). */
   readonly gatewayPort: number;
   /** When set, units reach only these public ranges (tests: the fake internet's). */
   readonly egressRanges?: readonly string[] | undefined;
@@ -56,6 +57,7 @@ table inet ${table} {
   ${limit}
   set sources { type ifname . ipv4_addr; }
   set gateways { type ifname . ipv4_addr; }
+  set gateway_ports { type inet_service; ${opts.gatewayPort > 0 ? `elements = { ${opts.gatewayPort} }` : ""} }
   set uplinks { type ifname; }
   map egress { type ifname : verdict; }
   set probe { type inet_service; flags timeout; comment "lines that only check nft answers (nft-shell.ts)"; }
@@ -76,7 +78,7 @@ table inet ${table} {
     iifname != "${units}" return
     ct state established,related accept
     iifname . ip daddr @gateways meta l4proto { tcp, udp } th dport 53 accept
-    iifname . ip daddr @gateways tcp dport ${opts.gatewayPort} accept
+    iifname . ip daddr @gateways tcp dport @gateway_ports accept
     counter name to_host drop
   }
   chain forward {
@@ -99,6 +101,15 @@ table inet ${table} {
 }
 `;
   await run("nft", ["-f", "-"], { input: ruleset });
+}
+
+/**
+ * Issue #7: the connectors gateway's port, once known (an ephemeral one is known only after the
+ * gateway listens): units reach it at their own gateway address, as the input chain says.
+ */
+export async function allowGatewayPort(rid: string, port: number): Promise<void> {
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`gateway port ${port} is not a port`);
+  await run("nft", ["add", "element", "inet", firewallTable(rid), "gateway_ports", `{ ${port} }`]);
 }
 
 export async function removeFirewall(rid: string): Promise<void> {

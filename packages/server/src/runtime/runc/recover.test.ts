@@ -42,7 +42,7 @@ describe("recovery of interrupted checkpoint work", () => {
   it("rolls back a restore that crashed before the new files were in place", async () => {
     const id = await unitWithCheckpoint();
     const dir = unitDir(id);
-    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0" }));
+    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replacing" }));
     await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
     await snapshot(join(dir, "checkpoints", "v0"), join(dir, "rootfs.new"));
     const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
@@ -52,10 +52,33 @@ describe("recovery of interrupted checkpoint work", () => {
       assert.equal(existsSync(join(dir, leftover)), false, leftover);
   });
 
-  it("rolls forward a restore that crashed after the new files were in place", async () => {
+  it("rolls back a restore whose new files were moved in but not yet journaled as replaced", async () => {
+    const id = await unitWithCheckpoint();
+    const dir = unitDir(id);
+    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replacing" }));
+    await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
+    await snapshot(join(dir, "checkpoints", "v0"), join(dir, "rootfs"));
+    const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
+    assert.deepEqual(forward, []);
+    assert.equal(await readFile(file(id), "utf8"), "current", "the old state is back");
+    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"])
+      assert.equal(existsSync(join(dir, leftover)), false, leftover);
+  });
+
+  it("rolls back a journal that names no phase, and keeps the files untouched when nothing moved", async () => {
     const id = await unitWithCheckpoint();
     const dir = unitDir(id);
     await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0" }));
+    const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
+    assert.deepEqual(forward, []);
+    assert.equal(await readFile(file(id), "utf8"), "current");
+    assert.equal(existsSync(join(dir, "restore.json")), false);
+  });
+
+  it("rolls forward a restore that crashed after the new files were in place", async () => {
+    const id = await unitWithCheckpoint();
+    const dir = unitDir(id);
+    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replaced" }));
     await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
     await snapshot(join(dir, "checkpoints", "v0"), join(dir, "rootfs"));
     const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));

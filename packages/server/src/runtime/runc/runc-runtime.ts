@@ -13,7 +13,7 @@ import {
   egressDrops,
   setEgress,
 } from "../network/egress.js";
-import { firewallTable, installFirewall } from "../network/firewall.js";
+import { allowGatewayPort, firewallTable, installFirewall } from "../network/firewall.js";
 import { NftShell } from "../network/nft-shell.js";
 import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
 import { enableUplinks } from "../network/uplinks.js";
@@ -187,6 +187,10 @@ export class RuncRuntime implements UnitRuntime {
 
   hostSocket(id: string): { path: string; uid: number } {
     return { path: join(this.runDir(id), "sock", "host.sock"), uid: this.cfg.idShift };
+  }
+
+  async allowGatewayPort(port: number): Promise<void> {
+    await allowGatewayPort(this.cfg.rid, port);
   }
 
   address(id: string): string | undefined {

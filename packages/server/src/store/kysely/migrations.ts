@@ -96,6 +96,30 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0005_connectors": {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable("connectors")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("provider", "text", (c) => c.notNull())
+        .addColumn("connection_type", "text", (c) => c.notNull())
+        .addColumn("provider_account_id", "text", (c) => c.notNull())
+        .addColumn("provider_account_name", "text")
+        .addColumn("access_policy", "text", (c) => c.notNull().defaultTo("{}"))
+        .addColumn("scopes", "text")
+        .addColumn("provider_info", "text", (c) => c.notNull().defaultTo("{}"))
+        .addColumn("token_expires_at", "text")
+        .addColumn("user_id", "text")
+        .addColumn("secret", "text", (c) => c.notNull())
+        .addColumn("key_version", "integer", (c) => c.notNull())
+        .addColumn("inserted_at", "text", (c) => c.notNull())
+        .addColumn("updated_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("connectors_org").on("connectors").columns(["org_id", "provider"]).execute();
+      await db.schema.createIndex("connectors_key_version").on("connectors").column("key_version").execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -54,9 +54,28 @@ export interface CheckpointsTable {
   created_at: string;
 }
 
+export interface ConnectorsTable {
+  id: string;
+  org_id: string;
+  provider: string;
+  connection_type: string;
+  provider_account_id: string;
+  provider_account_name: string | null;
+  access_policy: string;
+  scopes: string | null;
+  provider_info: string;
+  token_expires_at: string | null;
+  user_id: string | null;
+  secret: string;
+  key_version: number;
+  inserted_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   orgs: OrgsTable;
   tokens: TokensTable;
   units: UnitsTable;
   checkpoints: CheckpointsTable;
+  connectors: ConnectorsTable;
 }

@@ -3,6 +3,7 @@ import type { Kysely } from "kysely";
 import type { NewUnit, OrgLimits, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
 import type { CheckpointStore, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
 import { UnitExistsError, UnitLimitError } from "../store.js";
+import { connectorStore } from "./connectors.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
 import { checkpointFromRow, orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
@@ -16,6 +17,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     tokens: tokenStore(db),
     units: unitStore(db, adapter),
     checkpoints: checkpointStore(db),
+    connectors: connectorStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
@@ -271,6 +273,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       if (p.status !== undefined) set.status = p.status;
       if (p.lastRunningAt !== undefined) set.last_running_at = p.lastRunningAt;
       if (p.lastWarmingAt !== undefined) set.last_warming_at = p.lastWarmingAt;
+      if (p.labels !== undefined) set.labels = JSON.stringify(p.labels);
       const r = await db
         .updateTable("units")
         .set(set)

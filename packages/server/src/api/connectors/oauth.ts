@@ -1,0 +1,129 @@
+import type { AccessPolicy, AuthorizeQuery } from "@ums/protocol";
+import { ErrorCode } from "@ums/protocol";
+import { type StatePayload, signState, stateKey, verifyState } from "../../connectors/oauth-state.js";
+import { requestToken, TokenEndpointError } from "../../connectors/oauth-token.js";
+import type { OAuthClient, ResolvedProvider } from "../../connectors/registry/registry.js";
+import type { ConnectorRecord, OrgRecord } from "../../store/records.js";
+import { ApiError } from "../errors.js";
+import type { ConnectorService } from "./service.js";
+
+const splitScopes = (s: string | undefined) => (s ?? "").split(/[\s,]+/).filter(Boolean);
+
+function httpUrl(raw: string, field: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.protocol === "http:" || u.protocol === "https:") return u.href;
+  } catch {}
+  throw ApiError.validation([`${field}: must be an absolute http(s) URL`]);
+}
+
+/** Spec 4.8 authorize and callback (RFC 6749 §4.1, authorization code grant). */
+export class OAuthFlow {
+  constructor(private readonly connectors: ConnectorService) {}
+
+  private key(): Buffer {
+    return stateKey(this.connectors.deps.keys.current.currentKey());
+  }
+
+  client(provider: string): { p: ResolvedProvider; client: OAuthClient } {
+    const p = this.connectors.provider(provider, 404);
+    if (!p.oauth) {
+      throw ApiError.validation([`provider: '${p.key}' does not use OAuth; create the connector with api_key`]);
+    }
+    if (!p.client) {
+      throw ApiError.validation([
+        `provider: this server has no OAuth client for '${p.key}' (connectors config providers.${p.key}.clientId and clientSecret)`,
+      ]);
+    }
+    return { p, client: p.client };
+  }
+
+  async authorize(org: OrgRecord, provider: string, q: AuthorizeQuery, defaultRedirect: string) {
+    const { p, client } = this.client(provider);
+    let scopes = q.scopes !== undefined ? splitScopes(q.scopes) : [...client.defaultScopes];
+    let conn: ConnectorRecord | undefined;
+    if (q.add_scopes !== undefined) {
+      // Added to the scopes already granted: to the organization's latest OAuth connector of this provider.
+      const existing = (await this.connectors.deps.store.connectors.list(org.id, p.key)).filter(
+        (c) => c.connectionType === "oauth",
+      );
+      conn = existing[existing.length - 1];
+      const base = q.scopes !== undefined ? scopes : conn ? splitScopes(conn.scopes ?? "") : scopes;
+      scopes = [...new Set([...base, ...splitScopes(q.add_scopes)])];
+    }
+    const redirectUri = q.redirect_uri !== undefined ? httpUrl(q.redirect_uri, "redirect_uri") : defaultRedirect;
+    const state = signState(this.key(), {
+      o: org.id,
+      p: p.key,
+      redirectUri,
+      scopes: scopes.join(","),
+      ...(conn && { conn: conn.id }),
+      ...(q.state !== undefined && { client: q.state }),
+    });
+    const url = new URL(client.authorizeUrl);
+    url.searchParams.set("response_type", "code");
+    url.searchParams.set("client_id", client.clientId);
+    url.searchParams.set("redirect_uri", redirectUri);
+    if (scopes.length > 0) url.searchParams.set("scope", scopes.join(client.scopeSeparator));
+    url.searchParams.set("state", state);
+    return { authorize_url: url.href, state };
+  }
+
+  /** Verifies the state; `orgId` undefined (browser GET) takes the organization from it. */
+  checkState(provider: string, state: string, orgId: string | undefined, redirectUri?: string): StatePayload {
+    const s = verifyState(this.key(), state);
+    if (typeof s === "string") throw ApiError.validation([`state: ${s}`]);
+    if (s.p !== provider || (orgId !== undefined && s.o !== orgId)) {
+      throw ApiError.validation(["state: was issued for another provider or organization"]);
+    }
+    if (redirectUri !== undefined && redirectUri !== s.redirectUri) {
+      throw ApiError.validation(["redirect_uri: differs from the one the authorization URL was made with"]);
+    }
+    return s;
+  }
+
+  async callback(
+    org: OrgRecord,
+    provider: string,
+    s: StatePayload,
+    code: string,
+    policy: AccessPolicy | undefined,
+    userId: string | undefined,
+  ): Promise<ConnectorRecord> {
+    const { p, client } = this.client(provider);
+    let t: Awaited<ReturnType<typeof requestToken>>;
+    try {
+      t = await requestToken(client, { grant_type: "authorization_code", code, redirect_uri: s.redirectUri });
+    } catch (err) {
+      if (err instanceof TokenEndpointError) throw new ApiError(400, ErrorCode.ProviderFailed, err.message);
+      throw err;
+    }
+    const scopes = t.scopes ?? s.scopes;
+    const store = this.connectors.deps.store;
+    const existing = s.conn ? await store.connectors.get(org.id, s.conn) : undefined;
+    const secrets = { accessToken: t.accessToken, ...(t.refreshToken && { refreshToken: t.refreshToken }) };
+    if (existing) {
+      const updated = await store.connectors.update(org.id, existing.id, {
+        ...(await this.connectors.deps.keys.seal(secrets, existing.id)),
+        scopes,
+        tokenExpiresAt: t.expiresAt ?? null,
+        ...(policy && { accessPolicy: JSON.stringify(policy) }),
+        updatedAt: new Date().toISOString(),
+      });
+      this.connectors.deps.changed?.(existing.id);
+      if (updated) return updated;
+    }
+    return this.connectors.insert({
+      org,
+      provider: p,
+      type: "oauth",
+      secrets,
+      accountId: t.accountId ?? "oauth",
+      accountName: t.accountName,
+      policy,
+      scopes,
+      expiresAt: t.expiresAt,
+      userId,
+    });
+  }
+}
