@@ -20,10 +20,6 @@ export function serveCommand(): Command {
     .option("--idle-cold <duration>", "stop warm units after this long (env UMS_IDLE_COLD, default 10m)")
     .option("--unit-subnet <cidr>", "IPv4 range for units' links (env UMS_UNIT_SUBNET, default 10.209.0.0/16)")
     .option(
-      "--gateway-port <port>",
-      "port of the connectors gateway units reach at their gateway address (env UMS_GATEWAY_PORT, default 7071)",
-    )
-    .option(
       "--dns-upstream <ip[:port]>",
       "resolver for units' allowed lookups (env UMS_DNS_UPSTREAM, default the host's from /etc/resolv.conf)",
     )
