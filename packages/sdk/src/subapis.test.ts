@@ -78,6 +78,12 @@ describe("Unit sub-APIs against a real ums server", () => {
       assert.equal(control.stdout.trim(), "1", control.stderr);
     });
 
+    it("an aborted signal ends the run with the signal's reason", async () => {
+      const ac = new AbortController();
+      setTimeout(() => ac.abort(new Error("stopped by the caller")), 300);
+      await assert.rejects(box.commands.run(["sleep", "5"], { signal: ac.signal }), /stopped by the caller/);
+    });
+
     it("a command that cannot start, a bad env and an unknown unit are errors", async () => {
       const r = await box.commands.run(["/no/such/program"]);
       assert.notEqual(r.exitCode, 0);
@@ -146,6 +152,9 @@ describe("Unit sub-APIs against a real ums server", () => {
         assert.equal(err.code, "EACCES");
         return true;
       });
+      await box.files.write("/etc/sdk-root.txt", "by root", { user: "root" });
+      assert.equal(await box.files.read("/etc/sdk-root.txt"), "by root");
+      assert.equal((await box.commands.run(["stat", "-c", "%U", "/etc/sdk-root.txt"])).stdout.trim(), "root");
     });
   });
 
@@ -246,7 +255,8 @@ describe("Unit sub-APIs against a real ums server", () => {
     it("Unit.create with from forks a checkpoint of another unit", async () => {
       const [cp] = (await box.checkpoints.list()).filter((c) => c.comment === "first");
       assert.ok(cp);
-      const fork = await Unit.create("fork", { client, from: { unit: "box", checkpoint: cp.id } });
+      const fork = await Unit.create({ name: "fork", client, from: { unit: "box", checkpoint: cp.id } });
+      assert.equal(fork.name, "fork");
       assert.equal(await fork.files.read("keep.txt"), "version 1");
       await fork.files.write("keep.txt", "fork's own");
       assert.equal(await box.files.read("keep.txt"), "version 1");

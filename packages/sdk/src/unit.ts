@@ -98,7 +98,13 @@ export class Unit {
    * Throws `ConflictError` if the name is taken, `ValidationError` if it is invalid,
    * `NotFoundError` if `from` names no unit or checkpoint.
    */
-  static async create(name: string, opts: UnitCreateOpts = {}): Promise<Unit> {
+  static create(name: string, opts?: UnitCreateOpts): Promise<Unit>;
+  static create(opts: UnitCreateOpts & { name: string }): Promise<Unit>;
+  static async create(
+    nameOrOpts: string | (UnitCreateOpts & { name: string }),
+    more: UnitCreateOpts = {},
+  ): Promise<Unit> {
+    const [name, opts] = typeof nameOrOpts === "string" ? [nameOrOpts, more] : [nameOrOpts.name, nameOrOpts];
     const client = resolveClient(opts);
     const body: CreateUnitRequest = {
       name,
