@@ -22,6 +22,8 @@ export interface ServiceLogsOpts extends RequestOpts {
   onEvent?: ((event: ServiceEvent) => void) | undefined;
 }
 
+/** The server's default `duration` of start, stop and restart streams (spec 8). */
+const DEFAULT_STREAM_MS = 5_000;
 const request = (o: RequestOpts) => ({ timeoutMs: o.timeoutMs, signal: o.signal });
 const duration = (ms: number | undefined) => (ms === undefined ? undefined : `${Math.max(0, Math.round(ms))}ms`);
 
@@ -67,17 +69,35 @@ export class Services {
 
   /** Starts a service (and the services it needs); resolves when the stream completes. */
   start(name: string, opts: ServiceStreamOpts = {}): Promise<ServiceEvent[]> {
-    return this.#stream("POST", `${this.#svc(name)}/start`, { duration: duration(opts.durationMs) }, opts);
+    return this.#stream(
+      "POST",
+      `${this.#svc(name)}/start`,
+      { duration: duration(opts.durationMs) },
+      opts,
+      opts.durationMs,
+    );
   }
 
   /** Stops a service; it stays stopped (across boots too) until started again. */
   stop(name: string, opts: ServiceStreamOpts = {}): Promise<ServiceEvent[]> {
-    return this.#stream("POST", `${this.#svc(name)}/stop`, { duration: duration(opts.durationMs) }, opts);
+    return this.#stream(
+      "POST",
+      `${this.#svc(name)}/stop`,
+      { duration: duration(opts.durationMs) },
+      opts,
+      opts.durationMs,
+    );
   }
 
   /** Stops the service if it runs, then starts it: `stopping`, `stopped`, `started`, output, `complete`. */
   restart(name: string, opts: ServiceStreamOpts = {}): Promise<ServiceEvent[]> {
-    return this.#stream("POST", `${this.#svc(name)}/restart`, { duration: duration(opts.durationMs) }, opts);
+    return this.#stream(
+      "POST",
+      `${this.#svc(name)}/restart`,
+      { duration: duration(opts.durationMs) },
+      opts,
+      opts.durationMs,
+    );
   }
 
   /** The service's log as `stdout`/`stderr` events (then new lines for `followMs`), ending with `complete`. */
@@ -87,6 +107,7 @@ export class Services {
       `${this.#svc(name)}/logs`,
       { lines: opts.lines, duration: duration(opts.followMs) },
       opts,
+      opts.followMs ?? 0,
     );
   }
 
@@ -95,8 +116,12 @@ export class Services {
     path: string,
     query: Record<string, string | number | undefined>,
     opts: RequestOpts & { onEvent?: ((event: ServiceEvent) => void) | undefined },
+    streamMs = DEFAULT_STREAM_MS,
   ): Promise<ServiceEvent[]> {
-    const res = await this.client.open(method, path, { ...request(opts), query });
+    // The stream lasts `duration` by design: the default time limit counts from its end.
+    const base = this.client.config.timeoutMs;
+    const timeoutMs = opts.timeoutMs ?? (base > 0 ? base + Math.max(0, streamMs) : 0);
+    const res = await this.client.open(method, path, { timeoutMs, signal: opts.signal, query });
     return collectEvents<ServiceEvent>(res, opts.onEvent);
   }
 
