@@ -5,9 +5,11 @@ export const SDK_VERSION = "0.1.0";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
+export type QueryValue = string | number | boolean | readonly string[] | undefined;
+
 export interface ApiRequestOpts extends RequestOpts {
-  /** Query parameters; undefined values are left out. */
-  query?: Readonly<Record<string, string | number | boolean | undefined>> | undefined;
+  /** Query parameters; undefined values are left out, arrays repeat the parameter. */
+  query?: Readonly<Record<string, QueryValue>> | undefined;
   /** Sent as JSON. Left undefined, the request has no body and no Content-Type. */
   body?: unknown;
 }
@@ -33,9 +35,7 @@ export class UmsClient {
    */
   async request<T>(method: HttpMethod, path: string, opts: ApiRequestOpts = {}): Promise<T> {
     const url = new URL(this.config.baseUrl + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) {
-      if (v !== undefined) url.searchParams.set(k, String(v));
-    }
+    addQuery(url, opts.query);
     const headers: Record<string, string> = {
       accept: "application/json",
       "user-agent": `ums-sdk-js/${SDK_VERSION}`,
@@ -95,6 +95,101 @@ export class UmsClient {
       );
     }
     return parsed as T;
+  }
+
+  /**
+   * Sends one request and returns the response once its status is known, for bodies read as a
+   * stream (file bytes, NDJSON). A non-2xx answer is thrown as a `UmsError`. The time limit covers
+   * reading the body too; failures while reading it become `TimeoutError`/`ConnectionError`.
+   */
+  async open(method: HttpMethod, path: string, opts: RawRequestOpts = {}): Promise<Response> {
+    const url = new URL(this.config.baseUrl + path);
+    addQuery(url, opts.query);
+    const headers: Record<string, string> = {
+      "user-agent": `ums-sdk-js/${SDK_VERSION}`,
+      ...this.config.headers,
+      ...opts.headers,
+      authorization: `Bearer ${this.config.token}`,
+    };
+    const timeoutMs = checkTimeout(opts.timeoutMs ?? this.config.timeoutMs, "timeoutMs");
+    const timeout = timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+    const translate = (err: unknown): unknown => {
+      if (opts.signal?.aborted) return opts.signal.reason;
+      if (err instanceof UmsError) return err;
+      if (timeout?.aborted) {
+        return new TimeoutError(`${method} ${path} did not finish within ${timeoutMs} ms`, SdkErrorCode.Timeout, {
+          cause: err,
+        });
+      }
+      return new ConnectionError(`${method} ${url.origin}${path} failed: ${describe(err)}`, SdkErrorCode.Connection, {
+        cause: err,
+      });
+    };
+    let res: Response;
+    try {
+      const init: RequestInit & { duplex?: "half" } = { method, headers, signal: signal ?? null };
+      if (opts.body !== undefined) {
+        init.body = opts.body;
+        if (opts.body instanceof ReadableStream) init.duplex = "half";
+      }
+      res = await this.config.fetch(url, init);
+    } catch (err) {
+      throw translate(err);
+    }
+    if (!res.ok) {
+      let text = "";
+      try {
+        text = await res.text();
+      } catch (err) {
+        throw translate(err);
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      throw errorFromResponse(res.status, res.statusText, parsed, text);
+    }
+    return withTranslatedBody(res, translate);
+  }
+}
+
+/** The response with a body whose read errors (abort, reset) are thrown as the SDK's errors. */
+function withTranslatedBody(res: Response, translate: (err: unknown) => unknown): Response {
+  if (res.body === null) return res;
+  const reader = res.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      } catch (err) {
+        controller.error(translate(err));
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
+
+export interface RawRequestOpts extends RequestOpts {
+  query?: Readonly<Record<string, QueryValue>> | undefined;
+  /** Sent as is (a stream is sent with `duplex: "half"`). */
+  body?: string | Uint8Array | ReadableStream<Uint8Array> | undefined;
+  headers?: Readonly<Record<string, string>> | undefined;
+}
+
+export function addQuery(url: URL, query: Readonly<Record<string, QueryValue>> | undefined): void {
+  for (const [k, v] of Object.entries(query ?? {})) {
+    if (v === undefined) continue;
+    if (typeof v === "object") for (const item of v) url.searchParams.append(k, item);
+    else url.searchParams.set(k, String(v));
   }
 }
 

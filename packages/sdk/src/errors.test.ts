@@ -165,4 +165,15 @@ describe("errorFromResponse for answers that are not the API's error bodies", ()
     assert.ok(e instanceof ValidationError);
     assert.deepEqual(e.errors, ["nope"]);
   });
+
+  it("a filesystem error keeps its errno code and path; its status picks the class", () => {
+    const missing = errorFromResponse(404, "", { error: "no such file", code: "ENOENT", path: "/home/unit/x" }, "");
+    assert.ok(missing instanceof NotFoundError);
+    assert.equal(missing.code, "ENOENT");
+    assert.equal(missing.path, "/home/unit/x");
+    const denied = errorFromResponse(400, "", { error: "permission denied", code: "EACCES", path: "/etc/x" }, "");
+    assert.ok(denied instanceof ValidationError);
+    assert.equal(denied.path, "/etc/x");
+    assert.equal(errorFromResponse(404, "", { error: "x", code: "UMS_UNIT_NOT_FOUND" }, "").path, undefined);
+  });
 });

@@ -17,6 +17,10 @@ export const SdkErrorCode = {
   InvalidConfig: "UMS_SDK_INVALID_CONFIG",
   /** A list response said `has_more` but gave no usable `next_continuation_token`. */
   BadContinuation: "UMS_SDK_BAD_CONTINUATION",
+  /** An NDJSON stream reported an `error` event (spec 6.1, 6.4) or ended without its final event. */
+  StreamFailed: "UMS_SDK_STREAM_FAILED",
+  /** A command run for `makeDir` (which has no endpoint of its own) failed. */
+  CommandFailed: "UMS_SDK_COMMAND_FAILED",
 } as const;
 export type SdkErrorCode = (typeof SdkErrorCode)[keyof typeof SdkErrorCode];
 
@@ -25,6 +29,8 @@ export interface UmsErrorOpts {
   status?: number | undefined;
   /** Validation problems, one line per bad field (server 400 bodies). */
   errors?: readonly string[] | undefined;
+  /** The path a filesystem error is about (fs errors carry it, DESIGN.md section 8). */
+  path?: string | undefined;
   cause?: unknown;
 }
 
@@ -40,12 +46,15 @@ export class UmsError extends Error {
   readonly code: string;
   /** The server's list of validation problems, when it sent one. */
   readonly errors: readonly string[] | undefined;
+  /** For filesystem errors (`code` an errno name such as `ENOENT`): the path, as resolved in the unit. */
+  readonly path: string | undefined;
 
   constructor(message: string, code: string, opts: UmsErrorOpts = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.code = code;
     this.status = opts.status;
     this.errors = opts.errors;
+    this.path = opts.path;
   }
 }
 
@@ -99,6 +108,21 @@ export class ConnectionError extends UmsError {
   override name = "ConnectionError";
 }
 
+/**
+ * A stream (checkpoint, restore, service start/stop/restart/logs) answered 200 and then failed:
+ * its `error` event (spec 7: "a stream that fails mid-way reports an error event"), or it ended
+ * without its final event. `event` is the error event as received, when there was one.
+ */
+export class StreamError extends UmsError {
+  override name = "StreamError";
+  readonly event: Readonly<Record<string, unknown>> | undefined;
+
+  constructor(message: string, event?: Readonly<Record<string, unknown>>, opts: UmsErrorOpts = {}) {
+    super(message, SdkErrorCode.StreamFailed, opts);
+    this.event = event;
+  }
+}
+
 type ErrorClass = new (message: string, code: string, opts?: UmsErrorOpts) => UmsError;
 
 /** The server's codes, each to its class. A code wins over the status. */
@@ -110,6 +134,9 @@ const BY_CODE: Readonly<Record<string, ErrorClass>> = {
   [ErrorCode.RouteNotFound]: NotFoundError,
   [ErrorCode.UnitNotFound]: NotFoundError,
   [ErrorCode.UnitExists]: ConflictError,
+  [ErrorCode.CheckpointNotFound]: NotFoundError,
+  [ErrorCode.ServiceNotFound]: NotFoundError,
+  [ErrorCode.CheckpointActive]: ConflictError,
   [ErrorCode.NotImplemented]: NotImplementedError,
   [ErrorCode.Internal]: ServerError,
 };
@@ -141,6 +168,7 @@ export function errorFromResponse(status: number, statusText: string, body: unkn
     const snippet = text.trim().slice(0, 200);
     message = `HTTP ${status}${statusText ? ` ${statusText}` : ""}${snippet ? `: ${snippet}` : ""}`;
   }
+  const path = typeof b.path === "string" ? b.path : undefined;
   const Class = BY_CODE[code] ?? classForStatus(status);
-  return new Class(message, code, { status, errors });
+  return new Class(message, code, { status, errors, path });
 }

@@ -1,5 +1,23 @@
+export type {
+  CheckpointEvent,
+  CheckpointInfo,
+  FsEntry,
+  FsRenameResponse,
+  FsWriteResponse,
+  ServiceEvent,
+  ServiceRequest,
+  ServiceResponse,
+  ServiceState,
+} from "@ums/protocol";
 export { ErrorCode } from "@ums/protocol";
+export {
+  type CheckpointCreateOpts,
+  type CheckpointRestoreOpts,
+  Checkpoints,
+  type RestoreResult,
+} from "./checkpoints.js";
 export { type ApiRequestOpts, type ClientOpts, encodePath, type HttpMethod, SDK_VERSION, UmsClient } from "./client.js";
+export { type CommandResult, Commands, type RunOpts } from "./commands.js";
 export {
   ConnectionConfig,
   type ConnectionOpts,
@@ -17,13 +35,25 @@ export {
   NotImplementedError,
   SdkErrorCode,
   ServerError,
+  StreamError,
   TimeoutError,
   UmsError,
   type UmsErrorOpts,
   ValidationError,
 } from "./errors.js";
+export {
+  type FileData,
+  type FileListOpts,
+  type FileReadOpts,
+  type FileRemoveOpts,
+  Files,
+  type FilesOpts,
+  type FileWriteOpts,
+  HOME_DIR,
+} from "./files.js";
 export { type Organization, type OrganizationOpts, organization } from "./organization.js";
 export { type PageOf, paginate } from "./pagination.js";
+export { type ServiceLogsOpts, type ServiceStreamOpts, Services } from "./services.js";
 export { Unit, type UnitCreateOpts, type UnitListOpts, type UnitOpts, type UnitPage } from "./unit.js";
 export type {
   UnitHealth,

@@ -5,9 +5,13 @@ import type {
   UnitList as WireUnitList,
   UpgradeResponse as WireUpgradeResponse,
 } from "@ums/protocol";
+import { Checkpoints } from "./checkpoints.js";
 import { type ClientOpts, encodePath, resolveClient, type UmsClient } from "./client.js";
+import { Commands } from "./commands.js";
 import type { RequestOpts } from "./config.js";
+import { Files } from "./files.js";
 import { paginate } from "./pagination.js";
+import { Services } from "./services.js";
 import {
   healthFromWire,
   type UnitHealth,
@@ -26,6 +30,8 @@ export interface UnitOpts extends ClientOpts, RequestOpts {}
 export interface UnitCreateOpts extends UnitOpts {
   /** Who may reach the unit's URL. Default: `{ auth: "unit" }`. */
   urlSettings?: UrlSettingsUpdate | undefined;
+  /** Fork: start with the files of checkpoint `checkpoint` (e.g. `v3`) of another unit of the organization. */
+  from?: { unit: string; checkpoint: string } | undefined;
 }
 
 export interface UnitListOpts extends UnitOpts {
@@ -63,11 +69,23 @@ const requestOpts = (o: RequestOpts) => ({ timeoutMs: o.timeoutMs, signal: o.sig
 export class Unit {
   readonly #client: UmsClient;
   #info: UnitInfo;
+  /** Runs commands in the unit (spec 4.3). */
+  readonly commands: Commands;
+  /** The unit's filesystem (spec 4.4). */
+  readonly files: Files;
+  /** The unit's services (spec 4.6). */
+  readonly services: Services;
+  /** The unit's checkpoints (spec 4.2). */
+  readonly checkpoints: Checkpoints;
 
-  // Sub-APIs (`commands`, `files`, ...) will be properties built here from `#client`.
   private constructor(client: UmsClient, info: UnitInfo) {
     this.#client = client;
     this.#info = info;
+    const path = () => this.#path();
+    this.commands = new Commands(client, path);
+    this.files = new Files(client, path, this.commands);
+    this.services = new Services(client, path);
+    this.checkpoints = new Checkpoints(client, path);
   }
 
   /** @internal Wraps a unit as the server returned it. */
@@ -75,12 +93,23 @@ export class Unit {
     return new Unit(client, unitInfoFromWire(unit));
   }
 
-  /** Creates a unit (it starts cold). Throws `ConflictError` if the name is taken, `ValidationError` if it is invalid. */
-  static async create(name: string, opts: UnitCreateOpts = {}): Promise<Unit> {
+  /**
+   * Creates a unit (it starts cold); with `from`, a fork of another unit's checkpoint.
+   * Throws `ConflictError` if the name is taken, `ValidationError` if it is invalid,
+   * `NotFoundError` if `from` names no unit or checkpoint.
+   */
+  static create(name: string, opts?: UnitCreateOpts): Promise<Unit>;
+  static create(opts: UnitCreateOpts & { name: string }): Promise<Unit>;
+  static async create(
+    nameOrOpts: string | (UnitCreateOpts & { name: string }),
+    more: UnitCreateOpts = {},
+  ): Promise<Unit> {
+    const [name, opts] = typeof nameOrOpts === "string" ? [nameOrOpts, more] : [nameOrOpts.name, nameOrOpts];
     const client = resolveClient(opts);
     const body: CreateUnitRequest = {
       name,
       ...(opts.urlSettings !== undefined && { url_settings: urlSettingsToWire(opts.urlSettings) }),
+      ...(opts.from !== undefined && { from: { unit: opts.from.unit, checkpoint: opts.from.checkpoint } }),
     };
     const unit = await client.request<WireUnit>("POST", "/v1/units", { ...requestOpts(opts), body });
     return Unit.fromWire(client, unit);
