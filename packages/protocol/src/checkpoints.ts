@@ -24,6 +24,6 @@ export type CreateCheckpointRequest = Static<typeof CreateCheckpointRequest>;
 export type CheckpointEvent =
   | { type: "info"; data: string; time: string }
   | { type: "error"; error: string; time: string }
-  | { type: "complete"; data: string; time: string };
+  | { type: "complete"; data: string; time: string; id?: string; backup_id?: string };
 
 export const CHECKPOINT_ID_PATTERN = "^v\\d{1,9}$";

@@ -47,8 +47,9 @@ export class Checkpoints {
     });
     const events = await collectEvents<CheckpointEvent>(res, opts.onEvent);
     const done = events.at(-1);
-    // The final event reads "checkpoint vN created" (packages/server/src/api/checkpoints/routes.ts).
-    const id = done?.type === "complete" ? /\b(v\d+)\b/.exec(done.data)?.[1] : undefined;
+    // ums names the new checkpoint in `id`; servers that only say "checkpoint vN created" in `data`
+    // (the spec's event) are read too.
+    const id = done?.type === "complete" ? (done.id ?? /\b(v\d+)\b/.exec(done.data)?.[1]) : undefined;
     if (id === undefined) throw new StreamError(`the checkpoint stream did not name the new checkpoint`, done);
     return this.get(id, opts);
   }
@@ -69,8 +70,10 @@ export class Checkpoints {
   async restore(id: string, opts: CheckpointRestoreOpts = {}): Promise<RestoreResult> {
     const res = await this.client.open("POST", `${this.#cp(id)}/restore`, request(opts));
     const events = await collectEvents<CheckpointEvent>(res, opts.onEvent);
-    const message = events.at(-1)?.type === "complete" ? (events.at(-1) as { data: string }).data : "";
-    return { restored: id, backup: /saved as (v\d+)/.exec(message)?.[1], message };
+    const done = events.at(-1);
+    const message = done?.type === "complete" ? done.data : "";
+    const backup = done?.type === "complete" ? (done.backup_id ?? /saved as (v\d+)/.exec(message)?.[1]) : undefined;
+    return { restored: id, backup, message };
   }
 
   /** Deletes a checkpoint. The one the unit is on cannot be deleted (`ConflictError`, `UMS_CHECKPOINT_ACTIVE`). */

@@ -65,8 +65,10 @@ describe("server configuration", () => {
     assert.deepEqual(resolveConfig({ egressRanges: "none", uplinks: "eth0,wg0" }, {}).egressRanges, []);
     assert.deepEqual(parseDnsServer("9.9.9.9"), { host: "9.9.9.9", port: 53 });
     assert.deepEqual(parseDnsServer("[::1]:53"), { host: "::1", port: 53 });
+    assert.equal(resolveConfig({ gatewayPort: "0" }, {}).gatewayPort, 0, "0: an ephemeral gateway port");
     for (const bad of [
-      { gatewayPort: "0" },
+      { gatewayPort: "70000" },
+      { gatewayPort: "" },
       { dnsUpstream: "dns.example" },
       { egressRanges: "10.0.0.0" },
       { uplinks: "a b" },

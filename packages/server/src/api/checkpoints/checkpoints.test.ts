@@ -27,7 +27,10 @@ describe("checkpoints", () => {
     assert.match(r.headers.get("content-type") ?? "", /application\/x-ndjson/);
     const ev = events(r.text);
     assert.equal(ev.at(-1)?.type, "complete", `checkpoint of ${unit} failed: ${JSON.stringify(ev.at(-1))}`);
-    return /checkpoint (v\d+) created/.exec(ev.at(-1)?.data ?? "")?.[1] ?? "";
+    const done = ev.at(-1) as { data?: string; id?: string } | undefined;
+    const id = /checkpoint (v\d+) created/.exec(done?.data ?? "")?.[1] ?? "";
+    assert.equal(done?.id, id, "complete names the new checkpoint in `id` too");
+    return id;
   };
 
   before(async () => {
@@ -73,6 +76,10 @@ describe("checkpoints", () => {
     assert.equal(ev.at(-1)?.type, "complete", `restore failed: ${JSON.stringify(ev.at(-1))}`);
     const backup = /saved as (v\d+)/.exec(ev.at(-1)?.data ?? "")?.[1];
     assert.ok(backup);
+    assert.deepEqual(
+      [(ev.at(-1) as { id?: string }).id, (ev.at(-1) as { backup_id?: string }).backup_id],
+      [before, backup],
+    );
     assert.equal(
       (await sh("box", "cat /home/unit/f; test -e /home/unit/g || echo no-g")).stdout.toString(),
       "one\nno-g\n",

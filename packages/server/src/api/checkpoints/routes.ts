@@ -27,12 +27,16 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
   const info = (unit: UnitRecord, cp: CheckpointRecord) => checkpointInfo(runtime, unit, cp);
   const now = () => new Date().toISOString();
 
-  /** Runs `work` behind an NDJSON stream of spec 6.1 events. */
-  async function stream(reply: import("fastify").FastifyReply, work: (info: (msg: string) => void) => Promise<string>) {
+  /** Runs `work` behind an NDJSON stream of spec 6.1 events; `complete` also names the checkpoints
+   * concerned (`id`, and for a restore `backup_id`), beyond the spec's text, for clients. */
+  async function stream(
+    reply: import("fastify").FastifyReply,
+    work: (info: (msg: string) => void) => Promise<{ data: string; id: string; backup_id?: string }>,
+  ) {
     const out = ndjson(reply);
     try {
       const done = await work((data) => out.send({ type: "info", data, time: now() }));
-      out.send({ type: "complete", data: done, time: now() });
+      out.send({ type: "complete", ...done, time: now() });
     } catch (err) {
       const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
       reply.log.error({ err }, "checkpoint operation failed");
@@ -58,7 +62,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
       await stream(reply, async (progress) => {
         const { checkpoint, frozenMs } = await lifecycle.checkpoint(unit, req.body?.comment ?? "", progress);
         progress(frozenMs > 0 ? `the unit was frozen for ${frozenMs.toFixed(1)} ms` : "the unit was not running");
-        return `checkpoint ${checkpoint.id} created`;
+        return { data: `checkpoint ${checkpoint.id} created`, id: checkpoint.id };
       });
     },
   );
@@ -110,7 +114,11 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
       const cp = await units.requireCheckpoint(unit, req.params.id);
       await stream(reply, async (progress) => {
         const backup = await lifecycle.restore(req.auth.org, unit, cp, progress);
-        return `restored checkpoint ${cp.id}; the state before is saved as ${backup.id}`;
+        return {
+          data: `restored checkpoint ${cp.id}; the state before is saved as ${backup.id}`,
+          id: cp.id,
+          backup_id: backup.id,
+        };
       });
     },
   );
