@@ -8,7 +8,11 @@ import { connect, type Socket } from "node:net";
 // HTTP client reads the upgrade answers from it; after the raw read's 101, the bytes go from that one
 // buffer to the client's response, one read at a time: the next read waits until the last write is done.
 
-const BUFFER_BYTES = 1024 * 1024;
+/** A Unix socket read returns at most what its sender's buffer holds (~208 KiB by default). */
+const BUFFER_BYTES = 256 * 1024;
+/** Buffers of relays that ended cleanly, for the next ones (small reads must not cost 256 KiB each). */
+const spare: Buffer[] = [];
+const SPARE_MAX = 8;
 
 export class RelaySocket {
   readonly socket: Socket;
@@ -16,8 +20,11 @@ export class RelaySocket {
   private pending: Buffer[] = [];
   private sink: ((chunk: Buffer) => void) | null = null;
 
+  private readonly buffer: Buffer;
+
   constructor(socketPath: string) {
-    const buffer = Buffer.allocUnsafe(BUFFER_BYTES);
+    const buffer = spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES);
+    this.buffer = buffer;
     this.socket = connect({
       path: socketPath,
       onread: { buffer, callback: (n) => this.onRead(buffer.subarray(0, n)) },
@@ -53,6 +60,12 @@ export class RelaySocket {
         if (!ok) {
           socket.destroy();
           res.destroy();
+        }
+        // Reused only after a clean end: no write from it can still be pending then.
+        if (ok) {
+          const recycle = () => spare.length < SPARE_MAX && spare.push(this.buffer);
+          if (socket.closed) recycle();
+          else socket.once("close", recycle);
         }
         resolve(ok);
       };
