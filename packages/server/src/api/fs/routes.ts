@@ -173,14 +173,22 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
       const q = req.query;
       const path = resolveIn(q.workingDir, q.path);
       const { socket, release } = await open(req);
-      let read: RawRead;
+      let read: RawRead | IncomingMessage;
       try {
-        const answer = await agentRead(socket, q.asRoot ? "root" : "user", path);
-        if (answer instanceof IncomingMessage) throw await agentFailure(answer);
-        read = answer;
+        read = await agentRead(socket, q.asRoot ? "root" : "user", path);
+        if (read instanceof IncomingMessage && read.statusCode !== 200) throw await agentFailure(read);
       } catch (err) {
         release();
         throw unreachable(err);
+      }
+      if (read instanceof IncomingMessage) {
+        // An agent from before raw reads (a unit that has run since before this server was updated)
+        // answers the upgrade request as an ordinary one: the bytes come in its response.
+        reply.raw.once("close", release);
+        reply.header("content-type", "application/octet-stream");
+        const length = read.headers["content-length"];
+        if (length !== undefined) reply.header("content-length", length);
+        return reply.send(read);
       }
       // The bytes go from the agent's connection to the client's as they come (relay.ts), so the
       // reply is ours from here; it is logged as the onResponse hook logs the others.
