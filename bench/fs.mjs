@@ -6,17 +6,23 @@
 //   write   vs `cat <file in the unit's rootfs> | cat > <new file beside it>` (the pipe keeps cat from
 //           cloning the file with copy_file_range, which btrfs does without writing any data)
 //   read    vs `cat <file in the unit's rootfs> > /dev/null`
+// For reference, the same transfers through curl and loopback TCP to a minimal python server (no ums):
+// what any HTTP transfer of the file reaches on this host. Each figure is the median of `--runs` rounds.
 // Also prints the server's peak RSS growth during the transfers (VmRSS of `ums serve`). Goal >= 70%.
 //
-//   npx tsc -b && npm run build:agent && node bench/fs.mjs [--mib 1024]
+//   npx tsc -b && npm run build:agent && node bench/fs.mjs [--mib 1024] [--runs 3]
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startBenchServer } from "./lib.mjs";
+import { percentile, startBenchServer } from "./lib.mjs";
 
-const argMib = process.argv.indexOf("--mib");
-const MIB = argMib > 0 ? Number(process.argv[argMib + 1]) : 1024;
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const MIB = arg("mib", 1024);
+const RUNS = arg("runs", 3);
 const TOTAL = MIB * 1024 * 1024;
 const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" } });
 const { url, auth, pool, pid } = bench;
@@ -84,6 +90,52 @@ async function get(path) {
   return Number(size);
 }
 
+// The transport floor: the same file through curl and loopback TCP with (nearly) nothing in between,
+// a python server that answers a GET with sendfile(2), or writes a PUT's body to a file.
+const FLOOR = String.raw`
+import os, socket, sys
+mode, path = sys.argv[1], sys.argv[2]
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+head = b""
+while b"\r\n\r\n" not in head: head += c.recv(65536)
+head, body = head.split(b"\r\n\r\n", 1)
+if mode == "send":
+    size = os.path.getsize(path)
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % size)
+    with open(path, "rb") as f: c.sendfile(f)
+else:
+    length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+    buf = bytearray(1 << 20); view = memoryview(buf)
+    with open(path, "wb", buffering=0) as f:
+        f.write(body); left = length - len(body)
+        while left > 0:
+            n = c.recv_into(view, min(left, len(buf)))
+            if n == 0: break
+            f.write(view[:n]); left -= n
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+c.close()
+`;
+
+async function floor(mode, path) {
+  const py = spawn("python3", ["-c", FLOOR, mode, path], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise((resolve, reject) => {
+    py.stdout.once("data", (d) => resolve(Number(String(d).trim())));
+    py.once("exit", (code) => reject(new Error(`floor server exited (${code})`)));
+  });
+  const args =
+    mode === "send"
+      ? ["-sS", "-o", "/dev/null", `http://127.0.0.1:${port}/`]
+      : ["-sS", "-X", "PUT", "-H", "Expect:", "-T", SRC, "-o", "/dev/null", `http://127.0.0.1:${port}/`];
+  const curlDone = new Promise((resolve, reject) =>
+    spawn("curl", args, { stdio: "ignore" }).on("exit", (code) =>
+      code === 0 ? resolve() : reject(new Error(`curl ${code}`)),
+    ),
+  );
+  await Promise.all([curlDone, new Promise((resolve) => py.once("exit", resolve))]);
+}
+
 const secs = async (fn) => {
   const t = performance.now();
   await fn();
@@ -106,48 +158,60 @@ try {
   await put(`/v1/units/${NAME}/fs/write?${q({ path: "warm", workingDir: HOME })}`, 1);
   const rss0 = rss();
   peak = rss0;
-
-  const apiWrite = await secs(async () => {
-    const r = await put(`/v1/units/${NAME}/fs/write?${q({ path: "big.bin", workingDir: HOME })}`, TOTAL);
-    if (r.size !== TOTAL) throw new Error(`wrote ${r.size} bytes`);
-  });
-  const apiRead = await secs(async () => {
-    const n = await get(`/v1/units/${NAME}/fs/read?${q({ path: "big.bin", workingDir: HOME })}`);
-    if (n !== TOTAL) throw new Error(`read ${n} bytes`);
-  });
-  const peakGrowth = peak - rss0;
-  // the same as the unit's root: served by the agent process itself
-  const rootWrite = await secs(() =>
-    put(`/v1/units/${NAME}/fs/write?${q({ path: "big.bin", workingDir: HOME, asRoot: "true" })}`, TOTAL),
-  );
-  const rootRead = await secs(() =>
-    get(`/v1/units/${NAME}/fs/read?${q({ path: "big.bin", workingDir: HOME, asRoot: "true" })}`),
-  );
-
   const hostFile = join(pool, "units", id, "rootfs", "home", "unit", "big.bin");
   const copy = `${hostFile}.cat`;
-  const catWrite = await secs(async () => {
-    const r = spawnSync("sh", ["-c", 'cat "$1" | cat > "$2"', "sh", hostFile, copy]);
-    if (r.status !== 0) throw new Error(`cat write: ${r.stderr}`);
-  });
-  rmSync(copy, { force: true });
-  const catRead = await secs(async () => {
-    const r = spawnSync("sh", ["-c", 'cat "$1" > /dev/null', "sh", hostFile]);
-    if (r.status !== 0) throw new Error(`cat read: ${r.stderr}`);
-  });
+  const api = (op, extra = {}) => `/v1/units/${NAME}/fs/${op}?${q({ path: "big.bin", workingDir: HOME, ...extra })}`;
+  const figures = {};
+  const time = async (name, fn) => {
+    const s = await secs(fn);
+    figures[name] = [...(figures[name] ?? []), s];
+  };
+  // Rounds of every transfer, one after the other, so that a busy moment of the host hits all of them;
+  // each figure is the median of its rounds.
+  for (let round = 1; round <= RUNS; round++) {
+    process.stderr.write(`round ${round}/${RUNS}\n`);
+    await time("apiWrite", async () => {
+      const r = await put(api("write"), TOTAL);
+      if (r.size !== TOTAL) throw new Error(`wrote ${r.size} bytes`);
+    });
+    await time("apiRead", async () => {
+      const n = await get(api("read"));
+      if (n !== TOTAL) throw new Error(`read ${n} bytes`);
+    });
+    // the same as the unit's root: served by the agent process itself
+    await time("rootWrite", () => put(api("write", { asRoot: "true" }), TOTAL));
+    await time("rootRead", () => get(api("read", { asRoot: "true" })));
+    await time("catWrite", async () => {
+      const r = spawnSync("sh", ["-c", 'cat "$1" | cat > "$2"', "sh", hostFile, copy]);
+      if (r.status !== 0) throw new Error(`cat write: ${r.stderr}`);
+    });
+    rmSync(copy, { force: true });
+    await time("catRead", async () => {
+      const r = spawnSync("sh", ["-c", 'cat "$1" > /dev/null', "sh", hostFile]);
+      if (r.status !== 0) throw new Error(`cat read: ${r.stderr}`);
+    });
+    await time("floorRead", () => floor("send", hostFile));
+    await time("floorWrite", () => floor("recv", copy));
+    rmSync(copy, { force: true });
+  }
+  const peakGrowth = peak - rss0;
+  const med = (name) => percentile(figures[name], 50);
 
-  const line = (label, s, base) => {
+  const line = (label, what, s, base) => {
     const ratio = base / s;
     console.log(
-      `${label.padEnd(6)} API ${mibps(s).toFixed(0).padStart(6)} MiB/s   cat ${mibps(base).toFixed(0).padStart(6)} MiB/s   ${(ratio * 100).toFixed(0)}% of cat  ${ratio >= 0.7 ? "ok" : "MISS"} (goal >= 70%)`,
+      `${label.padEnd(6)} ${what} ${mibps(s).toFixed(0).padStart(6)} MiB/s   cat ${mibps(base).toFixed(0).padStart(6)} MiB/s   ${(ratio * 100).toFixed(0)}% of cat  ${ratio >= 0.7 ? "ok" : "MISS"} (goal >= 70%)`,
     );
   };
-  console.log(`fs API, ${MIB} MiB file, unit user (worker process)`);
-  line("write", apiWrite, catWrite);
-  line("read", apiRead, catRead);
+  console.log(`fs API, ${MIB} MiB file, median of ${RUNS} rounds; unit user (worker process):`);
+  line("write", "API", med("apiWrite"), med("catWrite"));
+  line("read", "API", med("apiRead"), med("catRead"));
   console.log("as root (served by the agent process itself):");
-  line("write", rootWrite, catWrite);
-  line("read", rootRead, catRead);
+  line("write", "API", med("rootWrite"), med("catWrite"));
+  line("read", "API", med("rootRead"), med("catRead"));
+  console.log("reference, no ums: curl to/from a minimal python server on loopback (recv_into + write; sendfile):");
+  line("write", "min", med("floorWrite"), med("catWrite"));
+  line("read", "min", med("floorRead"), med("catRead"));
   console.log(
     `server RSS ${rss0.toFixed(0)} MiB before, peak growth ${peakGrowth.toFixed(1)} MiB during the transfers`,
   );

@@ -4,10 +4,12 @@
 //   direct      from the host to the unit's address (the physical baseline)
 //   /v1 proxy   GET /v1/units/{name}/small with the bearer token
 //   unit URL    GET /small with Host: <name>-<random>.units.localhost:<port> and the bearer token
+// and two references: an authenticated API read (no proxy) and a bare node:http proxy (no ums).
 // Each runs for a fixed time at a fixed concurrency over keep-alive connections (autocannon style);
 // ratios are against direct. Goal: proxied throughput >= 70% of direct.
 //
 //   npx tsc -b && npm run build:agent && node bench/proxy.mjs [--seconds 5] [--concurrency 16]
+import { spawn } from "node:child_process";
 import http from "node:http";
 import { percentile, startBenchServer } from "./lib.mjs";
 
@@ -58,6 +60,33 @@ async function load(label, url, headers) {
   };
 }
 
+// A bare node:http reverse proxy (keep-alive to the unit, no auth, no routing, no header rules) in
+// a process of its own: what any proxy written on node:http pays on this host for the extra hop.
+const BARE_PROXY = `
+const http = require("node:http");
+const agent = new http.Agent({ keepAlive: true });
+const [host, port] = process.argv.slice(1);
+http.createServer((req, res) => {
+  const up = http.request({ agent, host, port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+    res.writeHead(r.statusCode, r.headers);
+    r.pipe(res);
+  });
+  up.on("error", () => res.destroy());
+  req.pipe(up);
+}).listen(0, "127.0.0.1", function () { console.log(this.address().port); });
+`;
+
+async function startBareProxy(host, port) {
+  const child = spawn(process.execPath, ["-e", BARE_PROXY, host, String(port)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const listening = await new Promise((resolve, reject) => {
+    child.stdout.once("data", (d) => resolve(Number(String(d).trim())));
+    child.once("exit", (code) => reject(new Error(`bare proxy exited (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${listening}`, stop: () => child.kill("SIGTERM") };
+}
+
 const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" } });
 const { url, token, auth } = bench;
 const results = [];
@@ -91,6 +120,12 @@ try {
   results.push(await load("unit URL (Host routing)", `${url}/small`, { ...auth, host: unitUrl.host }));
   // Not a proxy: the API's own cost of an authenticated request that reads the unit (token + unit lookup).
   results.push(await load("reference: GET /v1/units/{name} (no proxy)", `${url}/v1/units/web`, auth));
+  const bare = await startBareProxy(ip, 8080);
+  try {
+    results.push(await load("reference: bare node:http proxy (no ums)", `${bare.url}/small`, {}));
+  } finally {
+    bare.stop();
+  }
 } catch (err) {
   console.error(err);
   process.exitCode = 1;
@@ -98,7 +133,7 @@ try {
   await bench.stop().catch((err) => console.error(err));
 }
 
-if (results.length === 4) {
+if (results.length === 5) {
   const [direct] = results;
   console.log(`\nums proxy benchmark (small GET, ${SECONDS}s each, concurrency ${CONCURRENCY}, keep-alive)`);
   for (const r of results) {
@@ -106,7 +141,7 @@ if (results.length === 4) {
     const goal =
       r === direct
         ? "baseline"
-        : r === results[3]
+        : results.indexOf(r) >= 3
           ? "reference"
           : `goal >= 70% of direct: ${ratio >= 0.7 ? "PASS" : "MISS"}`;
     console.log(

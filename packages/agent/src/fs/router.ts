@@ -5,6 +5,7 @@ import type { Duplex } from "node:stream";
 import type { AgentConfig } from "../config.js";
 import { rejectUpgrade, validation } from "../http/respond.js";
 import { handleFs } from "./http.js";
+import { fsUpgrade } from "./raw-read.js";
 import { FsWorker, SWITCHING } from "./worker.js";
 
 // Routes /fs/* requests to the process with the identity asked for (query `as=root|user`, default user):
@@ -13,7 +14,8 @@ import { FsWorker, SWITCHING } from "./worker.js";
 //   - plain requests: /fs/{op} handled here, or proxied to the worker;
 //   - GET /fs/connect?as=… with `Upgrade: ums-fs`: answered 101, then the connection itself goes to the
 //     process with that identity, which serves HTTP/1.1 /fs/{op} requests on it (the host's path: the
-//     bytes of a read or write then never pass through the agent when a worker does the work).
+//     bytes of a read or write then never pass through the agent when a worker does the work), and
+//     raw reads (GET /fs/read upgraded to ums-fs-bytes, raw-read.ts).
 
 export class FsRouter {
   private worker: FsWorker | null = null;
@@ -28,6 +30,7 @@ export class FsRouter {
       const op = /^\/fs\/([a-z]+)$/.exec(url.pathname)?.[1] ?? "";
       handleFs(req, res, op, url.searchParams).catch(() => res.destroy());
     });
+    this.local.on("upgrade", fsUpgrade);
   }
 
   /** Whether this process itself has the identity (an agent that is not root works as itself). */

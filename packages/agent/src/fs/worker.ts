@@ -5,6 +5,7 @@ import { connect, createServer as createNetServer, type Server, type Socket } fr
 import { join } from "node:path";
 import { sendJson } from "../http/respond.js";
 import { handleFs } from "./http.js";
+import { fsUpgrade } from "./raw-read.js";
 
 // Filesystem operations run with the identity asked for: the unit user (uid/gid 1000) unless `asRoot`.
 //
@@ -161,6 +162,7 @@ export function runFsWorker(): void {
     handleFs(req, res, op, url.searchParams).catch(() => res.destroy());
   });
   server.keepAliveTimeout = 60_000;
+  server.on("upgrade", fsUpgrade);
   process.on("message", (msg, handle) => {
     if ((msg === "conn" || msg === "upgrade") && handle) {
       const s = handle as Socket;

@@ -1,8 +1,12 @@
-import { type IncomingMessage, request } from "node:http";
+import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import { ErrorCode, fsErrorStatus } from "@ums/protocol";
 import { ApiError } from "../errors.js";
+import { RelaySocket } from "./relay.js";
+
+/** Upgrade protocol of a raw read (packages/agent/src/fs/raw-read.ts). */
+const RAW_READ = "ums-fs-bytes";
 
 /** A failed filesystem operation: answered as `{error, code: <errno>, path}` (see @ums/protocol fs.ts). */
 export class FsHttpError extends Error {
@@ -26,14 +30,13 @@ export class FsHttpError extends Error {
  * process (the unit user's worker, or the agent itself for root), which serves plain HTTP on it
  * (packages/agent/src/fs/router.ts). File bytes then flow between this server and that process only.
  */
-function connectFs(socketPath: string, as: "user" | "root"): Promise<Socket> {
+function connectFs(socketPath: string, as: "user" | "root", own?: Socket): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const req = request({
-      socketPath,
+      ...(own ? { createConnection: () => own } : { socketPath, agent: false }),
       method: "GET",
       path: `/fs/connect?as=${as}`,
       headers: { connection: "Upgrade", upgrade: "ums-fs" },
-      agent: false,
     });
     req.setTimeout(30_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
     req.on("upgrade", (_res, socket, head) => {
@@ -85,6 +88,52 @@ export async function agentFs(
       body.on("error", (err) => req.destroy(err));
       body.pipe(req);
     }
+  });
+}
+
+/** A raw read under way: its size (regular files) and the relay of its bytes (relay.ts). */
+export interface RawRead {
+  readonly size: number | undefined;
+  relayTo(res: ServerResponse): Promise<boolean>;
+}
+
+/**
+ * Reads the file at `path` (absolute) in the unit as `as`, raw (packages/agent/src/fs/raw-read.ts):
+ * resolves with the read once the agent has opened the file, or with the agent's answer when it
+ * could not (an error to read with `agentFailure`).
+ */
+export async function agentRead(
+  socketPath: string,
+  as: "user" | "root",
+  path: string,
+): Promise<RawRead | IncomingMessage> {
+  const relay = new RelaySocket(socketPath);
+  const socket = await connectFs(socketPath, as, relay.socket).catch((err) => {
+    relay.socket.destroy();
+    throw err;
+  });
+  return new Promise((resolve, reject) => {
+    const req = request({
+      createConnection: () => socket,
+      method: "GET",
+      path: `/fs/read?${new URLSearchParams({ path })}`,
+      headers: { connection: "Upgrade", upgrade: RAW_READ },
+    });
+    req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    req.on("upgrade", (res, _socket, head) => {
+      relay.beginRaw();
+      req.setTimeout(0);
+      socket.setTimeout(0);
+      const size = res.headers["x-ums-size"];
+      const bytes = typeof size === "string" && /^\d+$/.test(size) ? Number(size) : undefined;
+      resolve({ size: bytes, relayTo: (out) => relay.relayTo(out, head, bytes) });
+    });
+    req.on("response", (res) => {
+      req.setTimeout(0);
+      resolve(res);
+    });
+    req.on("error", reject);
+    req.end();
   });
 }
 

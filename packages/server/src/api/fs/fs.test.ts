@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
@@ -37,11 +37,29 @@ describe("filesystem API", () => {
   const post = (op: string, json: Record<string, unknown>) =>
     s.api(op === "delete" ? "DELETE" : "POST", `${base}/${op}`, { token, json: { workingDir: HOME, ...json } });
 
+  let unitId = "";
+  /** The unit's node processes (the agent, its fs worker), found by the unit's cgroup: pid and RSS in bytes. */
+  const unitAgents = () =>
+    readdirSync("/proc")
+      .filter((p) => /^\d+$/.test(p))
+      .flatMap((pid) => {
+        try {
+          if (!readFileSync(`/proc/${pid}/cgroup`, "utf8").includes(`/${unitId}\n`)) return [];
+          const status = readFileSync(`/proc/${pid}/status`, "utf8");
+          if (!/^Name:\s+node$/m.test(status)) return [];
+          return [{ pid, rss: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024 }];
+        } catch {
+          return []; // gone meanwhile
+        }
+      });
+
   before(async () => {
     if (!sqlite) throw new Error("no sqlite");
     s = await startTestServer(sqlite);
     token = await s.token("fs");
-    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: UNIT } })).status, 201);
+    const created = await s.api("POST", "/v1/units", { token, json: { name: UNIT } });
+    assert.equal(created.status, 201);
+    unitId = created.body.id;
   });
   after(() => s?.close());
 
@@ -258,16 +276,26 @@ describe("filesystem API", () => {
     }
   });
 
-  it("streams a 256 MiB write and read with bounded server memory", async () => {
-    const total = 256 * 1024 * 1024;
+  it("streams a 1 GiB write and read with bounded memory in the server, the agent and its worker", async () => {
+    const total = 1024 * 1024 * 1024;
     const chunk = Buffer.alloc(1024 * 1024);
     for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 31 + 7) & 255;
+    // The unit's agent and unit-user worker exist (and have warmed up) before the baseline.
+    assert.equal((await write("warm.txt", "w")).status, 200);
+    assert.equal((await read("warm.txt")).text, "w");
+    assert.ok(unitAgents().length >= 2, "the agent and its worker are found");
     let peak = 0;
+    let agentPeak = 0;
     const sample = () => {
       peak = Math.max(peak, process.memoryUsage().rss);
+      agentPeak = Math.max(
+        agentPeak,
+        unitAgents().reduce((sum, p) => sum + p.rss, 0),
+      );
     };
     const rss0 = process.memoryUsage().rss;
-    const timer = setInterval(sample, 20);
+    const agentRss0 = unitAgents().reduce((sum, p) => sum + p.rss, 0);
+    const timer = setInterval(sample, 50);
     const url = new URL(s.url);
     const sent = createHash("sha256");
     try {
@@ -339,7 +367,41 @@ describe("filesystem API", () => {
     sample();
     const growth = (peak - rss0) / 1024 / 1024;
     assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`);
+    const agentGrowth = (agentPeak - agentRss0) / 1024 / 1024;
+    assert.ok(agentGrowth < 64, `the agent's and worker's RSS grew by ${agentGrowth.toFixed(1)} MiB`);
     assert.equal(await sh(`stat -c %s ${HOME}/big.bin; rm ${HOME}/big.bin`), `${total}\n`);
+  });
+
+  it("a client that leaves mid-read ends the transfer; the next reads are whole", async () => {
+    await sh(`head -c 33554432 /dev/zero > ${HOME}/left.bin`);
+    const url = new URL(s.url);
+    const get = (leave: boolean) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: `${base}/read?${qs({ path: "left.bin", workingDir: HOME })}`,
+            headers: { authorization: `Bearer ${token}` },
+          },
+          (res) => {
+            let size = 0;
+            res.on("data", (d: Buffer) => {
+              size += d.length;
+              if (leave) req.destroy();
+            });
+            res.on("end", () => resolve(size));
+            res.on("close", () => resolve(size));
+            res.on("error", () => resolve(size));
+          },
+        );
+        req.on("error", (err) => (leave ? resolve(0) : reject(err)));
+        req.end();
+      });
+    for (let i = 0; i < 3; i++) {
+      assert.ok((await get(true)) < 33554432);
+      assert.equal(await get(false), 33554432);
+    }
   });
 
   it("watches paths: create, modify, rename and delete events", async () => {

@@ -1,3 +1,4 @@
+import { IncomingMessage } from "node:http";
 import type {} from "@fastify/websocket";
 import { type TSchema, Type } from "@sinclair/typebox";
 import {
@@ -32,7 +33,7 @@ import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 import { formatValidationErrors, validatorCompiler } from "../validation.js";
-import { agentFailure, agentFs, agentJson, FsHttpError } from "./agent.js";
+import { agentFailure, agentFs, agentJson, agentRead, FsHttpError, type RawRead } from "./agent.js";
 
 // Spec 4.4 and DESIGN.md section 8: the filesystem API. The server validates, resolves `workingDir`,
 // wakes the unit and hands each operation to the unit's agent, which runs it inside the unit with the
@@ -172,19 +173,43 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
       const q = req.query;
       const path = resolveIn(q.workingDir, q.path);
       const { socket, release } = await open(req);
-      let res: Awaited<ReturnType<typeof agentFs>>;
+      let read: RawRead | IncomingMessage;
       try {
-        res = await agentFs(socket, q.asRoot ? "root" : "user", "GET", `/fs/read?${new URLSearchParams({ path })}`);
-        if (res.statusCode !== 200) throw await agentFailure(res);
+        read = await agentRead(socket, q.asRoot ? "root" : "user", path);
+        if (read instanceof IncomingMessage && read.statusCode !== 200) throw await agentFailure(read);
       } catch (err) {
         release();
         throw unreachable(err);
       }
-      reply.raw.once("close", release);
-      reply.header("content-type", "application/octet-stream");
-      const length = res.headers["content-length"];
-      if (length !== undefined) reply.header("content-length", length);
-      return reply.send(res);
+      if (read instanceof IncomingMessage) {
+        // An agent from before raw reads (a unit that has run since before this server was updated)
+        // answers the upgrade request as an ordinary one: the bytes come in its response.
+        reply.raw.once("close", release);
+        reply.header("content-type", "application/octet-stream");
+        const length = read.headers["content-length"];
+        if (length !== undefined) reply.header("content-length", length);
+        return reply.send(read);
+      }
+      // The bytes go from the agent's connection to the client's as they come (relay.ts), so the
+      // reply is ours from here; it is logged as the onResponse hook logs the others.
+      reply.hijack();
+      const start = performance.now();
+      reply.raw.writeHead(200, {
+        "content-type": "application/octet-stream",
+        ...(read.size !== undefined && { "content-length": read.size }),
+      });
+      const complete = await read.relayTo(reply.raw);
+      release();
+      req.log.info(
+        {
+          method: req.method,
+          url: req.originalUrl,
+          status: 200,
+          ms: Math.round((performance.now() - start) * 100) / 100,
+          complete,
+        },
+        "request",
+      );
     },
   );
 

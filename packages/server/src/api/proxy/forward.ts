@@ -220,7 +220,15 @@ async function forwardHttp(
     return;
   }
   res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, responseHeaders(upRes.rawHeaders));
-  res.flushHeaders();
+  // The head leaves with the first bytes of the body when those came with it (one write to the
+  // client, not two); a body that is not there yet (a stream, a long poll) does not hold it back.
+  let flowed = false;
+  upRes.once("data", () => {
+    flowed = true;
+  });
+  setImmediate(() => {
+    if (!flowed && !res.writableEnded && !res.destroyed) res.flushHeaders();
+  });
   upRes.pipe(res);
   // The unit cut its response short: the client must not take a partial body for a whole one.
   upRes.once("error", () => res.destroy());

@@ -106,6 +106,20 @@ describe("proxy to a unit's HTTP target", () => {
     assert.ok(last - first >= 600, `chunks spread over time (first ${first} ms, last ${last} ms)`);
   });
 
+  it("passes a response head on before its body arrives", async () => {
+    const t0 = performance.now();
+    const head = await new Promise<{ at: number; res: http.IncomingMessage }>((resolve, reject) =>
+      http
+        .get(`${base()}/late`, { headers: auth() }, (res) => resolve({ at: performance.now() - t0, res }))
+        .on("error", reject),
+    );
+    let body = "";
+    for await (const chunk of head.res) body += chunk;
+    const end = performance.now() - t0;
+    assert.equal(body, "late\n");
+    assert.ok(end - head.at >= 600, `head at ${head.at.toFixed(0)} ms, body done at ${end.toFixed(0)} ms`);
+  });
+
   it("carries websockets both ways", async () => {
     const ws = await openWebsocket(`${base()}/ws/path?q=1`, auth());
     assert.equal(ws.status, 101);

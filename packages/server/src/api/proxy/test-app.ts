@@ -6,7 +6,8 @@ import { execHttp } from "../../testing/exec-client.js";
 /**
  * For the proxy and unit URL tests: an HTTP server that runs INSIDE a unit on port 8080 (python3
  * of the test image, no libraries). `/echo` streams the request body back as it arrives (chunked),
- * `/chunks` sends three chunks 400 ms apart, an `Upgrade: websocket` request gets a minimal
+ * `/chunks` sends three chunks 400 ms apart, `/late` its head
+ * 800 ms before its body, an `Upgrade: websocket` request gets a minimal
  * RFC 6455 echo, anything else answers JSON with what arrived (method, path, headers, body size).
  */
 export const UNIT_APP = String.raw`
@@ -78,6 +79,10 @@ class H(BaseHTTPRequestHandler):
             self.chunked_head()
             for b in self.body(): self.chunk(b)
             return self.chunk(b"")
+        if self.path.startswith("/late"):
+            for b in self.body(): pass
+            self.chunked_head(); time.sleep(0.8)
+            self.chunk(b"late\n"); return self.chunk(b"")
         if self.path.startswith("/chunks"):
             for b in self.body(): pass
             self.chunked_head()

@@ -18,6 +18,28 @@ const adapter = Object.freeze<DialectAdapter>({
   lockOrg: async () => {},
 });
 
+/**
+ * better-sqlite3 compiles a statement on every `prepare()`, and Kysely prepares every query it runs:
+ * on the hot paths (a bearer token and a unit looked up per request) compiling cost more than running.
+ * Statements are kept by SQL text (bounded: queries are built from a fixed set of shapes); SQLite
+ * recompiles a kept statement by itself after a schema change. One still being iterated is busy and
+ * is not handed out twice.
+ */
+export function cacheStatements(database: SQLite.Database, max = 500): void {
+  const cache = new Map<string, SQLite.Statement>();
+  const prepare = database.prepare.bind(database);
+  database.prepare = ((sql: string) => {
+    const kept = cache.get(sql);
+    if (kept && !kept.busy) return kept;
+    const stmt = prepare(sql);
+    if (!kept) {
+      if (cache.size >= max) cache.delete(cache.keys().next().value as string);
+      cache.set(sql, stmt);
+    }
+    return stmt;
+  }) as typeof database.prepare;
+}
+
 /** The embedded default: SQLite in WAL mode at `path`. */
 export function createSqliteStore(path: string): Store {
   mkdirSync(dirname(path), { recursive: true });
@@ -26,6 +48,7 @@ export function createSqliteStore(path: string): Store {
   database.pragma("synchronous = NORMAL");
   database.pragma("foreign_keys = ON");
   database.pragma("busy_timeout = 5000");
+  cacheStatements(database);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
   return createKyselyStore(db, adapter);
 }

@@ -1,0 +1,79 @@
+import { type FileHandle, open } from "node:fs/promises";
+import type { IncomingMessage } from "node:http";
+import { isAbsolute } from "node:path";
+import type { Duplex } from "node:stream";
+import { rejectUpgrade, validation } from "../http/respond.js";
+import { FsOpError, statusOf, toFsError } from "./ops.js";
+
+// The host's file reads (issue 4: 1 GiB at the speed of the disk, with flat memory). On a connection
+// handed to the process with the identity asked for (router.ts), the host sends
+//   GET /fs/read?path=<absolute> with `Connection: Upgrade`, `Upgrade: ums-fs-bytes`
+// and gets either an ordinary JSON error answer (the file cannot be opened: `{error, code, path}`), or
+//   101 Switching Protocols, `X-Ums-Size: <bytes>` (regular files)
+// followed by the file's bytes alone, then the end of the connection. No HTTP framing and no per-chunk
+// buffers on either side: the file is read into two buffers that take turns, and the host relays the
+// bytes from one buffer of its own (server api/fs/relay.ts). A failure mid-file cuts the connection
+// short, which the host tells from the size.
+
+export const RAW_READ = "ums-fs-bytes";
+const CHUNK = 1024 * 1024;
+
+/** Handles an upgrade request on an fs connection: a raw read, or a refusal. */
+export function fsUpgrade(req: IncomingMessage, socket: Duplex): void {
+  socket.on("error", () => {});
+  const url = new URL(req.url ?? "/", "http://fs");
+  if (req.method !== "GET" || url.pathname !== "/fs/read" || req.headers.upgrade?.toLowerCase() !== RAW_READ) {
+    rejectUpgrade(socket, 400, validation([`upgrade: only GET /fs/read upgrades, to ${RAW_READ}`]));
+    return;
+  }
+  const path = url.searchParams.get("path") ?? "";
+  if (!isAbsolute(path) || path.includes("\0")) {
+    rejectUpgrade(socket, 400, validation(["path: must be an absolute path"]));
+    return;
+  }
+  rawRead(path, socket).catch(() => socket.destroy());
+}
+
+async function rawRead(path: string, socket: Duplex): Promise<void> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, "r");
+  } catch (err) {
+    const e = toFsError(err, path);
+    return void rejectUpgrade(socket, statusOf(e.code), { error: e.message, code: e.code, path: e.path });
+  }
+  try {
+    const st = await fh.stat();
+    if (st.isDirectory()) {
+      const e = new FsOpError("EISDIR", path, `EISDIR: is a directory, read '${path}'`);
+      return void rejectUpgrade(socket, statusOf(e.code), { error: e.message, code: e.code, path: e.path });
+    }
+    socket.write(
+      "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" +
+        `Upgrade: ${RAW_READ}\r\n${st.isFile() ? `X-Ums-Size: ${st.size}\r\n` : ""}\r\n`,
+    );
+    await sendFile(fh, socket);
+    socket.end();
+  } finally {
+    await fh.close().catch(() => {});
+  }
+}
+
+/** Reads the next chunk while the last one is being written; each buffer is reused once its write is done. */
+async function sendFile(fh: FileHandle, socket: Duplex): Promise<void> {
+  const buffers = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
+  let turn = 0;
+  let written: Promise<void> = Promise.resolve();
+  written.catch(() => {});
+  for (;;) {
+    const buffer = buffers[turn] as Buffer;
+    const { bytesRead } = await fh.read(buffer, 0, CHUNK, null);
+    await written;
+    if (bytesRead === 0) return;
+    written = new Promise<void>((resolve, reject) =>
+      socket.write(buffer.subarray(0, bytesRead), (err) => (err ? reject(err) : resolve())),
+    );
+    written.catch(() => {});
+    turn ^= 1;
+  }
+}

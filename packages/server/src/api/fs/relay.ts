@@ -1,0 +1,96 @@
+import type { ServerResponse } from "node:http";
+import { connect, type Socket } from "node:net";
+
+// A connection to the agent whose reads all land in one buffer of its own (node's `onread`), for the
+// bytes of a raw read (packages/agent/src/fs/raw-read.ts). Streamed the ordinary way, every 64 KiB read
+// was a new buffer: at 1 GiB the garbage collector of this (large) process cost more than the copying.
+// Until `relayTo` the socket behaves as any other (each read is copied out and pushed), so that the
+// HTTP client reads the upgrade answers from it; after the raw read's 101, the bytes go from that one
+// buffer to the client's response, one read at a time: the next read waits until the last write is done.
+
+/** A Unix socket read returns at most what its sender's buffer holds (~208 KiB by default). */
+const BUFFER_BYTES = 256 * 1024;
+/** Buffers of relays that ended cleanly, for the next ones (small reads must not cost 256 KiB each). */
+const spare: Buffer[] = [];
+const SPARE_MAX = 8;
+
+export class RelaySocket {
+  readonly socket: Socket;
+  private raw = false;
+  private pending: Buffer[] = [];
+  private sink: ((chunk: Buffer) => void) | null = null;
+
+  private readonly buffer: Buffer;
+
+  constructor(socketPath: string) {
+    const buffer = spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES);
+    this.buffer = buffer;
+    this.socket = connect({
+      path: socketPath,
+      onread: { buffer, callback: (n) => this.onRead(buffer.subarray(0, n)) },
+    });
+  }
+
+  private onRead(chunk: Buffer): boolean {
+    if (!this.raw) return this.socket.push(Buffer.from(chunk));
+    if (this.sink) this.sink(chunk);
+    else this.pending.push(Buffer.from(chunk));
+    return false; // paused until the chunk is written (the buffer is then free again)
+  }
+
+  /** From now on reads are raw bytes for `relayTo` (call it where the raw answer begins: the 101). */
+  beginRaw(): void {
+    this.raw = true;
+  }
+
+  /**
+   * Writes `head` (bytes read past the 101) and then everything the agent sends until it ends the
+   * connection to `res`, which must have its head written. Resolves once done: with true when all of
+   * `size` bytes (if known) went through, false when either side cut the transfer short (then both are
+   * destroyed: a client must not take a partial body for a whole one).
+   */
+  relayTo(res: ServerResponse, head: Buffer, size: number | undefined): Promise<boolean> {
+    const { socket } = this;
+    let sent = 0;
+    return new Promise((resolve) => {
+      let settled = false;
+      const settle = (ok: boolean) => {
+        if (settled) return;
+        settled = true;
+        if (!ok) {
+          socket.destroy();
+          res.destroy();
+        }
+        // Reused only after a clean end: no write from it can still be pending then.
+        if (ok) {
+          const recycle = () => spare.length < SPARE_MAX && spare.push(this.buffer);
+          if (socket.closed) recycle();
+          else socket.once("close", recycle);
+        }
+        resolve(ok);
+      };
+      const write = (chunk: Buffer, then: () => void): void => {
+        sent += chunk.length;
+        if (size !== undefined && sent > size) settle(false);
+        else res.write(chunk, (err) => (err ? settle(false) : then()));
+      };
+      res.once("close", () => settle(res.writableFinished));
+      socket.once("error", () => settle(false));
+      socket.once("close", () => {
+        if (!socket.readableEnded) settle(false);
+      });
+      socket.once("end", () => {
+        if (size !== undefined && sent !== size) settle(false);
+        else res.end(() => settle(true));
+      });
+      this.sink = (chunk) => write(chunk, () => socket.resume());
+      const first = [head, ...this.pending.splice(0)].filter((b) => b.length > 0);
+      const next = (): void => {
+        const chunk = first.shift();
+        if (chunk) write(chunk, next);
+        else socket.resume();
+      };
+      next();
+    });
+  }
+}
