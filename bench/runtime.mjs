@@ -106,8 +106,8 @@ try {
   for (let i = 0; i < 20; i++) await exec("c0");
   for (let i = 0; i < N * 5; i++) hot.push(await timeIt(() => exec("c0")));
   const runcExec = [];
-  const pid1 = String(initPid(unitId));
-  for (let i = 0; i < N; i++) runcExec.push(await timeIt(async () => sh("nsenter", ["-t", pid1, "-a", "true"])));
+  const unitPid1 = String(initPid(unitId));
+  for (let i = 0; i < N; i++) runcExec.push(await timeIt(async () => sh("nsenter", ["-t", unitPid1, "-a", "true"])));
   const hostSpawn = [];
   for (let i = 0; i < N * 5; i++) hostSpawn.push(await timeIt(async () => sh("true", [])));
   report(
