@@ -27,9 +27,12 @@ import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";
 import { validatorCompiler } from "./validation.js";
 
-/** OAuth codes and states (and keys some clients put in a query) stay out of the log. */
-function redactQuery(url: string): string {
-  return url.replace(/([?&](?:code|state|api_key|access_token|token|key)=)[^&]*/gi, "$1[redacted]");
+/**
+ * OAuth codes and states, keys some clients put in a query, and the environment given to an exec
+ * (`env=NAME=VALUE`, often a credential) stay out of the log.
+ */
+export function redactQuery(url: string): string {
+  return url.replace(/([?&](?:code|state|api_key|access_token|token|key|env)=)[^&]*/gi, "$1[redacted]");
 }
 
 /** The port the server listens on (the config may say 0: any free port). */
