@@ -93,6 +93,7 @@ export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {
     runtime,
     rid,
     async release() {
+      await runtime.close(); // its long-lived nft process, or the test process never exits
       await removeFirewall(rid);
       await removeCgroups(rid);
       await subnet.unlock();

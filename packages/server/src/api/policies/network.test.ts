@@ -97,10 +97,11 @@ describe("network policy", () => {
   before(async () => {
     if (!sqlite) throw new Error("no sqlite");
     fi = await startFakeInternet({ names: NAMES });
-    gatewayPort = await freePort();
     hostPort = await freePort();
-    servers.push(await hostListener(gatewayPort, "gateway"), await hostListener(hostPort, "host service"));
-    s = await startTestServer(sqlite, { dnsUpstream: fi.dnsUpstream, gatewayPort });
+    servers.push(await hostListener(hostPort, "host service"));
+    // The real connectors gateway, on an ephemeral port: the one host service units may reach.
+    s = await startTestServer(sqlite, { dnsUpstream: fi.dnsUpstream });
+    gatewayPort = s.server.gatewayPort;
     token = await s.token("net");
     for (const name of ["a", "b"])
       assert.equal((await s.api("POST", "/v1/units", { token, json: { name } })).status, 201);
@@ -162,7 +163,13 @@ describe("network policy", () => {
       assert.ok(code === "7" || code === "28", `${t} must be unreachable: ${out}`);
     }
     assert.deepEqual(await lookup("a", "ums.internal"), [la.hostIp]);
-    assert.equal((await sh("a", `curl -s -m 3 telnet://ums.internal:${gatewayPort} </dev/null`)).out, "gateway\n");
+    // The gateway answers this unit (an unknown gateway path is its 404; a caller it did not take
+    // for a unit would get 401).
+    const gw = await sh(
+      "a",
+      `curl -s -m 3 -o /dev/null -w '%{http_code}' http://ums.internal:${gatewayPort}/v1/gateway/`,
+    );
+    assert.equal(gw.out, "404");
     assert.equal(s.server.runtime.unitOfAddress(la.unitIp), await unitId("a"));
     assert.equal(s.server.runtime.unitOfAddress(`::ffff:${la.unitIp}`), await unitId("a"));
     assert.equal(s.server.runtime.unitOfAddress(la.hostIp), undefined);
