@@ -132,6 +132,8 @@ export class RuncRuntime implements UnitRuntime {
   private readonly networks = new Map<string, UnitNetwork>();
   /** The resolver's allow-set additions go through one long-lived nft (see nft-shell.ts). */
   private readonly nft = new NftShell();
+  /** Units whose egress chain was attached in this mode with an empty allow set, untouched since. */
+  private readonly freshEgress = new Map<string, boolean>();
 
   /** The mounted pool units live on. */
   get poolDir(): string {
@@ -215,11 +217,17 @@ export class RuncRuntime implements UnitRuntime {
 
   async setEgress(id: string, enforced: boolean, allow: readonly AllowedAddress[]): Promise<void> {
     const net = this.networks.get(id);
-    if (net) await setEgress(this.cfg.rid, net, this.egressMode(enforced), allow);
+    if (!net) return;
+    // A unit just booted already has this mode and an empty allow set (attachNetwork): the policy
+    // put in force as it starts running costs no second nft run.
+    if (allow.length === 0 && this.freshEgress.get(id) === enforced) return;
+    this.freshEgress.delete(id);
+    await setEgress(this.cfg.rid, net, this.egressMode(enforced), allow);
   }
 
   async allowEgress(id: string, allow: readonly AllowedAddress[]): Promise<void> {
     const net = this.networks.get(id);
+    this.freshEgress.delete(id);
     if (net) await allowEgress(this.nft, this.cfg.rid, net.slot, allow);
   }
 
@@ -372,6 +380,7 @@ export class RuncRuntime implements UnitRuntime {
       });
       await writeFile(join(this.runDir(id), "network.json"), JSON.stringify(net));
       this.networks.set(id, net);
+      this.freshEgress.set(id, enforced);
       return net;
     } catch (err) {
       this.slots.release(id);
@@ -387,6 +396,7 @@ export class RuncRuntime implements UnitRuntime {
     await tearDownUnitNetwork(this.cfg.rid, slot);
     await rm(join(this.runDir(id), "network.json"), { force: true });
     this.networks.delete(id);
+    this.freshEgress.delete(id);
     this.slots.release(id);
   }
 
