@@ -75,11 +75,20 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
     ? pino({ level: "debug" }, overrides.logStream)
     : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
   const rt = await openTestRuntime(dataDir, { gatewayPort: config.gatewayPort });
-  const server = await startServer(config, {
-    logger,
-    runtime: rt.runtime,
-    ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
-  });
+  let server: RunningServer;
+  try {
+    server = await startServer(config, {
+      logger,
+      runtime: rt.runtime,
+      ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
+    });
+  } catch (err) {
+    // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.
+    await rt.release().catch(() => {});
+    await db.drop().catch(() => {});
+    await rm(dataDir, { recursive: true, force: true });
+    throw err;
+  }
   const defaults = config.orgDefaults;
 
   return {
