@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { open, readFile, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { run } from "../runtime/exec/host-command.js";
+import { tryPidLock } from "./pid-lock.js";
 
 /**
  * A fake internet for network tests (issue #6): a network namespace the test creates, reached
@@ -34,24 +35,12 @@ export interface FakeInternetOpts {
 }
 
 const SLICES = 16;
+const sliceLock = (k: number) => `/tmp/ums-fake-internet-${k}.lock`;
 
 async function lockSlice(): Promise<{ k: number; unlock: () => Promise<void> }> {
   for (let attempt = 0; attempt < 200; attempt++) {
     for (let k = 0; k < SLICES; k++) {
-      const file = `/tmp/ums-fake-internet-${k}.lock`;
-      try {
-        const fh = await open(file, "wx");
-        await fh.writeFile(String(process.pid));
-        await fh.close();
-        return { k, unlock: () => rm(file, { force: true }) };
-      } catch {
-        const pid = Number(await readFile(file, "utf8").catch(() => "0"));
-        let alive = false;
-        try {
-          alive = pid > 0 && process.kill(pid, 0);
-        } catch {}
-        if (!alive) await rm(file, { force: true });
-      }
+      if (await tryPidLock(sliceLock(k))) return { k, unlock: () => rm(sliceLock(k), { force: true }) };
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -90,7 +79,8 @@ export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInt
 
   try {
     await cleanup().catch(() => {}); // a leftover of a crashed run with this slice
-    await lockAgain(k);
+    // The cleanup of a leftover removed the lock too: take it again.
+    if (!(await tryPidLock(sliceLock(k)))) throw new Error(`fake internet slice ${k} was taken meanwhile`);
     for (const net of [linkNet, serverNet]) await run("ip", ["route", "add", "unreachable", net, "metric", "4000"]);
     await run("ip", ["netns", "add", ns]);
     await run("ip", ["-batch", "-"], {
@@ -138,11 +128,4 @@ export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInt
     },
     close: cleanup,
   };
-}
-
-/** The cleanup of a leftover removed the lock too: take it again. */
-async function lockAgain(k: number): Promise<void> {
-  const fh = await open(`/tmp/ums-fake-internet-${k}.lock`, "wx");
-  await fh.writeFile(String(process.pid));
-  await fh.close();
 }

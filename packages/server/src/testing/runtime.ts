@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { open, readFile, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { hostPaths } from "../runtime/host.js";
 import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
 import { RuncRuntime, removeCgroups, unguardSubnet } from "../runtime/runc/runc-runtime.js";
+import { tryPidLock } from "./pid-lock.js";
 
 /**
  * A real runc runtime for a test server: the shared test image and pool, and host resources of
@@ -23,10 +24,7 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
   for (let i = 0; i < 256; i++) {
     const n = (start + i) % 256;
     const file = `/tmp/ums-test-subnet-${n}.lock`;
-    try {
-      const fh = await open(file, "wx");
-      await fh.writeFile(String(process.pid));
-      await fh.close();
+    if (await tryPidLock(file)) {
       return {
         n,
         // The subnet's `unreachable` route goes with it (whoever ran a server on it added it).
@@ -35,14 +33,6 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
           await rm(file, { force: true });
         },
       };
-    } catch {
-      // Held: take it over only when its process is gone.
-      const pid = Number(await readFile(file, "utf8").catch(() => "0"));
-      let alive = false;
-      try {
-        alive = pid > 0 && process.kill(pid, 0);
-      } catch {}
-      if (!alive) await rm(file, { force: true });
     }
   }
   throw new Error("no free test subnet");
