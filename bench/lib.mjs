@@ -32,7 +32,8 @@ export async function timeIt(fn) {
  */
 export async function startBenchServer({ org = "bench", env: extra = {} } = {}) {
   const { testImage } = await import("../packages/server/dist/runtime/image/test-image.js");
-  const { lockSubnet, TEST_NETWORK_ENV } = await import("../packages/server/dist/testing/runtime.js");
+  const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
+  const { testServeEnv } = await import("../packages/server/dist/testing/host-cleanup.js");
   const { removeFirewall } = await import("../packages/server/dist/runtime/network/firewall.js");
   const { removeCgroups } = await import("../packages/server/dist/runtime/runc/runc-runtime.js");
   const image = await testImage({ onProgress: (p) => process.stderr.write(`image: ${p.message}\n`) });
@@ -40,16 +41,13 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
   const subnet = await lockSubnet();
   const port = await freePort();
   const env = {
+    // The shared pool and test image, this run's subnet; units reach only the fake internet
+    // ranges, uplinks untouched, DNS never leaves loopback, the gateway on a free port.
+    ...(await testServeEnv(subnet.n)),
     PATH: process.env.PATH,
     UMS_DATA_DIR: dataDir,
     UMS_LISTEN: `127.0.0.1:${port}`,
-    UMS_POOL_DIR: image.pool.path,
-    UMS_IMAGE_VARIANT: "test",
-    UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
     UMS_LOG_LEVEL: "warn",
-    // Units reach only the fake internet ranges; uplinks untouched; DNS never leaves loopback.
-    ...TEST_NETWORK_ENV,
-    UMS_GATEWAY_PORT: "0",
     ...extra,
   };
   const token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();

@@ -12,8 +12,8 @@ import { FAILPOINTS, type Failpoint } from "../failpoints/failpoints.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { execHttp } from "../testing/exec-client.js";
 import { freePort } from "../testing/free-port.js";
-import { cleanupStoppedServer } from "../testing/host-cleanup.js";
-import { lockSubnet, TEST_NETWORK_ENV } from "../testing/runtime.js";
+import { cleanupStoppedServer, testServeEnv } from "../testing/host-cleanup.js";
+import { lockSubnet } from "../testing/runtime.js";
 import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
 
 /** What each failpoint interrupts, and what the unit holds before and after that operation. */
@@ -67,13 +67,10 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
     const subnet = await lockSubnet();
     unlock = subnet.unlock;
     env = {
-      ...TEST_NETWORK_ENV,
+      ...(await testServeEnv(subnet.n)),
       PATH: process.env.PATH,
       UMS_DATA_DIR: dataDir,
       UMS_LISTEN: `127.0.0.1:${port}`,
-      UMS_POOL_DIR: poolDir,
-      UMS_IMAGE_VARIANT: "test",
-      UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
       UMS_IDLE_WARM: "10m",
       UMS_LOG_LEVEL: "warn",
     };

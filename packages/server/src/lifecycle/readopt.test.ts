@@ -1,15 +1,13 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFileSync } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { testImage } from "../runtime/image/test-image.js";
-import { removeFirewall } from "../runtime/network/firewall.js";
-import { removeCgroups } from "../runtime/runc/runc-runtime.js";
 import { execHttp } from "../testing/exec-client.js";
 import { freePort } from "../testing/free-port.js";
-import { lockSubnet, TEST_NETWORK_ENV } from "../testing/runtime.js";
+import { removeServerHostResources, testServeEnv } from "../testing/host-cleanup.js";
+import { lockSubnet } from "../testing/runtime.js";
 import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
 
 /** DESIGN.md section 3: `ums serve` restarting or crashing does not stop running units. */
@@ -24,19 +22,15 @@ describe("a running unit survives kill -9 of ums serve", () => {
   const serve = () => spawnServe(`http://127.0.0.1:${port}`, env);
 
   before(async () => {
-    const image = await testImage();
     dataDir = await mkdtemp(join(tmpdir(), "ums-readopt-"));
     port = await freePort();
     const subnet = await lockSubnet();
     unlock = subnet.unlock;
     env = {
+      ...(await testServeEnv(subnet.n)),
       PATH: process.env.PATH,
       UMS_DATA_DIR: dataDir,
       UMS_LISTEN: `127.0.0.1:${port}`,
-      UMS_POOL_DIR: image.pool.path,
-      UMS_IMAGE_VARIANT: "test",
-      UMS_UNIT_SUBNET: `10.209.${subnet.n}.0/24`,
-      ...TEST_NETWORK_ENV,
       UMS_LOG_LEVEL: "warn",
     };
     token = execFileSync(UMS_BIN, ["token", "create", "--org", "readopt"], { env }).toString().trim();
@@ -53,11 +47,7 @@ describe("a running unit survives kill -9 of ums serve", () => {
       server.kill("SIGTERM");
       await new Promise((r) => server?.once("exit", r));
     }
-    const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
-    if (rid) {
-      await removeFirewall(rid);
-      await removeCgroups(rid);
-    }
+    await removeServerHostResources(dataDir);
     await unlock?.();
     await rm(dataDir, { recursive: true, force: true });
   });
