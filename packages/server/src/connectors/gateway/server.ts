@@ -52,7 +52,7 @@ export function gatewayHandler(d: GatewayDeps) {
     const q = raw.indexOf("?");
     const rawPath = q < 0 ? raw : raw.slice(0, q);
     const query = q < 0 ? "" : raw.slice(q);
-    const unitId = await d.addresses.unitIdByAddress(req.socket.remoteAddress, req.socket.localAddress);
+    const unitId = d.addresses.unitIdByAddress(req.socket.remoteAddress, req.socket.localAddress);
     if (!unitId) {
       return fail(res, 401, ErrorCode.GatewayUnauthorized, "the gateway answers only units, at their gateway address");
     }

@@ -11,7 +11,7 @@ const plain = (ip: string | undefined) => (ip ?? "").replace(/^::ffff:/i, "");
 export class GatewayUnitAddressBook {
   constructor(private readonly runtime: UnitRuntime) {}
 
-  async unitIdByAddress(remoteIp: string | undefined, localIp: string | undefined): Promise<string | undefined> {
+  unitIdByAddress(remoteIp: string | undefined, localIp: string | undefined): string | undefined {
     const ip = plain(remoteIp);
     const unitId = ip ? this.runtime.unitOfAddress(ip) : undefined;
     if (!unitId) return undefined;

@@ -192,7 +192,8 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async allowGatewayPort(port: number): Promise<void> {
-    await allowGatewayPort(this.cfg.rid, port);
+    // A configured port is in the firewall since installFirewall; an ephemeral one is added now.
+    if (port !== this.cfg.gatewayPort) await allowGatewayPort(this.cfg.rid, port);
   }
 
   address(id: string): string | undefined {
