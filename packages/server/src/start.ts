@@ -78,7 +78,13 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     lifecycle = new Lifecycle(
       store,
       runtime,
-      { idleWarmMs: config.idleWarmMs, idleColdMs: config.idleColdMs, sweepMs: opts.sweepMs ?? 1000, busyCpu: 0.05 },
+      {
+        idleWarmMs: config.idleWarmMs,
+        idleColdMs: config.idleColdMs,
+        sweepMs: opts.sweepMs ?? 1000,
+        busyCpu: 0.05,
+        agentTimeouts: { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
+      },
       logger,
       async (unit) => ({
         unitId: unit.id,
@@ -89,7 +95,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         network: unit.network,
       }),
     );
-    const httpTargets = new HttpTargets(runtime);
+    const httpTargets = new HttpTargets(runtime, lifecycle);
     hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger, httpTargets });
     const sockets = hostSockets;
     const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();

@@ -123,7 +123,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
 
-  const httpTargets = deps.httpTargets ?? new HttpTargets(deps.runtime);
+  const httpTargets = deps.httpTargets ?? new HttpTargets(deps.runtime, deps.lifecycle);
   const proxy = {
     lifecycle: deps.lifecycle,
     runtime: deps.runtime,
