@@ -28,10 +28,14 @@ export class UnitListener {
     const udp = createSocket({ type: "udp4" });
     udp.on("message", (msg, rinfo) => {
       if (rinfo.address !== this.clientIp) return;
-      void this.handle(msg).then(
-        (answer) => answer && udp.send(answer, rinfo.port, rinfo.address),
-        () => {},
-      );
+      this.handle(msg)
+        .then((answer) => {
+          // The unit may have stopped while the answer was on its way (a slow upstream): then its
+          // socket is closed, and a send on it throws (issue #11: that exited the server).
+          if (!answer || this.udp !== udp) return;
+          udp.send(answer, rinfo.port, rinfo.address, () => {});
+        })
+        .catch(() => {});
     });
     udp.on("error", () => {});
     await new Promise<void>((resolve, reject) => {
@@ -54,15 +58,14 @@ export class UnitListener {
         while (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
           const msg = buf.subarray(2, 2 + buf.readUInt16BE(0));
           buf = buf.subarray(2 + msg.length);
-          void this.handle(Buffer.from(msg)).then(
-            (answer) => {
-              if (!answer || sock.destroyed) return;
+          this.handle(Buffer.from(msg))
+            .then((answer) => {
+              if (!answer || sock.destroyed || !sock.writable) return;
               const len = Buffer.alloc(2);
               len.writeUInt16BE(answer.length);
               sock.write(Buffer.concat([len, answer]));
-            },
-            () => sock.destroy(),
-          );
+            })
+            .catch(() => sock.destroy());
         }
         if (buf.length > 65537) sock.destroy();
       });
@@ -77,9 +80,11 @@ export class UnitListener {
     this.tcp = tcp;
   }
 
+  /** Stops answering; answers still on their way are dropped. */
   async close(): Promise<void> {
-    this.udp?.close();
+    const udp = this.udp;
     this.udp = undefined;
+    udp?.close();
     const tcp = this.tcp;
     this.tcp = undefined;
     if (tcp) {
