@@ -19,7 +19,11 @@ function heldHandler() {
         pending.push(() => resolve(q));
         notify?.();
       }),
-    asked: () => new Promise<void>((r) => (pending.length > 0 ? r() : (notify = r))),
+    asked: () =>
+      new Promise<void>((r) => {
+        if (pending.length > 0) r();
+        else notify = r;
+      }),
     answerAll: () => {
       for (const p of pending.splice(0)) p(Buffer.alloc(0));
     },
