@@ -114,7 +114,10 @@ export class Lifecycle {
       await this.runtime.completeRestore(unitId);
       this.log.info({ unitId, checkpoint }, "finished a restore interrupted by a crash");
     }
-    this.timer = setInterval(() => void this.sweep(), this.cfg.sweepMs);
+    this.timer = setInterval(
+      () => this.sweep().catch((err) => this.log.error({ err }, "the idle sweep failed; the next one tries again")),
+      this.cfg.sweepMs,
+    );
     this.timer.unref();
   }
 
