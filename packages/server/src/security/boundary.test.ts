@@ -35,8 +35,8 @@ describe("the host-unit boundary (unit root as the attacker)", () => {
     tokenB = await s.token("org-b");
     idA = (await s.api("POST", "/v1/units", { token: tokenA, json: { name: "box" } })).body.id;
     idB = (await s.api("POST", "/v1/units", { token: tokenB, json: { name: "box" } })).body.id;
-    assert.equal(await out(tokenA, "echo A > /root/whoami; cat /root/whoami"), "A\n");
-    assert.equal(await out(tokenB, "echo B > /root/whoami; cat /root/whoami"), "B\n");
+    assert.equal(await out(tokenA, "echo A | tee /tmp/whoami > /root/whoami; cat /root/whoami"), "A\n");
+    assert.equal(await out(tokenB, "echo B | tee /tmp/whoami > /root/whoami; cat /root/whoami"), "B\n");
     // A host directory owned by the unit's root uid, like the one the finding wrote into.
     canary = await mkdtemp(join(tmpdir(), "ums-canary-"));
     await writeFile(join(canary, "keep"), "host file\n", { mode: 0o640 });
@@ -64,27 +64,29 @@ describe("the host-unit boundary (unit root as the attacker)", () => {
       tokenA,
       `${attempts.join(" 2>/dev/null; ")} 2>/dev/null; mkdir /.unit/run/x 2>/dev/null && echo mkdir; chmod 777 /.unit/run 2>/dev/null && echo chmod; echo end`,
     );
-    assert.equal(r, "end\n", "/.unit/run is read-only to the unit's root");
-    // The host's end of the agent socket is not in the unit at all.
-    assert.equal(
-      await out(tokenA, "ls -A /.unit/run; test -e /.unit/run/agent.sock && echo agent.sock; echo end"),
-      "host.sock\nend\n",
-    );
-
     // Exec, fs read and fs write through A's token reach A's unit, and nothing of B's.
     assert.equal(await out(tokenA, "cat /root/whoami"), "A\n");
-    const read = await s.api("GET", `/v1/units/box/fs/read?path=${encodeURIComponent("/root/whoami")}&asRoot=true`, {
+    const read = await s.api("GET", `/v1/units/box/fs/read?path=${encodeURIComponent("/tmp/whoami")}&workingDir=/`, {
       token: tokenA,
     });
-    if (read.status === 200) assert.equal(read.text, "A\n");
-    await s.api("PUT", `/v1/units/box/fs/write?path=${encodeURIComponent("/tmp/from-a")}`, {
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.text, "A\n");
+    const write = await s.api("PUT", `/v1/units/box/fs/write?path=${encodeURIComponent("/tmp/from-a")}&workingDir=/`, {
       token: tokenA,
       body: "a",
     });
+    assert.equal(write.status, 200, write.text);
+    assert.equal(await out(tokenA, "cat /tmp/from-a"), "a");
     assert.equal(await out(tokenB, "cat /root/whoami; test -e /tmp/from-a && echo leaked; echo end"), "B\nend\n");
     // The internal API still works from A (its host socket was not replaced) and names A.
     const cps = await out(tokenA, "curl -s --unix-socket /.unit/api.sock http://unit/v1/checkpoints; echo");
     assert.match(cps, /^\[/);
+    // Because /.unit/run is read-only to the unit's root, and the agent's socket is not in it at all.
+    assert.equal(r, "end\n", "no change to /.unit/run succeeded");
+    assert.equal(
+      await out(tokenA, "ls -A /.unit/run; test -e /.unit/run/agent.sock && echo agent.sock; echo end"),
+      "host.sock\nend\n",
+    );
   });
 
   it("finding 1: even with /.unit/run unmounted (privileged root), the host keeps talking to its own agent", async () => {
@@ -108,7 +110,7 @@ describe("the host-unit boundary (unit root as the attacker)", () => {
 
   it("no process the agent starts holds the agent's listening socket", async () => {
     // An fs call first, so that the agent's file worker runs too.
-    await s.api("GET", `/v1/units/box/fs/list?path=${encodeURIComponent("/")}`, { token: tokenB });
+    await s.api("GET", `/v1/units/box/fs/list?path=${encodeURIComponent("/")}&workingDir=/`, { token: tokenB });
     const script = [
       "agent=$(cat /proc/1/task/1/children | tr ' ' '\\n' | head -1)",
       'sock=$(readlink /proc/$agent/fd/3); echo "agent fd 3: $sock"',

@@ -68,6 +68,21 @@ describe("a unit's root cannot disturb the next start of ums serve", () => {
     });
     assert.equal(created.status, 201);
     const victim = join(canary, "victim");
+    const restart = async () => {
+      server?.kill("SIGKILL");
+      await new Promise((r) => server?.once("exit", r));
+      server = await spawnServe(base(), env);
+    };
+    // Finding 4: a directory where the host socket was made the next start fail with EISDIR.
+    const dir = await execHttp(
+      base(),
+      token,
+      "loop",
+      ["sh", "-c", "rm -f /.unit/run/host.sock 2>/dev/null; mkdir /.unit/run/host.sock 2>/dev/null; echo $?"],
+      { user: "root" },
+    );
+    await restart();
+    assert.equal(dir.stdout.toString(), "1\n", "mkdir in /.unit/run fails");
     // The attack runs on its own for 60 s at most (bounded), as root in the unit.
     const loop = [
       "end=$(($(date +%s) + 60)); n=0",
@@ -87,13 +102,14 @@ describe("a unit's root cannot disturb the next start of ums serve", () => {
     );
     assert.equal(started.stdout.toString(), "started\n");
 
+    // Finding 3: restarts while the loop runs leave the host file alone.
     for (let round = 0; round < 3; round++) {
-      server?.kill("SIGKILL");
-      await new Promise((r) => server?.once("exit", r));
-      server = await spawnServe(base(), env);
+      await restart();
       const st = await stat(victim);
       assert.equal(st.uid, 0, "the host file keeps its owner");
       assert.equal(st.mode & 0o777, 0o640, "the host file keeps its mode");
+    }
+    {
       const api = await execHttp(
         base(),
         token,
