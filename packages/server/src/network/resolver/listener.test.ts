@@ -76,6 +76,24 @@ describe("a unit's resolver listener", () => {
     }
   });
 
+  it("holds at most 64 TCP connections of a unit; the rest are closed at once", async () => {
+    const port = await freePort();
+    const listener = new UnitListener("127.0.0.1", "127.0.0.1", heldHandler().handle, port);
+    await listener.open();
+    const socks = Array.from({ length: 70 }, () => connect(port, "127.0.0.1").on("error", () => {}));
+    try {
+      await Promise.all(socks.map((s) => new Promise((r) => s.once("connect", r))));
+      const count = () => socks.filter((s) => s.destroyed || s.readableEnded).length;
+      for (let i = 0; i < 250 && count() < 6; i++) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      const closed = count();
+      assert.equal(closed, 6, `${closed} of 70 connections were closed`);
+    } finally {
+      for (const s of socks) s.destroy();
+      await listener.close();
+    }
+  });
+
   it("drops a TCP answer whose connection was closed meanwhile", async () => {
     const port = await freePort();
     const h = heldHandler();

@@ -5,6 +5,8 @@ import { createServer, type Server, type Socket as TcpSocket } from "node:net";
 export type Handler = (query: Buffer) => Promise<Buffer | undefined>;
 
 const TCP_IDLE_MS = 10_000;
+/** Open TCP connections a unit may hold to its resolver; more are refused (a unit must not take the host's descriptors). */
+const TCP_MAX_CONNECTIONS = 64;
 
 /**
  * A unit's resolver endpoint: UDP and TCP on its gateway address, port 53 (RFC 1035 section 4.2;
@@ -70,6 +72,7 @@ export class UnitListener {
         if (buf.length > 65537) sock.destroy();
       });
     });
+    tcp.maxConnections = TCP_MAX_CONNECTIONS;
     await new Promise<void>((resolve, reject) => {
       tcp.once("error", reject);
       tcp.listen({ host: this.bindIp, port: this.port, exclusive: true }, () => {
@@ -77,6 +80,9 @@ export class UnitListener {
         resolve();
       });
     });
+    // A failed accept (say, out of descriptors) is reported as the server's 'error': it must find a
+    // listener (issue #19 finding 6); the listener goes on accepting once it can.
+    tcp.on("error", () => {});
     this.tcp = tcp;
   }
 
