@@ -38,6 +38,9 @@ const SessionParams = Type.Object({
   id: Type.String({ pattern: "^\\d{1,9}$" }),
 });
 
+/** The unit could not be reached (502) or its agent did not answer in time (504, UMS_AGENT_TIMEOUT). */
+const agentErrors = { 502: ErrorBody, 504: ErrorBody } as const;
+
 declare module "fastify" {
   interface FastifyRequest {
     /** The agent websocket opened before a client websocket is accepted. */
@@ -111,7 +114,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
         summary: "Run a command (non-TTY); the response streams stream-id-prefixed frames and ends with [3, exit code]",
         params: UnitParams,
         querystring: ExecQuery,
-        response: { ...commonErrors, ...notFound, 502: ErrorBody },
+        response: { ...commonErrors, ...notFound, ...agentErrors },
       },
     },
     async (req, reply) => {
@@ -133,7 +136,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       summary: "List exec sessions (plain GET) or start one (websocket upgrade, DESIGN.md section 8)",
       params: UnitParams,
       querystring: Type.Partial(ExecQuery),
-      response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound },
+      response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound, ...agentErrors },
     },
     preHandler: async (req) => {
       if (!req.ws) return;
@@ -166,7 +169,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       tags,
       summary: "Attach to a live exec session (websocket)",
       params: SessionParams,
-      response: { ...notFound },
+      response: { ...notFound, ...agentErrors },
     },
     preHandler: async (req) => {
       if (!req.ws)
@@ -195,7 +198,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
           },
           { additionalProperties: false },
         ),
-        response: { ...commonErrors, 404: ErrorBody },
+        response: { ...commonErrors, 404: ErrorBody, ...agentErrors },
       },
     },
     async (req, reply) => {

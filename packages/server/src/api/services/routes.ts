@@ -45,7 +45,7 @@ const LogsQuery = Type.Object(
   { duration: Type.Optional(Duration), lines: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })) },
   { additionalProperties: false },
 );
-const errors = { ...commonErrors, ...notFound, 409: ErrorBody, 502: ErrorBody };
+const errors = { ...commonErrors, ...notFound, 409: ErrorBody, 502: ErrorBody, 504: ErrorBody };
 const ndjsonResponse = { 200: Type.Any({ description: "NDJSON stream of spec 6.4 events" }) };
 
 type Req = FastifyRequest<{ Params: { name: string; service?: string }; Querystring: Record<string, unknown> }>;
