@@ -1,6 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
+import { dropUnreadBody } from "../../api/early-answer.js";
 
 const agents = {
   http: new HttpAgent({ keepAlive: true, maxSockets: 256 }),
@@ -39,8 +40,13 @@ export function forward(req: IncomingMessage, res: ServerResponse, o: ForwardOpt
     o.done(r.statusCode ?? 502);
   });
   upstream.on("error", (err) => {
-    if (answered) res.destroy();
-    else o.done(err);
+    if (answered) {
+      res.destroy();
+      return;
+    }
+    // The answer comes before the body was read: the rest of it must not block the connection.
+    dropUnreadBody(req, res);
+    o.done(err);
   });
   // Small requests leave in one segment, not held back by Nagle's algorithm waiting for an ACK.
   upstream.on("socket", (socket) => socket.setNoDelay(true));
