@@ -8,6 +8,7 @@ import { HttpTargets } from "./api/proxy/target.js";
 import { unitUrl } from "./api/units/present.js";
 import { parseDnsServer, type ServerConfig } from "./config.js";
 import { type Connectors, openConnectors } from "./connectors/index.js";
+import { secureDataDir } from "./data-dir.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
 import { hostResolver, NetworkEgress } from "./network/egress.js";
@@ -59,6 +60,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const logger = opts.logger ?? createLogger();
   await assertCanListen(config.listenHost, config.listenPort);
   await assertCanListen("0.0.0.0", config.gatewayPort);
+  await secureDataDir(config.dataDir);
   const store =
     opts.store ??
     (await openStore({
@@ -136,6 +138,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       egress: net,
       connectors,
     });
+    // The files this start made (runtime id, keys, locks) are root's alone too.
+    await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});
