@@ -235,7 +235,10 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
         stream?.destroy();
         release();
       };
-      stream?.on("data", (chunk: Buffer) => reply.raw.write(chunk));
+      stream?.on("data", (chunk: Buffer) => {
+        // A write after the end is an 'error' event on the response, which nothing here listens to.
+        if (!reply.raw.writableEnded) reply.raw.write(chunk);
+      });
       stream?.on("end", () => end());
       stream?.on("error", (err) =>
         end(`${JSON.stringify({ type: "error", message: `lost the unit's agent: ${err.message}` })}\n`),
