@@ -81,6 +81,8 @@ export async function openConnectors(o: ConnectorsOpts): Promise<Connectors> {
         gateway.once("error", reject);
         gateway.listen({ host: "0.0.0.0", port: o.config.gatewayPort }, () => {
           gateway.off("error", reject);
+          // Units connect here: a failed accept later is logged, never the end of ums serve.
+          gateway.on("error", (err) => o.log.error({ err }, "connectors gateway socket error"));
           resolve(gatewayPort());
         });
       }),

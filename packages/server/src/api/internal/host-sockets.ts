@@ -54,8 +54,13 @@ export class HostSockets {
     await rm(path, { force: true });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(path, () => resolve());
+      server.listen(path, () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
+    // A failed accept (e.g. out of descriptors) later is logged; with no listener it would end ums serve.
+    server.on("error", (err) => this.deps.log.error({ err, unitId }, "internal API socket error"));
     // Only the unit's root (its agent) may connect.
     await lchown(path, uid, uid);
     await chmod(path, 0o600);

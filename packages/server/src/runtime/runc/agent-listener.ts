@@ -22,6 +22,8 @@ export async function withAgentListener<T>(path: string, use: (fd: number) => Pr
       resolve();
     });
   });
+  // Our copy accepts nothing on purpose; an error on it must not reach the process as unhandled.
+  server.on("error", () => {});
   try {
     const fd = (server as unknown as { _handle?: { fd?: number } })._handle?.fd;
     if (typeof fd !== "number" || fd < 0) throw new Error("the agent's listening socket has no descriptor to pass");
