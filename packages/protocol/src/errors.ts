@@ -1,4 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { FS_RESERVED_PATH } from "./fs-reserved.js";
 
 /**
  * Stable, machine-readable error codes (fastify style: a fixed prefix, never reused).
@@ -69,6 +70,11 @@ export const ErrorCode = {
   GatewayUnauthorized: "UMS_GATEWAY_UNAUTHORIZED",
   /** 502: the provider could not be reached, or refreshing the connector's token failed. */
   ProviderFailed: "UMS_PROVIDER_FAILED",
+  /**
+   * 403: the filesystem API does not reach into the unit's /.unit (ums's own), asked for or through a
+   * symlink; /.unit/logs, /.unit/checkpoints and /.unit/policy can be read (fs-reserved.ts).
+   */
+  FsReservedPath: FS_RESERVED_PATH,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
