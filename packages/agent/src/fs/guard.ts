@@ -34,6 +34,14 @@ import { FsOpError, fsFailure } from "./errors.js";
 export const O_PATH = 0o10000000;
 const PROC_SUPER_MAGIC = 0x9fa0;
 
+/** Something is mounted over the unit's /proc: the checks cannot be made, so nothing is done (400). */
+const notProc = () =>
+  new FsOpError(
+    "EPERM",
+    "/proc",
+    "EPERM: the unit's /proc is not procfs (something is mounted over it); the filesystem API needs it",
+  );
+
 /** The refusal of a reserved path (403), in the fs error shape `{error, code, path}`. */
 export function reserved(path: string, access: FsAccess): FsOpError {
   return new FsOpError(FS_RESERVED_PATH, path, reservedMessage(path, access));
@@ -141,10 +149,9 @@ export class Guard {
 
   private async assertProc(): Promise<void> {
     if (this.procChecked) return;
+    // A failure to look (the unit user may not enter `/` after a chmod) shows in the operation's own error.
     const st = await statfs("/proc/self/fd").catch(() => null);
-    if (!st || st.type !== PROC_SUPER_MAGIC) {
-      throw new FsOpError("EIO", "/proc", "EIO: the unit's /proc is not procfs; the filesystem API needs it");
-    }
+    if (st && st.type !== PROC_SUPER_MAGIC) throw notProc();
     this.procChecked = true;
   }
 
@@ -258,8 +265,11 @@ export class Guard {
 /** The synchronous pin of a path (file watches are set up synchronously); closes nothing it returns. */
 export function pinSync(path: string, access: FsAccess, o: PinOptions): { fd: number; real: string } {
   if (isReservedPath(path, access)) throw reserved(path, access);
-  const st = statfsSync("/proc/self/fd");
-  if (st.type !== PROC_SUPER_MAGIC) throw new FsOpError("EIO", "/proc", "EIO: the unit's /proc is not procfs");
+  let st: { type: number } | null = null;
+  try {
+    st = statfsSync("/proc/self/fd");
+  } catch {}
+  if (st && st.type !== PROC_SUPER_MAGIC) throw notProc();
   let fd: number;
   try {
     fd = openSync(path, flagsOf(o));

@@ -452,10 +452,11 @@ export async function copyOp(
       dest = destIn;
     }
     const destReal = join(toDir.real, toName);
+    const below = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : `${dir}/`);
     if (
       normalizeAbsolute(dest) === normalizeAbsolute(source) ||
       destReal === src.real ||
-      (st.isDirectory() && (`${dest}/`.startsWith(`${source}/`) || destReal.startsWith(`${src.real}/`)))
+      (st.isDirectory() && (below(normalizeAbsolute(dest), normalizeAbsolute(source)) || below(destReal, src.real)))
     ) {
       throw new FsOpError("EINVAL", dest, `EINVAL: cannot copy '${source}' into itself ('${dest}')`);
     }
