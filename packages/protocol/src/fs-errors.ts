@@ -25,6 +25,8 @@ export function fsErrorStatus(code: string): number {
       "ETXTBSY",
       "EFBIG",
       "EMLINK",
+      "ENXIO", // opening a socket, or a FIFO without a reader
+      "EOPNOTSUPP",
     ].includes(code)
   )
     return 400;

@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { dirname, isAbsolute } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { sendJson, validation } from "../http/respond.js";
-import { fsFailure, statusOf, toFsError } from "./errors.js";
+import { FsOpError, fsFailure, statusOf, toFsError } from "./errors.js";
 import { Guard } from "./guard.js";
 import {
   chmodOp,
@@ -180,6 +180,8 @@ async function writeOp(
     await dir.close();
   }
   try {
+    // A FIFO with a reader opens even with O_NONBLOCK; writes to it would then fail or stall: refused.
+    if ((await fh.stat()).isFIFO()) throw new FsOpError("EINVAL", path, `EINVAL: cannot write a FIFO, '${path}'`);
     await fh.truncate(0); // only now that it is checked: open(O_TRUNC) would have cut a file it may not touch
     if (mode !== null) await fh.chmod(mode); // exact, whatever the umask or an earlier mode
     const out = createWriteStream("", { fd: fh.fd, autoClose: false, highWaterMark: 256 * 1024 });

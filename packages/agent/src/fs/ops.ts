@@ -399,6 +399,8 @@ export async function openForRead(path: string): Promise<{ fh: FileHandle; size:
   try {
     const st = await pinned.stat();
     if (st.isDirectory()) throw new FsOpError("EISDIR", path, `EISDIR: is a directory, read '${path}'`);
+    // Opening a FIFO waits for a writer: a unit could hang the agent's threads with one.
+    if (st.isFIFO()) throw new FsOpError("EINVAL", path, `EINVAL: cannot read a FIFO, '${path}'`);
     let fh: FileHandle;
     try {
       fh = await open(pinned.proc, "r");

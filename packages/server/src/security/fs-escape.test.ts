@@ -45,7 +45,7 @@ const secrets = {
 const LINKS: Record<string, string> = {
   [`${SANDBOX}/to-run`]: "/.unit/run",
   [`${SANDBOX}/to-unit`]: "/.unit",
-  [`${SANDBOX}/to-sock`]: "/.unit/run/agent.sock",
+  [`${SANDBOX}/to-sock`]: "/.unit/run/host.sock",
   [`${SANDBOX}/to-canary`]: `/.unit/run/${RUN_CANARY}`,
   [`${SANDBOX}/rel-run`]: "../../.unit/run",
   [`${SANDBOX}/chain1`]: "chain2",
@@ -78,7 +78,8 @@ function plantScript(): string {
   return `set -e
 chmod 755 / ; chown 0:0 / ; mkdir -p /tmp /root ; chmod 1777 /tmp ; chown 0:0 /tmp
 rm -rf ${SANDBOX} ; mkdir -p ${SANDBOX}/d/sub
-printf inside > ${SANDBOX}/d/f ; printf sandbox > ${SANDBOX}/d/${RUN_CANARY}
+printf inside > ${SANDBOX}/d/f ; printf sandbox > ${SANDBOX}/d/${RUN_CANARY} ; mkfifo ${SANDBOX}/d/fifo
+perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Local => "${SANDBOX}/d/s.sock", Listen => 1) or die "$!"'
 ${links}
 chown -hR 1000:1000 ${SANDBOX} ; chmod -R u+rwX ${SANDBOX}`;
 }
@@ -165,6 +166,7 @@ const segment = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom(...LINK_NAMES) },
   { weight: 3, arbitrary: fc.constantFrom(".", "..", "") },
   { weight: 3, arbitrary: fc.constantFrom("tmp", "esc", "d", "f", "sub", "new", "proc", "self", "root", "1") },
+  { weight: 1, arbitrary: fc.constantFrom("fifo", "s.sock") },
   {
     weight: 2,
     arbitrary: fc.constantFrom(
@@ -209,6 +211,7 @@ const BASES = [
   "/.unit",
   "/.unit/run",
   "/.unit/run/agent.sock",
+  "/.unit/run/host.sock",
   `/.unit/run/${OWNED_CANARY}`,
   `/.unit/run/${RUN_CANARY}`,
   "/.unit/api.sock",
@@ -225,6 +228,8 @@ const BASES = [
   SANDBOX,
   `${SANDBOX}/d`,
   `${SANDBOX}/d/f`,
+  `${SANDBOX}/d/fifo`,
+  `${SANDBOX}/d/s.sock`,
   ...Object.keys(LINKS).filter((p) => p.startsWith(SANDBOX)),
 ];
 const separator = fc.constantFrom("/", "/", "/", "//", "/./", "/zz/../", `/${RUN_CANARY}/../`);
@@ -278,8 +283,8 @@ interface Answer {
 describe("filesystem API: /.unit is refused (finding 5), no path escapes", { timeout: 15 * 60_000 }, () => {
   let s: TestServer;
   let token: string;
-  let sockDir = ""; // host side of the unit's /.unit/run
-  let runDir = "";
+  let sockDir = ""; // host side of the unit's /.unit/run (docs/SECURITY.md: host-owned, bound read-only)
+  let runDir = ""; // the unit's host run dir above it (the agent's socket is there)
   let hostPaths: string[] = [];
   const base = `/v1/units/${UNIT}/fs`;
 
@@ -319,6 +324,7 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
     const out: Record<string, string> = {};
     for (const n of readdirSync(sockDir)) out[`sock/${n}`] = st(join(sockDir, n));
     out.sockDir = st(sockDir).replace(/ size=\d+/, "");
+    out.agentSocket = st(join(runDir, "agent.sock"));
     for (const p of hostPaths) out[p] = `${st(p)} ${readFileSync(p, "utf8")}`;
     return out;
   };
@@ -341,15 +347,16 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
     token = await s.token("escape");
     const created = await s.api("POST", "/v1/units", { token, json: { name: UNIT } });
     assert.equal(created.status, 201, created.text);
-    sockDir = dirname(s.server.runtime.agentSocket(created.body.id));
-    runDir = dirname(sockDir);
+    sockDir = dirname(s.server.runtime.hostSocket(created.body.id).path);
+    runDir = dirname(s.server.runtime.agentSocket(created.body.id));
     // Wake the unit and both of its filesystem processes (the unit user's worker puts its socket dir in /.unit/run).
     await sh("true");
     assert.equal((await call("PUT", `${base}/write?path=/tmp/warm&workingDir=/`, { body: "w" })).status, 200);
     assert.equal((await call("GET", `${base}/read?path=/tmp/warm&workingDir=/&asRoot=true`)).status, 200);
-    // Host canaries: in the socket dir the unit sees as /.unit/run (one owned by the unit's root, so
-    // that unit root could change it), in the run dir above it, and in the data dir.
-    const unitRoot = statSync(sockDir).uid;
+    // Host canaries: in the directory the unit sees as /.unit/run (one owned by the unit's root, so that
+    // only the read-only mount and the API's refusal keep unit root from changing it), in the run dir
+    // above it, and in the data dir.
+    const unitRoot = s.server.runtime.hostSocket(created.body.id).uid;
     writeFileSync(join(sockDir, RUN_CANARY), secrets.run, { mode: 0o644 });
     writeFileSync(join(sockDir, OWNED_CANARY), secrets.owned, { mode: 0o644 });
     chownSync(join(sockDir, OWNED_CANARY), unitRoot, unitRoot);
@@ -375,15 +382,15 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
       "/.unit/run/agent.sock",
       `/.unit/run/${OWNED_CANARY}`,
       "//.unit/run/agent.sock",
-      "/./.unit/run/agent.sock",
-      "/a/../.unit/run/agent.sock",
-      "/.unit/run/agent.sock/",
-      "/.unit/run//agent.sock",
-      `${SANDBOX}/to-run/agent.sock`, // through symlinks planted by unit root
+      "/./.unit/run/host.sock",
+      "/a/../.unit/run/host.sock",
+      "/.unit/run/host.sock/",
+      "/.unit/run//host.sock",
+      `${SANDBOX}/to-run/host.sock`, // through symlinks planted by unit root
       `${SANDBOX}/chain1/${OWNED_CANARY}`,
-      `${SANDBOX}/d/up/agent.sock`,
+      `${SANDBOX}/d/up/host.sock`,
       `/proc/self/root/.unit/run/${OWNED_CANARY}`,
-      `${SANDBOX}/to-proc1/run/agent.sock`,
+      `${SANDBOX}/to-proc1/run/host.sock`,
     ];
     // The last component a symlink into /.unit: refused where the operation follows it (the others act
     // on the link itself, which is the unit's own).
@@ -537,7 +544,7 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
     assert.equal(await unitSnapshot(), unit0, "the unit's /.unit changed");
     // The unit still works through the API.
     assert.equal((await call("GET", `${base}/read?path=${SANDBOX}/d/f&workingDir=/`)).text, "inside");
-    await sh("test -S /.unit/run/agent.sock");
+    await sh("test -S /.unit/run/host.sock");
   });
 
   it("reads, lists and watches what the spec shows in /.unit read-only: logs, checkpoints, policy", async () => {
@@ -590,7 +597,7 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
       };
       assert.equal((await ask("/.unit/logs")).type, "subscribed");
       assert.equal((await ask("/.unit/policy")).type, "subscribed");
-      for (const p of ["/.unit/run", "/.unit", `${SANDBOX}/to-run`, `${SANDBOX}/chain1`, "/.unit/run/agent.sock"]) {
+      for (const p of ["/.unit/run", "/.unit", `${SANDBOX}/to-run`, `${SANDBOX}/chain1`, "/.unit/run/host.sock"]) {
         const r = await ask(p);
         assert.deepEqual([r.type, r.code], ["error", FS_RESERVED_PATH], `watch ${p}: ${JSON.stringify(r)}`);
       }
