@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { chownSync, lstatSync, readdirSync, readFileSync, type Stats, statSync, writeFileSync } from "node:fs";
+import { chownSync, lstatSync, readdirSync, readFileSync, type Stats, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FS_RESERVED_PATH, type FsAccess, isReservedPath } from "@ums/protocol";
