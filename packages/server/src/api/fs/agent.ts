@@ -1,7 +1,7 @@
 import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
-import { ErrorCode, FS_RESERVED_PATH, fsErrorStatus } from "@ums/protocol";
+import { ErrorCode, fsErrorStatus } from "@ums/protocol";
 import { ApiError } from "../errors.js";
 import { RelaySocket } from "./relay.js";
 
@@ -172,7 +172,7 @@ function agentError(
 ): Error {
   const code = parsed?.code ?? "";
   // An errno name, or the refusal of a path in /.unit (403, @ums/protocol fs-reserved.ts).
-  if (/^E[A-Z0-9]+$/.test(code) || code === FS_RESERVED_PATH) {
+  if (/^E[A-Z0-9]+$/.test(code) || code === ErrorCode.FsReservedPath) {
     return new FsHttpError(fsErrorStatus(code), code, parsed?.path, parsed?.error ?? code);
   }
   if (status === 400 && parsed?.errors) return ApiError.validation(parsed.errors);

@@ -376,7 +376,11 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
       response: { 404: ErrorBody },
     },
     preHandler: async (req) => {
-      if (!req.ws) throw ApiError.validation(["watch with a websocket upgrade (Connection: Upgrade)"]);
+      if (!req.ws) {
+        // A unit that is not the caller's answers 404 whatever the request (security/cross-org.test.ts).
+        await units.require(req.auth.org, (req.params as { name: string }).name);
+        throw ApiError.validation(["watch with a websocket upgrade (Connection: Upgrade)"]);
+      }
       const { socket, release } = await open(req);
       try {
         req.agentSocket = await connectAgent(socket, "/fs/watch");
