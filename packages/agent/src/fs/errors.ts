@@ -1,6 +1,6 @@
 import { fsErrorStatus } from "@ums/protocol/fs-errors";
 
-// Failures of the filesystem operations (DESIGN.md section 8's shape, spec 4.4): `{error, code, path}`
+// Failures of the filesystem operations (spec 4.4; @ums/protocol fs.ts): `{error, code, path}`
 // where `code` is the errno name (or UMS_FS_RESERVED_PATH) and `path` the path as the caller named it,
 // never the /proc/self/fd/N path an operation went through (guard.ts).
 

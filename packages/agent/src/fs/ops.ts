@@ -30,7 +30,7 @@ export { FsOpError, statusOf, toFsError } from "./errors.js";
 // can reach a host file. Paths arrive absolute (the host resolves `workingDir`). Nothing in /.unit but
 // what the spec shows there read-only is reached, and every object is used through the descriptor it
 // was checked by, never by its path a second time (guard.ts). Failures are FsOpError with the errno
-// name and the path they are about (DESIGN.md section 8).
+// name and the path they are about (errors.ts).
 
 /** Runs a call made through /proc/self/fd paths; its failure names `shown`, the caller's path. */
 const at = async <T>(shown: string, syscall: string, fn: () => Promise<T>): Promise<T> => {
@@ -102,7 +102,7 @@ async function openBelow(g: Guard, real: string, shown: string): Promise<Pinned 
   return null;
 }
 
-/** Lists a directory (following a symlink to one); a file is listed as its one entry (DESIGN.md section 8). */
+/** Lists a directory (following a symlink to one); a file is listed as its one entry (spec 4.4). */
 export async function list(
   path: string,
   recursive: boolean,
