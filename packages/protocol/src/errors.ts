@@ -75,6 +75,11 @@ export const ErrorCode = {
   GatewayUnauthorized: "UMS_GATEWAY_UNAUTHORIZED",
   /** 502: the provider could not be reached, or refreshing the connector's token failed. */
   ProviderFailed: "UMS_PROVIDER_FAILED",
+  /**
+   * 504: the unit's agent did not answer in time (stopped, traced or overloaded); the unit is marked
+   * unhealthy (spec 2.4) and the next request restarts it.
+   */
+  AgentTimeout: "UMS_AGENT_TIMEOUT",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
+import { DEFAULT_AGENT_TIMEOUTS } from "./runtime/agent-client.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {
@@ -35,6 +36,13 @@ export interface ServerConfig {
   readonly gatewayPort: number;
   /** A JSON file of provider overrides and platform keys for connectors (README "Connectors"). */
   readonly connectorsConfig: string | undefined;
+  /**
+   * How long the host waits on a unit's agent: to connect to its socket, then for its first answer
+   * (a response head, a websocket's 101). A unit whose agent misses one is unhealthy and restarted
+   * by the next request (spec 2.4). Streams after the first answer are not bounded.
+   */
+  readonly agentConnectTimeoutMs: number;
+  readonly agentAnswerTimeoutMs: number;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -57,6 +65,8 @@ export interface ConfigInput {
   egressRanges?: string | undefined;
   uplinks?: string | undefined;
   connectorsConfig?: string | undefined;
+  agentConnectTimeout?: string | undefined;
+  agentAnswerTimeout?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -88,6 +98,14 @@ function parseUnitHost(value: string): string {
 function duration(flag: string, text: string): number {
   const ms = parseDuration(text);
   if (ms === null) throw new ConfigError(`--${flag} '${text}' is not a duration like 30s, 10m or 1h`);
+  return ms;
+}
+
+/** A duration from 100 ms to 10 minutes: a wait on a unit's agent. */
+function agentTimeout(flag: string, text: string | undefined, dflt: number): number {
+  if (text === undefined || text === "") return dflt;
+  const ms = duration(flag, text);
+  if (ms < 100 || ms > 600_000) throw new ConfigError(`--${flag} '${text}' must be from 100ms to 10m`);
   return ms;
 }
 
@@ -187,6 +205,16 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     uplinks: uplinks(input.uplinks ?? (env.UMS_UPLINKS || undefined)),
     gatewayPort: gatewayPort(input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? DEFAULT_GATEWAY_PORT),
     connectorsConfig: input.connectorsConfig ?? (env.UMS_CONNECTORS_CONFIG || undefined),
+    agentConnectTimeoutMs: agentTimeout(
+      "agent-connect-timeout",
+      input.agentConnectTimeout ?? env.UMS_AGENT_CONNECT_TIMEOUT,
+      DEFAULT_AGENT_TIMEOUTS.connectMs,
+    ),
+    agentAnswerTimeoutMs: agentTimeout(
+      "agent-answer-timeout",
+      input.agentAnswerTimeout ?? env.UMS_AGENT_ANSWER_TIMEOUT,
+      DEFAULT_AGENT_TIMEOUTS.answerMs,
+    ),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

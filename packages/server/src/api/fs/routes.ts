@@ -24,11 +24,13 @@ import {
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { AgentEndpoint } from "../../runtime/agent-client.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import { ApiError, sendError } from "../errors.js";
+import { agentEndpoint } from "../exec/agent-endpoint.js";
 import { connectAgent } from "../exec/agent-ws.js";
 import { acquire } from "../exec/routes.js";
-import { joinWebsockets } from "../exec/ws-proxy.js";
+import { holdAgentSocket, joinWebsockets } from "../exec/ws-proxy.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
@@ -96,12 +98,12 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
     return sendError(err, req, reply);
   });
 
-  /** Wakes the unit; returns its agent socket and the release of the unit. */
-  async function open(req: FastifyRequest): Promise<{ socket: string; release: () => void }> {
+  /** Wakes the unit; returns its agent and the release of the unit. */
+  async function open(req: FastifyRequest): Promise<{ socket: AgentEndpoint; release: () => void }> {
     const { name } = req.params as { name: string };
     const unit = await units.require(req.auth.org, name);
     const release = await acquire(lifecycle, req.auth.org, unit);
-    return { socket: runtime.agentSocket(unit.id), release };
+    return { socket: agentEndpoint(runtime, lifecycle, unit), release };
   }
 
   /**
@@ -383,8 +385,7 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
       }
       const { socket, release } = await open(req);
       try {
-        req.agentSocket = await connectAgent(socket, "/fs/watch");
-        req.releaseUnit = release;
+        holdAgentSocket(req, await connectAgent(socket, "/fs/watch"), release);
       } catch (err) {
         release();
         throw unreachable(err);
