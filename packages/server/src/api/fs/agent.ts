@@ -175,7 +175,8 @@ function agentError(
   parsed: { error?: string; errors?: string[]; code?: string; path?: string } | undefined,
 ): Error {
   const code = parsed?.code ?? "";
-  if (/^E[A-Z0-9]+$/.test(code)) {
+  // An errno name, or the refusal of a path in /.unit (403, @ums/protocol fs-reserved.ts).
+  if (/^E[A-Z0-9]+$/.test(code) || code === ErrorCode.FsReservedPath) {
     return new FsHttpError(fsErrorStatus(code), code, parsed?.path, parsed?.error ?? code);
   }
   if (status === 400 && parsed?.errors) return ApiError.validation(parsed.errors);

@@ -60,6 +60,7 @@ const ListQuery = Type.Object(
 const fsErrors = {
   400: Type.Union([FsErrorBody, Type.Object({ errors: Type.Array(Type.String()), code: Type.String() })]),
   401: ErrorBody,
+  403: FsErrorBody,
   404: Type.Union([FsErrorBody, ErrorBody]),
   500: FsErrorBody,
   502: ErrorBody,
@@ -105,14 +106,16 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
     return { socket: agentEndpoint(runtime, lifecycle, unit), release };
   }
 
-  const unreachable = (err: unknown) =>
-    err instanceof ApiError || err instanceof FsHttpError
-      ? err
-      : new ApiError(
-          502,
-          ErrorCode.UnitUnavailable,
-          `the unit's agent is not reachable: ${err instanceof Error ? err.message : String(err)}`,
-        );
+  /**
+   * A failure to reach the agent, as the client may see it: a system error names only its code (its
+   * message names the agent's socket, a host path); ours say what happened.
+   */
+  const unreachable = (err: unknown) => {
+    if (err instanceof ApiError || err instanceof FsHttpError) return err;
+    const code = (err as NodeJS.ErrnoException)?.code;
+    const why = typeof code === "string" ? code : err instanceof Error ? err.message : String(err);
+    return new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent is not reachable (${why})`);
+  };
 
   /** A JSON operation: POST /fs/{op}?as=… with the resolved body. */
   async function jsonOp(req: FastifyRequest, op: string, asRoot: boolean | undefined, body: object): Promise<unknown> {
@@ -375,7 +378,11 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
       response: { 404: ErrorBody },
     },
     preHandler: async (req) => {
-      if (!req.ws) throw ApiError.validation(["watch with a websocket upgrade (Connection: Upgrade)"]);
+      if (!req.ws) {
+        // A unit that is not the caller's answers 404 whatever the request (security/cross-org.test.ts).
+        await units.require(req.auth.org, (req.params as { name: string }).name);
+        throw ApiError.validation(["watch with a websocket upgrade (Connection: Upgrade)"]);
+      }
       const { socket, release } = await open(req);
       try {
         holdAgentSocket(req, await connectAgent(socket, "/fs/watch"), release);
