@@ -855,6 +855,13 @@ print "$n\n";`;
           const i = next++;
           const op = ops[i % ops.length] as () => Promise<Answer>;
           const r = await op().catch((err: Error) => ({ status: 0, text: err.message, body: undefined }));
+          // A read of a file that another op truncates or replaces meanwhile is cut short on purpose
+          // (the server destroys the response rather than pass a partial body off as whole, relay.ts):
+          // for the two reads, a cut transfer is an answer, not a failure.
+          if (r.status === 0 && (i % ops.length) % (ops.length / 3) < 2 && /fetch failed|terminated/.test(r.text)) {
+            tally.cut = (tally.cut ?? 0) + 1;
+            continue;
+          }
           const kind = r.status >= 200 && r.status < 300 ? "2xx" : String(r.status);
           tally[kind] = (tally[kind] ?? 0) + 1;
           try {
