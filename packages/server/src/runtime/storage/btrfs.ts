@@ -76,6 +76,14 @@ export async function childSubvolumes(path: string): Promise<string[]> {
 export async function deleteSubvolume(path: string): Promise<void> {
   const abs = resolve(path);
   if (!(await isSubvolume(abs))) throw Object.assign(new Error(`${abs} is not a btrfs subvolume`), { code: "EINVAL" });
+  // The common case in one btrfs call. Listing nested subvolumes scans every subvolume of the pool
+  // (thousands on a busy host), so it is done only when the plain delete was refused (not empty).
+  try {
+    await run("btrfs", ["subvolume", "delete", abs]);
+    return;
+  } catch (err) {
+    if (!(err instanceof CommandError)) throw err;
+  }
   const children = await childSubvolumes(abs);
   if (children.length > 0 && (await isReadonly(abs))) await setReadonly(abs, false);
   for (const child of children) await deleteSubvolume(child);
