@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
+import { run } from "../runtime/exec/host-command.js";
 import { hostPaths } from "../runtime/host.js";
 import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { testImage } from "../runtime/image/test-image.js";
@@ -25,6 +26,12 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
     const n = (start + i) % 256;
     const file = `/tmp/ums-test-subnet-${n}.lock`;
     if (await tryPidLock(file)) {
+      // A test killed before its cleanup leaves its units' routes behind, its lock with a dead pid:
+      // a subnet with any route in it is not free, whatever its lock says.
+      if (await subnetInUse(n)) {
+        await rm(file, { force: true });
+        continue;
+      }
       return {
         n,
         // The subnet's `unreachable` route goes with it (whoever ran a server on it added it).
@@ -36,6 +43,11 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
     }
   }
   throw new Error("no free test subnet");
+}
+
+async function subnetInUse(n: number): Promise<boolean> {
+  const { stdout } = await run("ip", ["-4", "route", "show", "root", `10.209.${n}.0/24`]);
+  return stdout.trim() !== "";
 }
 
 /**
