@@ -253,7 +253,11 @@ describe("agent exec sessions", () => {
     const job = Number(/job-42=(\d+)/.exec(await c.waitRaw("job-42=", 5000).then(() => c.raw()))?.[1]);
     assert.ok(job > 0, c.raw());
     const stat = readFileSync(`/proc/${job}/stat`, "utf8");
-    const [pgrp, session] = stat.slice(stat.lastIndexOf(")") + 2).split(" ").slice(2, 4).map(Number);
+    const [pgrp, session] = stat
+      .slice(stat.lastIndexOf(")") + 2)
+      .split(" ")
+      .slice(2, 4)
+      .map(Number);
     assert.notEqual(pgrp, session, "the job leads a process group of its own");
     try {
       const r = await kill(agent, info.session_id, "signal=SIGKILL&timeout=5");

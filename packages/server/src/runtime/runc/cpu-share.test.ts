@@ -1,0 +1,24 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { CFS_PERIOD_US, cfsQuota, unitsCpuBudget, unitsCpuShares } from "./cpu-share.js";
+
+describe("CPU fair share arithmetic", () => {
+  it("turns cores into a CFS quota per 100 ms period, never below the kernel's 1 ms", () => {
+    assert.deepEqual(cfsQuota(1), { quota: 100_000, period: CFS_PERIOD_US });
+    assert.deepEqual(cfsQuota(0.5), { quota: 50_000, period: 100_000 });
+    assert.deepEqual(cfsQuota(2.25), { quota: 225_000, period: 100_000 });
+    assert.deepEqual(cfsQuota(0.001), { quota: 1000, period: 100_000 });
+  });
+
+  it("leaves a multi-core host half a core, and gives a single core whole", () => {
+    assert.equal(unitsCpuBudget(2), 1.5);
+    assert.equal(unitsCpuBudget(16), 15.5);
+    assert.equal(unitsCpuBudget(1), 1);
+  });
+
+  it("weighs all units together a quarter of the server's cgroup", () => {
+    assert.equal(unitsCpuShares(1024), 256);
+    assert.equal(unitsCpuShares(100), 25);
+    assert.equal(unitsCpuShares(2), 2, "never below the kernel's minimum of 2");
+  });
+});
