@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../testing/dialects.js";
 import { type ExecResult, execHttp } from "../testing/exec-client.js";
@@ -13,6 +13,9 @@ const STORM_MS = 20_000;
 /** The storm stops itself after this long even if the test process is gone (a file the bomb checks). */
 const STORM_BOUND_S = 90;
 const SAMPLES = 20;
+/** Idle and storm windows alternate, this long each. */
+const WINDOW_MS = 1500;
+const IDLE_COLD_S = 3;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const p50 = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
@@ -54,9 +57,13 @@ async function readNumber(file: string): Promise<number> {
 
 /** Waits until the bomb has hit the unit's pids limit (a fork refused there counts in pids.events). */
 async function filled(pidsDir: string): Promise<void> {
+  let tasks = 0;
   await within(30_000, "the storm reaches the unit's pids limit", async () => {
     const refused = /^max (\d+)$/m.exec(await readFile(`${pidsDir}/pids.events`, "utf8"))?.[1];
+    tasks = await readNumber(`${pidsDir}/pids.current`);
     return Number(refused) > 0;
+  }).catch((err: Error) => {
+    throw new Error(`${err.message} (${tasks} tasks)`);
   });
 }
 
@@ -79,26 +86,30 @@ async function within(ms: number, what: string, check: () => Promise<boolean>): 
 describe("fair share: one unit cannot stall the host", () => {
   let s: TestServer;
   let token: string;
+  let sweepToken: string | undefined;
   const ids = new Map<string, string>();
 
   const run = (unit: string, cmd: string[], opts = {}) => execHttp(s.url, token, unit, cmd, opts);
-  async function create(name: string, { boot = true } = {}): Promise<string> {
-    const r = await s.api("POST", "/v1/units", { token, json: { name } });
+  async function create(name: string, { boot = true, as = token } = {}): Promise<string> {
+    const r = await s.api("POST", "/v1/units", { token: as, json: { name } });
     assert.equal(r.status, 201, r.text);
     ids.set(name, r.body.id);
-    if (boot) assert.equal((await run(name, ["true"])).exitCode, 0, `${name} boots`);
+    if (boot) assert.equal((await execHttp(s.url, as, name, ["true"])).exitCode, 0, `${name} boots`);
     return r.body.id;
   }
 
   before(async () => {
     if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
+    // A short warm → cold time: the idle sweep's stop of a paused storm is measured below.
+    s = await startTestServer(sqlite, { idleCold: `${IDLE_COLD_S}s`, sweepMs: 250 });
     token = await s.token("fair");
     await create("calm");
   });
   after(async () => {
     // The storm ends with its unit whatever happened above (close deletes every unit too).
-    for (const name of ids.keys()) await s?.api("DELETE", `/v1/units/${name}`, { token }).catch(() => {});
+    for (const name of ids.keys()) {
+      for (const as of [token, sweepToken]) await s?.api("DELETE", `/v1/units/${name}`, { token: as }).catch(() => {});
+    }
     await s?.close();
   });
 
@@ -194,29 +205,53 @@ describe("fair share: one unit cannot stall the host", () => {
       assert.equal(r.status, 200);
       return performance.now() - t;
     };
-    const measure = async (untilMs: number) => {
-      const exec: number[] = [];
-      const api: number[] = [];
-      const end = performance.now() + untilMs;
-      while (exec.length < SAMPLES || api.length < SAMPLES || performance.now() < end) {
-        exec.push(await execTrue());
-        api.push(await list());
-      }
-      return { exec: p50(exec), api: p50(api), n: exec.length };
+    for (let i = 0; i < 5; i++) await Promise.all([execTrue(), list()]); // warm-up: connections, caches
+    const freezer = await unitCgroup("freezer", stormId);
+    assert.ok(freezer);
+    /** Stops (or lets go) every task of the storm at once: a frozen cgroup takes no CPU. */
+    const freeze = async (frozen: boolean) => {
+      await writeFile(`${freezer}/freezer.state`, frozen ? "FROZEN" : "THAWED");
+      if (!frozen) return;
+      await within(10_000, "the storm freezes", async () => {
+        return (await readFile(`${freezer}/freezer.state`, "utf8")).trim() === "FROZEN";
+      });
     };
-    for (let i = 0; i < 3; i++) await measure(0); // warm-up: connections, caches
-    const idle = await measure(0);
 
     const storm = run("storm", ["sh", "-c", stormScript(false)], { user: "root" }).catch((err: Error) => err);
     try {
       await filled(pidsDir);
-      const busy = await measure(STORM_MS);
+      // Idle and storm in alternating windows, each storm window right after an idle one (the storm
+      // frozen): whatever else loads this shared host changes both alike.
+      const idleS = { exec: [] as number[], api: [] as number[] };
+      const busyS = { exec: [] as number[], api: [] as number[] };
+      const end = performance.now() + STORM_MS;
+      for (
+        let round = 0;
+        performance.now() < end || busyS.exec.length < SAMPLES || idleS.exec.length < SAMPLES;
+        round++
+      ) {
+        const into = round % 2 === 0 ? idleS : busyS;
+        await freeze(into === idleS);
+        await sleep(250);
+        const until = performance.now() + WINDOW_MS;
+        while (performance.now() < until) {
+          into.exec.push(await execTrue());
+          into.api.push(await list());
+        }
+      }
+      await freeze(false);
+      const idle = { exec: p50(idleS.exec), api: p50(idleS.api), n: idleS.exec.length };
+      const busy = { exec: p50(busyS.exec), api: p50(busyS.api), n: busyS.exec.length };
       const peak = await readNumber(`${pidsDir}/pids.current`);
-      const detail = `idle exec ${idle.exec.toFixed(1)} ms, list ${idle.api.toFixed(1)} ms; storm (${busy.n} samples, ${peak} tasks) exec ${busy.exec.toFixed(1)} ms, list ${busy.api.toFixed(1)} ms`;
+      const cpuDir = await unitCgroup("cpu", stormId);
+      const calmCpuDir = await unitCgroup("cpu", ids.get("calm") ?? "");
+      const weights = [await readNumber(`${cpuDir}/cpu.shares`), await readNumber(`${calmCpuDir}/cpu.shares`)];
+      const detail = `idle (${idle.n} samples) exec ${idle.exec.toFixed(1)} ms, list ${idle.api.toFixed(1)} ms; storm (${busy.n} samples, ${peak} tasks) exec ${busy.exec.toFixed(1)} ms, list ${busy.api.toFixed(1)} ms`;
       process.stderr.write(`fair share: ${detail}\n`);
       assert.ok(peak > 500, `the bomb still fills the unit (${peak} tasks)`);
       assert.ok(busy.exec <= 3 * idle.exec, `unit B's exec p50 within 3x of idle: ${detail}`);
       assert.ok(busy.api <= 3 * idle.api, `the API's list p50 within 3x of idle: ${detail}`);
+      assert.deepEqual(weights, [16, 1024], "the storming unit weighs 1/64 of the calm one");
 
       // Ending the session ends the storm: its whole process group, not just the leader.
       const sessions = await s.api("GET", "/v1/units/storm/exec", { token });
@@ -259,6 +294,41 @@ describe("fair share: one unit cannot stall the host", () => {
     } finally {
       if (ids.has("orphan")) await s.api("DELETE", "/v1/units/orphan", { token }).catch(() => {});
       ids.delete("orphan");
+    }
+  });
+  it("ends a storm in a unit paused to make room once the idle sweep stops it", async () => {
+    // An organization that may run one unit: waking a second pauses the first (storm and all).
+    const as = await s.token("sweep", { limits: { runningLimit: 1, warmLimit: 5 } });
+    sweepToken = as;
+    const id = await create("paused", { as });
+    const pidsDir = await unitCgroup("pids", id);
+    const freezer = await unitCgroup("freezer", id);
+    assert.ok(pidsDir && freezer);
+    try {
+      const r = await execHttp(s.url, as, "paused", ["sh", "-c", stormScript(true)], { user: "root" });
+      assert.equal(r.status, 200);
+      await filled(pidsDir);
+      const start = performance.now();
+      await create("waker", { as });
+      const wakeMs = performance.now() - start;
+      const unit = await s.api("GET", "/v1/units/paused", { token: as });
+      assert.equal(unit.body.status, "warm", "the storming unit was paused to make room");
+      assert.equal((await readFile(`${freezer}/freezer.state`, "utf8")).trim(), "FROZEN");
+      // The sweep stops it IDLE_COLD_S after the pause: the cgroup must be gone a few seconds later.
+      const goneMs = await within((IDLE_COLD_S + 5) * 1000, "the idle sweep ends the paused storm", async () => {
+        return !existsSync(pidsDir);
+      });
+      process.stderr.write(
+        `fair share: pausing a storm to make room took ${wakeMs.toFixed(0)} ms (with the boot of another unit); cold ${goneMs.toFixed(0)} ms later\n`,
+      );
+      await within(5_000, "the unit is recorded cold", async () => {
+        return (await s.api("GET", "/v1/units/paused", { token: as })).body.status === "cold";
+      });
+    } finally {
+      for (const name of ["paused", "waker"]) {
+        await s.api("DELETE", `/v1/units/${name}`, { token: as }).catch(() => {});
+        ids.delete(name);
+      }
     }
   });
 });

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { CFS_PERIOD_US, cfsQuota, unitsCpuBudget, unitsCpuShares } from "./cpu-share.js";
+import { pressing } from "./cpu-weights.js";
 
 describe("CPU fair share arithmetic", () => {
   it("turns cores into a CFS quota per 100 ms period, never below the kernel's 1 ms", () => {
@@ -20,5 +21,18 @@ describe("CPU fair share arithmetic", () => {
     assert.equal(unitsCpuShares(1024), 256);
     assert.equal(unitsCpuShares(100), 25);
     assert.equal(unitsCpuShares(2), 2, "never below the kernel's minimum of 2");
+  });
+});
+
+describe("units pressing against their limits", () => {
+  const at = (forksRefused: number, throttled: number, ms: number) => ({ forksRefused, throttled, at: ms });
+  it("press when forks were refused at the pids limit since the last reading", () => {
+    assert.equal(pressing(at(5, 0, 0), at(6, 0, 1000)), true);
+    assert.equal(pressing(at(5, 0, 0), at(5, 0, 1000)), false);
+  });
+  it("press when throttled in at least 80% of the CFS periods that passed, not in a burst now and then", () => {
+    assert.equal(pressing(at(0, 10, 0), at(0, 19, 1000)), true, "9 of 10 periods");
+    assert.equal(pressing(at(0, 10, 0), at(0, 15, 1000)), false, "5 of 10 periods");
+    assert.equal(pressing(at(0, 10, 0), at(0, 10, 1000)), false);
   });
 });

@@ -31,6 +31,7 @@ import type {
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { CheckpointView } from "./checkpoint-view.js";
 import { cfsQuota, configureUnitsCpu, unitsCpuBudget } from "./cpu-share.js";
+import { CpuWeights } from "./cpu-weights.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
 import { Runc } from "./runc.js";
 import { SlotAllocator } from "./slots.js";
@@ -183,11 +184,14 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   private readonly hostCores: number;
+  /** Units pressing against their limits weigh less than the others while they do. */
+  private readonly weights: CpuWeights;
 
   private constructor(private readonly cfg: RuncRuntimeConfig) {
     this.runc = new Runc(join(cfg.dataDir, "runc"));
     this.slots = new SlotAllocator(cfg.subnet);
     this.hostCores = cfg.hostCores ?? availableParallelism();
+    this.weights = new CpuWeights(CGROUP_ROOT, cfg.rid);
   }
 
   static async open(cfg: RuncRuntimeConfig): Promise<RuncRuntime> {
@@ -216,6 +220,7 @@ export class RuncRuntime implements UnitRuntime {
     // Start the resolver's nft now, not at the first lookup (a line must add something: a probe element).
     await rt.nft.run(`add element inet ${firewallTable(cfg.rid)} probe { 0 timeout 1s }`);
     await rt.recoverNetworks();
+    rt.weights.start();
     return rt;
   }
 
@@ -733,6 +738,7 @@ export class RuncRuntime implements UnitRuntime {
   async close(): Promise<void> {
     // Running units outlive the server (DESIGN.md section 3): only ums's own helper process stops.
     this.nft.close();
+    this.weights.stop();
     // The units' parent cgroups go if no unit is left in them (rmdir fails on the others).
     await removeCgroups(this.cfg.rid);
   }
