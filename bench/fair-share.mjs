@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // Fair-share benchmark (issue #19 finding 9): one unit storms (CPU burners and fork bombs at its
 // pids limit) while another unit and the API are measured. Each figure is the p50 under the storm
-// with its ratio to the same p50 idle, measured just before in the same run:
+// with its ratio to the same p50 idle, in the same run:
 //   unit B exec     `true` through POST /v1/units/b/exec (the other unit's agent and the server)
 //   API list        GET /v1/units
 //   host spawn      `true` spawned by a host process outside any unit
-// then how long a DELETE of the storming unit takes and whether its cgroup is gone.
+// Idle and storm are measured in alternating windows of 1.5 s (idle: the storm's cgroup frozen, so
+// it takes no CPU), so that other load on the host weighs on both alike; the idle p50 before the
+// storm is printed too. Then how long a DELETE of the storming unit takes and whether its cgroup
+// is gone.
 // The units have the server's default limits (`ums serve` defaults: 1,024 pids, 1 core).
 //
 //   npx tsc -b && npm run build:agent && node bench/fair-share.mjs [--seconds 20] [--n 20]
@@ -13,7 +16,7 @@
 // The storm is bounded: by the unit's pids and CPU limits, by the DELETE at the end (also on
 // error), and by itself: it stops after --seconds + 60 s even if this script dies.
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { fmt, percentile, startBenchServer, timeIt } from "./lib.mjs";
 
 const arg = (name, dflt) => {
@@ -60,14 +63,26 @@ const probes = {
   "host spawn": () => new Promise((resolve, reject) => execFile("true", (err) => (err ? reject(err) : resolve()))),
 };
 
-/** Takes the probes in turn until `ms` passed and each has at least N samples; p50 of each. */
-async function measure(ms) {
-  const samples = Object.fromEntries(Object.keys(probes).map((k) => [k, []]));
+const newSamples = () => Object.fromEntries(Object.keys(probes).map((k) => [k, []]));
+const summary = (samples) =>
+  Object.fromEntries(Object.entries(samples).map(([k, s]) => [k, { p50: percentile(s, 50), n: s.length }]));
+const enough = (samples) => Object.values(samples).every((s) => s.length >= N);
+
+/** Takes the probes in turn into `samples` until `ms` passed (and each has N samples when `fill`). */
+async function sample(samples, ms, fill = true) {
   const end = performance.now() + ms;
-  while (performance.now() < end || Object.values(samples).some((s) => s.length < N)) {
+  while (performance.now() < end || (fill && !enough(samples))) {
     for (const [k, probe] of Object.entries(probes)) samples[k].push(await timeIt(probe));
   }
-  return Object.fromEntries(Object.entries(samples).map(([k, s]) => [k, { p50: percentile(s, 50), n: s.length }]));
+  return samples;
+}
+
+async function freeze(freezer, frozen) {
+  writeFileSync(`${freezer}/freezer.state`, frozen ? "FROZEN" : "THAWED");
+  for (let i = 0; frozen && readFileSync(`${freezer}/freezer.state`, "utf8").trim() !== "FROZEN"; i++) {
+    if (i > 200) throw new Error("the storm did not freeze in 10 s");
+    await sleep(50);
+  }
 }
 
 const STORM = [
@@ -82,12 +97,26 @@ const STORM = [
 let ok = true;
 const rows = [];
 let stormUp = false;
+/** Once, whoever comes first (the end of the run or a signal): the storm's unit, then the rest. */
+let cleaning;
+const cleanup = () =>
+  (cleaning ??= (async () => {
+    if (stormUp) await fetch(`${url}/v1/units/a`, { method: "DELETE", headers: auth }).catch(() => {});
+    await bench.stop().catch((err) => console.error(err));
+  })());
+// Ctrl-C (or a kill) cleans up like the end of a run: units outlive `ums serve`.
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.once(sig, () => {
+    process.stderr.write(`${sig}: deleting the units\n`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
 try {
   const aId = await create("a");
   await create("b");
   const pids = cgroup("pids", aId);
-  for (let i = 0; i < 3; i++) await measure(0); // warm-up
-  const idle = await measure(0);
+  await sample(newSamples(), 0); // warm-up
+  const before = summary(await sample(newSamples(), 0));
 
   process.stderr.write("storm: starting in unit a\n");
   stormUp = true;
@@ -99,7 +128,20 @@ try {
   }
   const tasks = readFileSync(`${pids}/pids.current`, "utf8").trim();
   process.stderr.write(`storm: ${tasks} tasks after ${((performance.now() - fillStart) / 1000).toFixed(1)} s\n`);
-  const busy = await measure(SECONDS * 1000);
+  const freezer = cgroup("freezer", aId);
+  const idleS = newSamples();
+  const busyS = newSamples();
+  const end = performance.now() + SECONDS * 1000;
+  for (let round = 0; performance.now() < end || !enough(idleS) || !enough(busyS); round++) {
+    const into = round % 2 === 0 ? idleS : busyS;
+    await freeze(freezer, into === idleS);
+    await sleep(250);
+    await sample(into, 1500, false);
+  }
+  await freeze(freezer, false);
+  const idle = summary(idleS);
+  const busy = summary(busyS);
+  const shares = readFileSync(`${cgroup("cpu", aId)}/cpu.shares`, "utf8").trim();
   const peak = readFileSync(`${pids}/pids.current`, "utf8").trim();
 
   const start = performance.now();
@@ -111,19 +153,18 @@ try {
   for (const k of Object.keys(probes)) {
     const ratio = busy[k].p50 / idle[k].p50;
     rows.push(
-      `- ${k.padEnd(12)} idle p50 ${fmt(idle[k].p50)} (n ${idle[k].n})  storm p50 ${fmt(busy[k].p50)} (n ${busy[k].n})  ${ratio.toFixed(2)}x  [goal <= 3x: ${ratio <= 3 ? "PASS" : "MISS"}]`,
+      `- ${k.padEnd(12)} idle p50 ${fmt(idle[k].p50)} (n ${idle[k].n}; before the storm ${fmt(before[k].p50)})  storm p50 ${fmt(busy[k].p50)} (n ${busy[k].n})  ${ratio.toFixed(2)}x  [goal <= 3x: ${ratio <= 3 ? "PASS" : "MISS"}]`,
     );
   }
   rows.push(
-    `- storm: ${tasks} tasks at the limit, ${peak} at the end of ${SECONDS} s`,
+    `- storm: ${tasks} tasks at the limit, ${peak} at the end of ${SECONDS} s; its cpu.shares ${shares} (a calm unit's: 1024)`,
     `- DELETE of the storming unit: ${fmt(deleteMs)}; its cgroup ${existsSync(pids) ? "is STILL THERE" : "is gone"}  [goal <= 5 s: ${deleteMs <= 5000 && !existsSync(pids) ? "PASS" : "MISS"}]`,
   );
 } catch (err) {
   console.error(err);
   ok = false;
 } finally {
-  if (stormUp) await fetch(`${url}/v1/units/a`, { method: "DELETE", headers: auth }).catch(() => {});
-  await bench.stop().catch((err) => console.error(err));
+  await cleanup();
 }
 console.log("\nums fair-share benchmark (ratios: p50 under the storm / p50 idle, same host, same run)");
 for (const row of rows) console.log(row);
