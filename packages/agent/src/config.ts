@@ -1,11 +1,18 @@
+import { dirname } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
 
 // The agent is configured by environment variables only; every one has a default that is right inside a
 // unit (DESIGN.md section 1: the agent runs beside PID 1 in every unit and serves the host on a socket).
 
 export interface AgentConfig {
-  /** Unix socket that serves HTTP + websocket for the host (UMS_AGENT_SOCKET). */
-  socketPath: string;
+  /**
+   * Where the agent serves HTTP + websocket for the host: an inherited listening descriptor the host
+   * made (UMS_AGENT_LISTEN_FD, how units run: the host owns the socket's path, outside the unit), or a
+   * Unix socket path the agent binds itself (UMS_AGENT_SOCKET, for tests and tools).
+   */
+  listen: { fd: number } | { path: string };
+  /** A directory of the agent's own for its private sockets (UMS_AGENT_RUN_DIR). */
+  runDir: string;
   /** The default user of exec sessions (UMS_AGENT_UID/GID/HOME/USER). */
   user: { uid: number; gid: number; home: string; name: string };
   /** The unit's public URL, used as `address` in port notifications (UMS_UNIT_URL); null → http://localhost:N. */
@@ -20,13 +27,16 @@ export interface AgentConfig {
   ringBytes: number;
 }
 
-export const DEFAULT_SOCKET = "/.unit/run/agent.sock";
+export const DEFAULT_SOCKET = "/run/ums/agent.sock";
 
 export class ConfigError extends Error {}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const fd = nonEmpty(env.UMS_AGENT_LISTEN_FD) === undefined ? undefined : intVar(env, "UMS_AGENT_LISTEN_FD", 3);
+  const socketPath = nonEmpty(env.UMS_AGENT_SOCKET) ?? DEFAULT_SOCKET;
   return {
-    socketPath: nonEmpty(env.UMS_AGENT_SOCKET) ?? DEFAULT_SOCKET,
+    listen: fd !== undefined ? { fd } : { path: socketPath },
+    runDir: nonEmpty(env.UMS_AGENT_RUN_DIR) ?? (fd !== undefined ? "/run/ums" : dirname(socketPath)),
     user: {
       uid: intVar(env, "UMS_AGENT_UID", 1000),
       gid: intVar(env, "UMS_AGENT_GID", 1000),

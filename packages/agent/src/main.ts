@@ -1,8 +1,9 @@
-import { unlinkSync } from "node:fs";
+import { mkdirSync, unlinkSync } from "node:fs";
 import { ConfigError, loadConfig } from "./config.js";
 import { runFsWorker } from "./fs/worker.js";
+import { writeIdentity } from "./identity.js";
 import { startInternalApi } from "./internal/api-socket.js";
-import { createAgent, listenUnix } from "./server.js";
+import { createAgent, listen } from "./server.js";
 import { openSupervisor } from "./services/boot.js";
 import type { Supervisor } from "./services/supervisor.js";
 import { AGENT_VERSION } from "./version.js";
@@ -47,9 +48,19 @@ async function main(): Promise<void> {
       log("services unavailable", { error: (err as Error).message });
     }
   }
+  mkdirSync(config.runDir, { recursive: true, mode: 0o755 });
+  // Inside a unit: /etc/hostname and /etc/hosts name it. Written here, as the unit's root and inside
+  // its own view, never by the host into the rootfs (docs/SECURITY.md, "The boundary rule").
+  if (internalSocket && process.env.UMS_UNIT_NAME) {
+    try {
+      writeIdentity(process.env.UMS_UNIT_NAME);
+    } catch (err) {
+      log("could not write /etc/hostname and /etc/hosts", { error: (err as Error).message });
+    }
+  }
   const agent = createAgent(config, services);
-  await listenUnix(agent.server, config.socketPath);
-  log("agent listening", { socket: config.socketPath, pid: process.pid, version: AGENT_VERSION });
+  await listen(agent.server, config.listen);
+  log("agent listening", { ...config.listen, pid: process.pid, version: AGENT_VERSION });
   if (internalSocket) {
     await startInternalApi(internalSocket, process.env.UMS_HOST_SOCKET ?? "/.unit/run/host.sock", services);
     log("internal API listening", { socket: internalSocket });
@@ -60,7 +71,7 @@ async function main(): Promise<void> {
   } catch (err) {
     log("could not start the services", { error: (err as Error).message });
   }
-  process.stdout.write(`${JSON.stringify({ ready: true, socket: config.socketPath, pid: process.pid })}\n`);
+  process.stdout.write(`${JSON.stringify({ ready: true, ...config.listen, pid: process.pid })}\n`);
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -68,10 +79,12 @@ async function main(): Promise<void> {
     stopping = true;
     log("agent stopping", { signal });
     void agent.close();
-    try {
-      unlinkSync(config.socketPath);
-    } catch {
-      // already gone
+    if ("path" in config.listen) {
+      try {
+        unlinkSync(config.listen.path);
+      } catch {
+        // already gone
+      }
     }
     setTimeout(() => process.exit(0), 200).unref();
   };

@@ -113,6 +113,18 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
   };
 }
 
+/** Listens on an inherited descriptor (the host made the socket) or on a Unix socket path. */
+export function listen(server: Server, where: { fd: number } | { path: string }): Promise<void> {
+  if ("path" in where) return listenUnix(server, where.path);
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ fd: where.fd }, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
 /** Listens on the Unix socket: a stale socket file is removed first, the new one is made 0600. */
 export function listenUnix(server: Server, socketPath: string): Promise<void> {
   mkdirSync(dirname(socketPath), { recursive: true });

@@ -1,4 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { FS_RESERVED_PATH } from "./fs-reserved.js";
 
 /**
  * Stable, machine-readable error codes (fastify style: a fixed prefix, never reused).
@@ -47,6 +48,11 @@ export const ErrorCode = {
   UnitProxyFailed: "UMS_UNIT_PROXY_FAILED",
   /** 403: the token is valid but may not reach this unit URL (url_settings.private_access). */
   Forbidden: "UMS_FORBIDDEN",
+  /**
+   * 403: the filesystem API does not reach into the unit's /.unit (ums's own), asked for or through a
+   * symlink; /.unit/logs, /.unit/checkpoints and /.unit/policy can be read (fs-reserved.ts).
+   */
+  FsReservedPath: FS_RESERVED_PATH,
   /** 404: the unit has no service of that name. */
   ServiceNotFound: "UMS_SERVICE_NOT_FOUND",
   /** 409: another service of the unit already claims that `http_port`. */
@@ -69,6 +75,11 @@ export const ErrorCode = {
   GatewayUnauthorized: "UMS_GATEWAY_UNAUTHORIZED",
   /** 502: the provider could not be reached, or refreshing the connector's token failed. */
   ProviderFailed: "UMS_PROVIDER_FAILED",
+  /**
+   * 504: the unit's agent did not answer in time (stopped, traced or overloaded); the unit is marked
+   * unhealthy (spec 2.4) and the next request restarts it.
+   */
+  AgentTimeout: "UMS_AGENT_TIMEOUT",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

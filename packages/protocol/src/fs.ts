@@ -19,6 +19,9 @@ import { type Static, Type } from "@sinclair/typebox";
  *   the `E` prefix of errno names never collide, so `code` alone tells a client which kind it got.
  *   Status: 404 for ENOENT, 400 for the other errors the request caused (EEXIST, EACCES, EPERM, ENOTDIR,
  *   EISDIR, ENOTEMPTY, EINVAL, ELOOP, ENAMETOOLONG, EXDEV, EROFS), 507 for ENOSPC/EDQUOT, 500 otherwise.
+ * - a path in `/.unit` (ums's, see fs-reserved.ts), asked for or reached through a symlink: 403
+ *   `{error, code: "UMS_FS_RESERVED_PATH", path}`; only /.unit/logs, /.unit/checkpoints and
+ *   /.unit/policy can be read, listed and watched.
  */
 
 export const OctalMode = Type.String({
@@ -199,6 +202,13 @@ export const FsErrorBody = Type.Object(
 export type FsErrorBody = Static<typeof FsErrorBody>;
 
 export { fsErrorStatus } from "./fs-errors.js";
+export {
+  FS_RESERVED_PATH,
+  type FsAccess,
+  isReservedPath,
+  normalizeAbsolute,
+  READABLE_UNIT_DIRS,
+} from "./fs-reserved.js";
 
 /**
  * File watch websocket (GET /v1/units/{name}/fs/watch), JSON text frames.

@@ -51,6 +51,25 @@ describe("server configuration", () => {
     }
   });
 
+  it("reads the agent timeouts (issue #19 finding 8): 5 s and 10 s unless told, 100 ms to 10 min", () => {
+    const d = resolveConfig({}, {});
+    assert.deepEqual([d.agentConnectTimeoutMs, d.agentAnswerTimeoutMs], [5000, 10_000]);
+    const env = { UMS_AGENT_CONNECT_TIMEOUT: "2s", UMS_AGENT_ANSWER_TIMEOUT: "30s" };
+    const e = resolveConfig({}, env);
+    assert.deepEqual([e.agentConnectTimeoutMs, e.agentAnswerTimeoutMs], [2000, 30_000]);
+    const f = resolveConfig({ agentConnectTimeout: "500ms", agentAnswerTimeout: "1m" }, env);
+    assert.deepEqual([f.agentConnectTimeoutMs, f.agentAnswerTimeoutMs], [500, 60_000]);
+    assert.throws(
+      () => resolveConfig({ agentAnswerTimeout: "soon" }, {}),
+      /--agent-answer-timeout 'soon' is not a duration/,
+    );
+    assert.throws(
+      () => resolveConfig({ agentConnectTimeout: "10ms" }, {}),
+      /--agent-connect-timeout '10ms' must be from 100ms to 10m/,
+    );
+    assert.throws(() => resolveConfig({ agentAnswerTimeout: "1h" }, {}), ConfigError);
+  });
+
   it("parses listen addresses", () => {
     assert.deepEqual(parseListen("127.0.0.1:7070"), { host: "127.0.0.1", port: 7070 });
     assert.deepEqual(parseListen(":80"), { host: "0.0.0.0", port: 80 });

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
+import { DEFAULT_AGENT_TIMEOUTS } from "./runtime/agent-client.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {
@@ -37,6 +38,13 @@ export interface ServerConfig {
   readonly connectorsConfig: string | undefined;
   /** Limits a unit gets where its resources policy names none (spec 4.5; README "Limits"). */
   readonly unitDefaults: { readonly pids: number; readonly cpuCores: number };
+  /**
+   * How long the host waits on a unit's agent: to connect to its socket, then for its first answer
+   * (a response head, a websocket's 101). A unit whose agent misses one is unhealthy and restarted
+   * by the next request (spec 2.4). Streams after the first answer are not bounded.
+   */
+  readonly agentConnectTimeoutMs: number;
+  readonly agentAnswerTimeoutMs: number;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -61,6 +69,8 @@ export interface ConfigInput {
   connectorsConfig?: string | undefined;
   unitPids?: string | number | undefined;
   unitCpu?: string | number | undefined;
+  agentConnectTimeout?: string | undefined;
+  agentAnswerTimeout?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -92,6 +102,14 @@ function parseUnitHost(value: string): string {
 function duration(flag: string, text: string): number {
   const ms = parseDuration(text);
   if (ms === null) throw new ConfigError(`--${flag} '${text}' is not a duration like 30s, 10m or 1h`);
+  return ms;
+}
+
+/** A duration from 100 ms to 10 minutes: a wait on a unit's agent. */
+function agentTimeout(flag: string, text: string | undefined, dflt: number): number {
+  if (text === undefined || text === "") return dflt;
+  const ms = duration(flag, text);
+  if (ms < 100 || ms > 600_000) throw new ConfigError(`--${flag} '${text}' must be from 100ms to 10m`);
   return ms;
 }
 
@@ -216,6 +234,16 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
       pids: unitPids(input.unitPids ?? env.UMS_UNIT_PIDS ?? DEFAULT_UNIT_PIDS),
       cpuCores: unitCpu(input.unitCpu ?? env.UMS_UNIT_CPU ?? DEFAULT_UNIT_CPU),
     }),
+    agentConnectTimeoutMs: agentTimeout(
+      "agent-connect-timeout",
+      input.agentConnectTimeout ?? env.UMS_AGENT_CONNECT_TIMEOUT,
+      DEFAULT_AGENT_TIMEOUTS.connectMs,
+    ),
+    agentAnswerTimeoutMs: agentTimeout(
+      "agent-answer-timeout",
+      input.agentAnswerTimeout ?? env.UMS_AGENT_ANSWER_TIMEOUT,
+      DEFAULT_AGENT_TIMEOUTS.answerMs,
+    ),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

@@ -1,5 +1,6 @@
 export { generateToken, hashToken, newTokenId } from "./auth/tokens.js";
 export { ConfigError, type ConfigInput, resolveConfig, type ServerConfig } from "./config.js";
+export { type FaultKind, faultCounts, installLastResort } from "./faults.js";
 export { createLogger } from "./log.js";
 export { type RunningServer, startServer } from "./start.js";
 export { isPostgresUrl, openStore } from "./store/open.js";

@@ -8,6 +8,7 @@ import { HttpTargets } from "./api/proxy/target.js";
 import { unitUrl } from "./api/units/present.js";
 import { parseDnsServer, type ServerConfig } from "./config.js";
 import { type Connectors, openConnectors } from "./connectors/index.js";
+import { secureDataDir } from "./data-dir.js";
 import { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
 import { hostResolver, NetworkEgress } from "./network/egress.js";
@@ -59,6 +60,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const logger = opts.logger ?? createLogger();
   await assertCanListen(config.listenHost, config.listenPort);
   await assertCanListen("0.0.0.0", config.gatewayPort);
+  await secureDataDir(config.dataDir);
   const store =
     opts.store ??
     (await openStore({
@@ -78,7 +80,13 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     lifecycle = new Lifecycle(
       store,
       runtime,
-      { idleWarmMs: config.idleWarmMs, idleColdMs: config.idleColdMs, sweepMs: opts.sweepMs ?? 1000, busyCpu: 0.05 },
+      {
+        idleWarmMs: config.idleWarmMs,
+        idleColdMs: config.idleColdMs,
+        sweepMs: opts.sweepMs ?? 1000,
+        busyCpu: 0.05,
+        agentTimeouts: { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
+      },
       logger,
       async (unit) => ({
         unitId: unit.id,
@@ -89,7 +97,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         network: unit.network,
       }),
     );
-    const httpTargets = new HttpTargets(runtime);
+    const httpTargets = new HttpTargets(runtime, lifecycle);
     hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger, httpTargets });
     const sockets = hostSockets;
     const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();
@@ -130,6 +138,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       egress: net,
       connectors,
     });
+    // The files this start made (runtime id, keys, locks) are root's alone too.
+    await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
     await lifecycle?.stop().catch(() => {});

@@ -1,21 +1,22 @@
 import { createReadStream, createWriteStream } from "node:fs";
-import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { type FileHandle, mkdir } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { dirname, isAbsolute } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { sendJson, validation } from "../http/respond.js";
+import { FsOpError, fsFailure, statusOf, toFsError } from "./errors.js";
+import { Guard } from "./guard.js";
 import {
   chmodOp,
   chownOp,
   copyOp,
   deleteOp,
-  FsOpError,
   list,
   octal,
+  openForRead,
+  openForWrite,
   parseMode,
   renameOp,
-  statusOf,
-  toFsError,
 } from "./ops.js";
 
 // The agent's filesystem routes (the host validated the request and resolved `workingDir`; paths are
@@ -149,17 +150,10 @@ export async function handleFs(
 }
 
 async function readOp(path: string, res: ServerResponse): Promise<void> {
-  let fh: FileHandle;
+  const { fh, size } = await openForRead(path);
   try {
-    fh = await open(path, "r");
-  } catch (err) {
-    throw toFsError(err, path);
-  }
-  try {
-    const st = await fh.stat();
-    if (st.isDirectory()) throw new FsOpError("EISDIR", path, `EISDIR: is a directory, read '${path}'`);
     const headers: Record<string, string | number> = { "content-type": "application/octet-stream" };
-    if (st.isFile()) headers["content-length"] = st.size;
+    if (size !== undefined) headers["content-length"] = size;
     res.writeHead(200, headers);
     // The stream owns the handle from here (autoClose), and closes it on end, error or destroy.
     const stream = createReadStream("", { fd: fh.fd, autoClose: false, highWaterMark: 256 * 1024 });
@@ -176,27 +170,26 @@ async function writeOp(
   mode: number | null,
   mkdirParents: boolean,
 ): Promise<{ path: string; size: number; mode: string }> {
-  if (mkdirParents) {
-    try {
-      await mkdir(dirname(path), { recursive: true });
-    } catch (err) {
-      throw toFsError(err, dirname(path));
-    }
-  }
+  const g = new Guard();
+  if (mkdirParents) await g.mkdirs(dirname(path), (p) => mkdir(p));
+  const { dir, name } = await g.parent(path, "open", { rootCode: "EISDIR" });
   let fh: FileHandle;
   try {
-    fh = await open(path, "w", mode ?? 0o644);
-  } catch (err) {
-    throw toFsError(err, path);
+    fh = await openForWrite(g, dir, name, path, mode ?? 0o644);
+  } finally {
+    await dir.close();
   }
   try {
+    // A FIFO with a reader opens even with O_NONBLOCK; writes to it would then fail or stall: refused.
+    if ((await fh.stat()).isFIFO()) throw new FsOpError("EINVAL", path, `EINVAL: cannot write a FIFO, '${path}'`);
+    await fh.truncate(0); // only now that it is checked: open(O_TRUNC) would have cut a file it may not touch
     if (mode !== null) await fh.chmod(mode); // exact, whatever the umask or an earlier mode
     const out = createWriteStream("", { fd: fh.fd, autoClose: false, highWaterMark: 256 * 1024 });
     await pipeline(req, out);
     const st = await fh.stat();
     return { path, size: st.size, mode: octal(st.mode) };
   } catch (err) {
-    throw toFsError(err, path);
+    throw fsFailure(err, path, "write");
   } finally {
     await fh.close().catch(() => {});
   }

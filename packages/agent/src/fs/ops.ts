@@ -3,81 +3,41 @@ import {
   chmod,
   chown,
   copyFile,
+  type FileHandle,
   lchown,
   lstat,
   lutimes,
   mkdir,
+  open,
   readdir,
   readFile,
   readlink,
   rename,
   rmdir,
-  stat,
   symlink,
   unlink,
   utimes,
 } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
-import { fsErrorStatus } from "@ums/protocol/fs-errors";
+import { basename, isAbsolute, join } from "node:path";
+import { FS_RESERVED_PATH, isReservedPath, normalizeAbsolute } from "@ums/protocol/fs-reserved";
+import { FsOpError, fsFailure } from "./errors.js";
+import { Guard, type Pinned, reserved } from "./guard.js";
+
+export { FsOpError, statusOf, toFsError } from "./errors.js";
 
 // The filesystem operations of spec 4.4, run by the agent (or its worker, see worker.ts) inside the unit:
 // every path is resolved by the kernel in the unit's mount namespace, so no `..`, absolute path or symlink
-// can reach a host file. Paths arrive absolute (the host resolves `workingDir`). Failures are FsOpError
-// with the errno name and the path they are about (DESIGN.md section 8).
+// can reach a host file. Paths arrive absolute (the host resolves `workingDir`). Nothing in /.unit but
+// what the spec shows there read-only is reached, and every object is used through the descriptor it
+// was checked by, never by its path a second time (guard.ts). Failures are FsOpError with the errno
+// name and the path they are about (errors.ts).
 
-export class FsOpError extends Error {
-  constructor(
-    readonly code: string,
-    readonly path: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** HTTP status of an errno name: the one table, in @ums/protocol. */
-export const statusOf = fsErrorStatus;
-
-/** Turns a node fs error into an FsOpError; `path` is used when the error names none. */
-export function toFsError(err: unknown, path: string): FsOpError {
-  if (err instanceof FsOpError) return err;
-  const e = err as NodeJS.ErrnoException;
-  const code = typeof e?.code === "string" && /^E[A-Z0-9]+$/.test(e.code) ? e.code : "EIO";
-  // Two-path calls (rename, symlink, copyFile) name the destination in `dest`: that is the path an
-  // EEXIST, ENOTEMPTY or EISDIR is about.
-  const dest = (e as { dest?: unknown })?.dest;
-  const at =
-    typeof dest === "string" && ["EEXIST", "ENOTEMPTY", "EISDIR"].includes(code)
-      ? dest
-      : typeof e?.path === "string"
-        ? e.path
-        : path;
-  const what = e?.syscall ? `${e.syscall} ` : "";
-  return new FsOpError(code, at, `${code}: ${describe(code)}, ${what}'${at}'`);
-}
-
-function describe(code: string): string {
-  const m: Record<string, string> = {
-    ENOENT: "no such file or directory",
-    EEXIST: "file already exists",
-    EACCES: "permission denied",
-    EPERM: "operation not permitted",
-    ENOTDIR: "not a directory",
-    EISDIR: "is a directory",
-    ENOTEMPTY: "directory not empty",
-    EINVAL: "invalid argument",
-    ELOOP: "too many symbolic links",
-    EXDEV: "cross-device link",
-    ENOSPC: "no space left on device",
-  };
-  return m[code] ?? "operation failed";
-}
-
-const wrap = async <T>(path: string, fn: () => Promise<T>): Promise<T> => {
+/** Runs a call made through /proc/self/fd paths; its failure names `shown`, the caller's path. */
+const at = async <T>(shown: string, syscall: string, fn: () => Promise<T>): Promise<T> => {
   try {
     return await fn();
   } catch (err) {
-    throw toFsError(err, path);
+    throw fsFailure(err, shown, syscall);
   }
 };
 
@@ -123,7 +83,6 @@ export function entryOf(path: string, st: Stats): Entry {
 
 export const MAX_LIST = 10_000;
 
-/** Lists a directory (following a symlink to one); a file is listed as its one entry (DESIGN.md section 8). */
 /** A glob of `*` and `?` (anything else literal) as an anchored regular expression on a name. */
 export function globRegExp(glob: string): RegExp {
   const body = glob
@@ -133,58 +92,106 @@ export function globRegExp(glob: string): RegExp {
   return new RegExp(`^${body}$`, "s");
 }
 
+const isReservedError = (err: unknown): boolean => err instanceof FsOpError && err.code === FS_RESERVED_PATH;
+
+/** A directory below a listed one, by its real path: null when reserved (/.unit below /), gone, or moved. */
+async function openBelow(g: Guard, real: string, shown: string): Promise<Pinned | null> {
+  const d = await g.open(real, "read", { follow: false, directory: true }, shown).catch(() => null);
+  if (!d || d.real === real) return d;
+  await d.close();
+  return null;
+}
+
+/** Lists a directory (following a symlink to one); a file is listed as its one entry (spec 4.4). */
 export async function list(
   path: string,
   recursive: boolean,
   pattern: string | null = null,
 ): Promise<{ path: string; entries: Entry[]; count: number }> {
   const match = pattern ? globRegExp(pattern) : null;
-  const st = await wrap(path, () => stat(path));
-  if (!st.isDirectory()) {
-    const own = await wrap(path, () => lstat(path));
-    return { path, entries: [entryOf(path, own)], count: 1 };
-  }
-  const entries: Entry[] = [];
-  const queue = [path];
-  while (queue.length > 0 && entries.length < MAX_LIST) {
-    const dir = queue.shift() as string;
-    let names: string[];
-    try {
-      names = (await readdir(dir)).sort();
-    } catch (err) {
-      if (dir === path) throw toFsError(err, dir);
-      continue; // a subdirectory we may not read, or that went away meanwhile
-    }
-    for (const name of names) {
-      if (entries.length >= MAX_LIST) break;
-      const p = join(dir, name);
-      let s: Stats;
+  const g = new Guard();
+  const top = await g.pin(path, "read", { follow: true, syscall: "stat" });
+  try {
+    if (!(await top.stat()).isDirectory()) {
+      const own = await g.pin(path, "read", { follow: false, syscall: "lstat" });
       try {
-        s = await lstat(p);
-      } catch {
-        continue; // removed meanwhile
+        return { path, entries: [entryOf(path, await own.stat())], count: 1 };
+      } finally {
+        await own.close();
       }
-      const e = entryOf(p, s);
-      if (!match || match.test(name)) entries.push(e);
-      if (recursive && e.isDir) queue.push(p);
     }
+    const entries: Entry[] = [];
+    // Directories below are opened again by their real path, not followed through a symlink: one that was
+    // swapped for a link meanwhile is not there any more, and one that moved is skipped.
+    const queue: { shown: string; real: string }[] = [];
+    let dir: Pinned | null = top;
+    for (;;) {
+      if (dir) {
+        let names: string[];
+        try {
+          names = (await readdir(dir.proc)).sort();
+        } catch (err) {
+          if (dir === top) throw fsFailure(err, path, "scandir");
+          names = []; // a subdirectory we may not read
+        }
+        for (const name of names) {
+          if (entries.length >= MAX_LIST) break;
+          let s: Stats;
+          try {
+            s = await lstat(dir.at(name));
+          } catch {
+            continue; // removed meanwhile
+          }
+          const e = entryOf(join(dir.shown, name), s);
+          if (!match || match.test(name)) entries.push(e);
+          if (recursive && e.isDir) queue.push({ shown: e.path, real: join(dir.real, name) });
+        }
+        if (dir !== top) await dir.close();
+      }
+      const next = queue.shift();
+      if (!next || entries.length >= MAX_LIST) break;
+      dir = await openBelow(g, next.real, next.shown);
+    }
+    return { path, entries, count: entries.length };
+  } finally {
+    await top.close();
   }
-  return { path, entries, count: entries.length };
 }
 
-/** Post-order walk that never follows symlinks; `visit` sees every path below and including `root`. */
+/** One object met by `walk`: a name in a pinned directory, itself pinned (never through a symlink). */
+interface Node {
+  readonly parent: Pinned;
+  readonly name: string;
+  readonly self: Pinned;
+  readonly shown: string;
+  readonly st: Stats;
+}
+
+/**
+ * Visits everything below the pinned directory `dir`, pre- or post-order, sorted by name, never
+ * following a symlink: each name is opened in its pinned parent (O_NOFOLLOW) and checked for `access`;
+ * a reserved one (a bind of /.unit) fails the whole operation.
+ */
 async function walk(
-  root: string,
-  visit: (p: string, st: Stats) => Promise<void>,
+  g: Guard,
+  dir: Pinned,
+  access: "read" | "write",
+  visit: (n: Node) => Promise<void>,
   order: "pre" | "post",
 ): Promise<void> {
-  const st = await wrap(root, () => lstat(root));
-  if (order === "pre") await visit(root, st);
-  if (st.isDirectory()) {
-    const names = await wrap(root, () => readdir(root));
-    for (const n of names.sort()) await walk(join(root, n), visit, order);
+  const names = await at(dir.shown, "scandir", () => readdir(dir.proc));
+  for (const name of names.sort()) {
+    const self = await g.pinIn(dir, name, access, { follow: false, syscall: "lstat" });
+    try {
+      const st = await at(self.shown, "lstat", () => self.stat());
+      const node = { parent: dir, name, self, shown: self.shown, st };
+      if (order === "pre") await visit(node);
+      if (st.isDirectory()) await walk(g, self, access, visit, order);
+      if (order === "post") await visit(node);
+    } finally {
+      await self.close();
+    }
   }
-  if (order === "post") await visit(root, st);
 }
 
 export async function chmodOp(
@@ -193,22 +200,27 @@ export async function chmodOp(
   recursive: boolean,
 ): Promise<{ affected: { path: string; mode: string }[]; count: number }> {
   const affected: { path: string; mode: string }[] = [];
-  const top = await wrap(path, () => stat(path));
-  await wrap(path, () => chmod(path, mode));
-  affected.push({ path, mode: octal(mode) });
-  if (recursive && top.isDirectory()) {
-    const names = await wrap(path, () => readdir(path));
-    for (const n of names.sort()) {
+  const g = new Guard();
+  const top = await g.pin(path, "write", { follow: true, syscall: "chmod" });
+  try {
+    const st = await top.stat();
+    await at(path, "chmod", () => chmod(top.proc, mode));
+    affected.push({ path, mode: octal(mode) });
+    if (recursive && st.isDirectory()) {
       await walk(
-        join(path, n),
-        async (p, st) => {
-          if (st.isSymbolicLink()) return; // chmod would follow it out of the tree
-          await wrap(p, () => chmod(p, mode));
-          affected.push({ path: p, mode: octal(mode) });
+        g,
+        top,
+        "write",
+        async (n) => {
+          if (n.st.isSymbolicLink()) return; // chmod would follow it out of the tree
+          await at(n.shown, "chmod", () => chmod(n.self.proc, mode));
+          affected.push({ path: n.shown, mode: octal(mode) });
         },
         "pre",
       );
     }
+  } finally {
+    await top.close();
   }
   return { affected, count: affected.length };
 }
@@ -222,9 +234,11 @@ export async function resolveOwner(
   if (typeof value === "number") return value;
   if (/^\d+$/.test(value)) return Number(value);
   let text = "";
-  try {
-    text = await readFile(file, "utf8");
-  } catch {}
+  const db = await new Guard().pin(file, "read", { follow: true }).catch(() => null);
+  if (db) {
+    text = await readFile(db.proc, "utf8").catch(() => "");
+    await db.close();
+  }
   for (const line of text.split("\n")) {
     const f = line.split(":");
     if (f[0] === value && f[2] !== undefined && /^\d+$/.test(f[2])) return Number(f[2]);
@@ -241,62 +255,165 @@ export async function chownOp(
   const uid = await resolveOwner(uidIn, "/etc/passwd");
   const gid = await resolveOwner(gidIn, "/etc/group");
   const affected: { path: string; uid: number; gid: number }[] = [];
-  const top = await wrap(path, () => stat(path));
-  await wrap(path, () => chown(path, uid, gid));
-  affected.push({ path, uid: uid === -1 ? top.uid : uid, gid: gid === -1 ? top.gid : gid });
-  if (recursive && top.isDirectory()) {
-    const names = await wrap(path, () => readdir(path));
-    for (const n of names.sort()) {
+  const g = new Guard();
+  const top = await g.pin(path, "write", { follow: true, syscall: "chown" });
+  try {
+    const st = await top.stat();
+    await at(path, "chown", () => chown(top.proc, uid, gid));
+    affected.push({ path, uid: uid === -1 ? st.uid : uid, gid: gid === -1 ? st.gid : gid });
+    if (recursive && st.isDirectory()) {
       await walk(
-        join(path, n),
-        async (p, st) => {
-          await wrap(p, () => lchown(p, uid, gid));
-          affected.push({ path: p, uid: uid === -1 ? st.uid : uid, gid: gid === -1 ? st.gid : gid });
+        g,
+        top,
+        "write",
+        async (n) => {
+          // A symlink's own owner: lchown of the name in its pinned directory (no lookup beyond it).
+          await at(n.shown, "lchown", () =>
+            n.st.isSymbolicLink() ? lchown(n.parent.at(n.name), uid, gid) : chown(n.self.proc, uid, gid),
+          );
+          affected.push({ path: n.shown, uid: uid === -1 ? n.st.uid : uid, gid: gid === -1 ? n.st.gid : gid });
         },
         "pre",
       );
     }
+  } finally {
+    await top.close();
   }
   return { affected, count: affected.length };
 }
 
 export async function deleteOp(path: string, recursive: boolean): Promise<{ deleted: string[]; count: number }> {
-  const st = await wrap(path, () => lstat(path));
+  const g = new Guard();
+  const { dir, name } = await g.parent(path, "lstat");
   const deleted: string[] = [];
-  if (!st.isDirectory()) {
-    await wrap(path, () => unlink(path));
-    deleted.push(path);
-  } else if (!recursive) {
-    await wrap(path, () => rmdir(path));
-    deleted.push(path);
-  } else {
-    await walk(
-      path,
-      async (p, s) => {
-        await wrap(p, () => (s.isDirectory() ? rmdir(p) : unlink(p)));
-        deleted.push(p);
-      },
-      "post",
-    );
+  try {
+    const self = await g.pinIn(dir, name, "write", { follow: false, syscall: "lstat" }, path);
+    try {
+      const st = await self.stat();
+      if (!st.isDirectory()) {
+        await at(path, "unlink", () => unlink(dir.at(name)));
+      } else {
+        if (recursive) {
+          await walk(
+            g,
+            self,
+            "write",
+            async (n) => {
+              const isDir = n.st.isDirectory();
+              await at(n.shown, isDir ? "rmdir" : "unlink", () =>
+                isDir ? rmdir(n.parent.at(n.name)) : unlink(n.parent.at(n.name)),
+              );
+              deleted.push(n.shown);
+            },
+            "post",
+          );
+        }
+        await at(path, "rmdir", () => rmdir(dir.at(name)));
+      }
+      deleted.push(path);
+    } finally {
+      await self.close();
+    }
+  } finally {
+    await dir.close();
   }
   return { deleted, count: deleted.length };
 }
 
+/** rename(2) errors about the destination (it exists, is not empty, is a directory) name it. */
+const aboutDest = (code: string) => ["EEXIST", "ENOTEMPTY", "EISDIR"].includes(code);
+
 export async function renameOp(source: string, dest: string): Promise<{ source: string; dest: string }> {
-  await wrap(source, async () => {
-    await lstat(source);
-    await rename(source, dest);
-  });
+  const g = new Guard();
+  const from = await g.parent(source, "rename");
+  try {
+    const to = await g.parent(dest, "rename");
+    try {
+      await (await g.pinIn(from.dir, from.name, "write", { follow: false, syscall: "lstat" }, source)).close();
+      try {
+        await rename(from.dir.at(from.name), to.dir.at(to.name));
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? "";
+        throw fsFailure(err, aboutDest(code) ? dest : source, "rename");
+      }
+    } finally {
+      await to.dir.close();
+    }
+  } finally {
+    await from.dir.close();
+  }
   return { source, dest };
 }
 
-async function exists(p: string): Promise<Stats | null> {
+const O_WRITE = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const MAX_HOPS = 40; // the kernel's own limit on symlinks in one lookup
+
+/**
+ * Opens `name` in the pinned directory `dir` for writing, creating it with `mode` when missing, as
+ * open(O_WRONLY|O_CREAT) would, without truncating (the caller truncates once the file is checked).
+ * A symlink there is followed the way the kernel would, one hop at a time, each hop's directory pinned
+ * and checked. O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging a worker thread.
+ */
+export async function openForWrite(
+  g: Guard,
+  dir0: Pinned,
+  name0: string,
+  shown: string,
+  mode: number,
+): Promise<FileHandle> {
+  let dir = dir0;
+  let name = name0;
   try {
-    return await stat(p);
-  } catch {
-    return null;
+    for (let hops = 0; ; hops++) {
+      let fh: FileHandle;
+      try {
+        fh = await open(dir.at(name), O_WRITE, mode);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ELOOP" || hops >= MAX_HOPS) throw fsFailure(err, shown, "open");
+        const target = await at(shown, "open", () => readlink(dir.at(name)));
+        const next = await g.parent(isAbsolute(target) ? target : join(dir.real, target), "open", {
+          rootCode: "EISDIR",
+          shown,
+        });
+        if (dir !== dir0) await dir.close();
+        dir = next.dir;
+        name = next.name;
+        continue;
+      }
+      try {
+        await g.check(fh.fd, "write", shown);
+      } catch (err) {
+        await fh.close().catch(() => {});
+        throw err;
+      }
+      return fh;
+    }
+  } finally {
+    if (dir !== dir0) await dir.close();
   }
 }
+
+/** Opens `path` for reading, through the descriptor its check pinned (guard.ts); a directory is EISDIR. */
+export async function openForRead(path: string): Promise<{ fh: FileHandle; size: number | undefined }> {
+  const pinned = await new Guard().pin(path, "read", { follow: true });
+  try {
+    const st = await pinned.stat();
+    if (st.isDirectory()) throw new FsOpError("EISDIR", path, `EISDIR: is a directory, read '${path}'`);
+    // Opening a FIFO waits for a writer: a unit could hang the agent's threads with one.
+    if (st.isFIFO()) throw new FsOpError("EINVAL", path, `EINVAL: cannot read a FIFO, '${path}'`);
+    let fh: FileHandle;
+    try {
+      fh = await open(pinned.proc, "r");
+    } catch (err) {
+      throw fsFailure(err, path, "open");
+    }
+    return { fh, size: st.isFile() ? st.size : undefined };
+  } finally {
+    await pinned.close();
+  }
+}
+
+const procFd = (fh: FileHandle) => `/proc/self/fd/${fh.fd}`;
 
 export async function copyOp(
   source: string,
@@ -304,58 +421,126 @@ export async function copyOp(
   recursive: boolean,
   preserveAttrs: boolean,
 ): Promise<{ copied: { source: string; dest: string }[]; count: number; totalBytes: number }> {
-  const st = await wrap(source, () => lstat(source));
-  if (st.isDirectory() && !recursive) {
-    throw new FsOpError("EISDIR", source, `EISDIR: is a directory (copy it with recursive: true), '${source}'`);
-  }
-  // cp semantics: copying onto an existing directory puts the copy inside it.
-  const destStat = await exists(destIn);
-  const dest = destStat?.isDirectory() ? join(destIn, basename(source)) : destIn;
-  if (dest === source || (st.isDirectory() && `${dest}/`.startsWith(`${source}/`))) {
-    throw new FsOpError("EINVAL", dest, `EINVAL: cannot copy '${source}' into itself ('${dest}')`);
-  }
-  const copied: { source: string; dest: string }[] = [];
-  let totalBytes = 0;
-  const attrs = async (to: string, s: Stats) => {
-    if (!preserveAttrs) return;
-    if (!s.isSymbolicLink()) await wrap(to, () => chmod(to, s.mode & 0o7777));
-    try {
-      await lchown(to, s.uid, s.gid);
-    } catch (err) {
-      // like cp -p: a user cannot give files away; keeping the copier's ownership is not an error
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== "EPERM" && code !== "EINVAL") throw toFsError(err, to);
+  const g = new Guard();
+  const src = await g.pin(source, "read", { follow: false, syscall: "lstat" });
+  const pinned: Pinned[] = [src];
+  try {
+    const st = await src.stat();
+    if (st.isDirectory() && !recursive) {
+      throw new FsOpError("EISDIR", source, `EISDIR: is a directory (copy it with recursive: true), '${source}'`);
     }
-    await wrap(to, () => (s.isSymbolicLink() ? lutimes(to, s.atime, s.mtime) : utimes(to, s.atime, s.mtime)));
-  };
-  const copyOne = async (from: string, to: string): Promise<void> => {
-    const s = await wrap(from, () => lstat(from));
-    if (s.isDirectory()) {
-      await wrap(to, () =>
-        mkdir(to, { mode: s.mode & 0o7777 }).catch(async (err: NodeJS.ErrnoException) => {
-          if (err.code !== "EEXIST" || !(await exists(to))?.isDirectory()) throw err;
-        }),
-      );
-      copied.push({ source: from, dest: to });
-      const names = await wrap(from, () => readdir(from));
-      for (const n of names.sort()) await copyOne(join(from, n), join(to, n));
-      await attrs(to, s);
-    } else if (s.isSymbolicLink()) {
-      const target = await wrap(from, () => readlink(from));
-      await wrap(to, () => symlink(target, to));
-      copied.push({ source: from, dest: to });
-      await attrs(to, s);
-    } else if (s.isFile()) {
-      // FICLONE: a reflink on btrfs (no data copied), a plain copy elsewhere.
-      await wrap(to, () => copyFile(from, to, constants.COPYFILE_FICLONE));
-      totalBytes += s.size;
-      copied.push({ source: from, dest: to });
-      await attrs(to, s);
+    // A symlink is copied as a link: its text is read by name in its pinned directory.
+    const srcParent = st.isSymbolicLink() ? await g.parent(source, "readlink", { access: "read" }) : null;
+    if (srcParent) pinned.push(srcParent.dir);
+    // cp semantics: copying onto an existing directory puts the copy inside it.
+    const into = await g.pin(destIn, "write", { follow: true, directory: true, syscall: "stat" }).catch((err) => {
+      if (isReservedError(err)) throw err;
+      return null;
+    });
+    let toDir: Pinned;
+    let toName: string;
+    let dest: string;
+    if (into) {
+      pinned.push(into);
+      toDir = into;
+      toName = basename(normalizeAbsolute(source));
+      dest = join(destIn, toName);
+      if (toName === "") throw new FsOpError("EINVAL", source, `EINVAL: cannot copy '${source}'`);
     } else {
-      throw new FsOpError("EINVAL", from, `EINVAL: cannot copy a special file, '${from}'`);
+      const p = await g.parent(destIn, "stat", { rootCode: "EEXIST" });
+      pinned.push(p.dir);
+      toDir = p.dir;
+      toName = p.name;
+      dest = destIn;
     }
-  };
-  await wrap(dirname(dest), () => stat(dirname(dest)));
-  await copyOne(source, dest);
-  return { copied, count: copied.length, totalBytes };
+    const destReal = join(toDir.real, toName);
+    const below = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : `${dir}/`);
+    if (
+      normalizeAbsolute(dest) === normalizeAbsolute(source) ||
+      destReal === src.real ||
+      (st.isDirectory() && (below(normalizeAbsolute(dest), normalizeAbsolute(source)) || below(destReal, src.real)))
+    ) {
+      throw new FsOpError("EINVAL", dest, `EINVAL: cannot copy '${source}' into itself ('${dest}')`);
+    }
+    const copied: { source: string; dest: string }[] = [];
+    let totalBytes = 0;
+
+    const attrs = async (to: string, shown: string, s: Stats, isLink: boolean) => {
+      if (!preserveAttrs) return;
+      if (!isLink) await at(shown, "chmod", () => chmod(to, s.mode & 0o7777));
+      try {
+        await lchown(to, s.uid, s.gid);
+      } catch (err) {
+        // like cp -p: a user cannot give files away; keeping the copier's ownership is not an error
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== "EPERM" && code !== "EINVAL") throw fsFailure(err, shown, "lchown");
+      }
+      await at(shown, "utimes", () => (isLink ? lutimes(to, s.atime, s.mtime) : utimes(to, s.atime, s.mtime)));
+    };
+
+    const copyOne = async (
+      from: Pinned,
+      fromParent: Pinned | null,
+      fromName: string,
+      dir: Pinned,
+      name: string,
+      toShown: string,
+    ): Promise<void> => {
+      if (isReservedPath(join(dir.real, name), "write")) throw reserved(toShown, "write");
+      const s = await at(from.shown, "lstat", () => from.stat());
+      if (s.isDirectory()) {
+        try {
+          await mkdir(dir.at(name), { mode: s.mode & 0o7777 });
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw fsFailure(err, toShown, "mkdir");
+        }
+        const to = await g
+          .pinIn(dir, name, "write", { follow: true, directory: true, syscall: "mkdir" }, toShown)
+          .catch((err) => {
+            if (err instanceof FsOpError && err.code === "ENOTDIR")
+              throw fsFailure({ code: "EEXIST" }, toShown, "mkdir");
+            throw err;
+          });
+        try {
+          copied.push({ source: from.shown, dest: toShown });
+          const names = await at(from.shown, "scandir", () => readdir(from.proc));
+          for (const n of names.sort()) {
+            const child = await g.pinIn(from, n, "read", { follow: false, syscall: "lstat" });
+            try {
+              await copyOne(child, from, n, to, n, join(toShown, n));
+            } finally {
+              await child.close();
+            }
+          }
+          await attrs(to.proc, toShown, s, false);
+        } finally {
+          await to.close();
+        }
+      } else if (s.isSymbolicLink()) {
+        if (!fromParent) throw new FsOpError("EINVAL", from.shown, `EINVAL: cannot read the link '${from.shown}'`);
+        const target = await at(from.shown, "readlink", () => readlink(fromParent.at(fromName)));
+        await at(toShown, "symlink", () => symlink(target, dir.at(name)));
+        copied.push({ source: from.shown, dest: toShown });
+        await attrs(dir.at(name), toShown, s, true);
+      } else if (s.isFile()) {
+        const out = await openForWrite(g, dir, name, toShown, s.mode & 0o777);
+        try {
+          // FICLONE: a reflink on btrfs (no data copied), a plain copy elsewhere. Both ends are the
+          // checked descriptors (their /proc/self/fd links), so nothing is looked up by name again.
+          await at(toShown, "copyfile", () => copyFile(from.proc, procFd(out), constants.COPYFILE_FICLONE));
+          totalBytes += s.size;
+          copied.push({ source: from.shown, dest: toShown });
+          await attrs(procFd(out), toShown, s, false);
+        } finally {
+          await out.close().catch(() => {});
+        }
+      } else {
+        throw new FsOpError("EINVAL", from.shown, `EINVAL: cannot copy a special file, '${from.shown}'`);
+      }
+    };
+    await copyOne(src, srcParent?.dir ?? null, srcParent?.name ?? "", toDir, toName, dest);
+    return { copied, count: copied.length, totalBytes };
+  } finally {
+    for (const p of pinned) await p.close();
+  }
 }

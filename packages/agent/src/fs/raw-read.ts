@@ -1,9 +1,10 @@
-import { type FileHandle, open } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import type { IncomingMessage } from "node:http";
 import { isAbsolute } from "node:path";
 import type { Duplex } from "node:stream";
 import { rejectUpgrade, validation } from "../http/respond.js";
-import { FsOpError, statusOf, toFsError } from "./ops.js";
+import { statusOf, toFsError } from "./errors.js";
+import { openForRead } from "./ops.js";
 
 // The host's file reads (issue 4: 1 GiB at the speed of the disk, with flat memory). On a connection
 // handed to the process with the identity asked for (router.ts), the host sends
@@ -36,21 +37,17 @@ export function fsUpgrade(req: IncomingMessage, socket: Duplex): void {
 
 async function rawRead(path: string, socket: Duplex): Promise<void> {
   let fh: FileHandle;
+  let size: number | undefined;
   try {
-    fh = await open(path, "r");
+    ({ fh, size } = await openForRead(path));
   } catch (err) {
     const e = toFsError(err, path);
     return void rejectUpgrade(socket, statusOf(e.code), { error: e.message, code: e.code, path: e.path });
   }
   try {
-    const st = await fh.stat();
-    if (st.isDirectory()) {
-      const e = new FsOpError("EISDIR", path, `EISDIR: is a directory, read '${path}'`);
-      return void rejectUpgrade(socket, statusOf(e.code), { error: e.message, code: e.code, path: e.path });
-    }
     socket.write(
       "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" +
-        `Upgrade: ${RAW_READ}\r\n${st.isFile() ? `X-Ums-Size: ${st.size}\r\n` : ""}\r\n`,
+        `Upgrade: ${RAW_READ}\r\n${size !== undefined ? `X-Ums-Size: ${size}\r\n` : ""}\r\n`,
     );
     await sendFile(fh, socket);
     socket.end();

@@ -1,6 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { dirname } from "node:path";
 import type { Duplex } from "node:stream";
 import type { AgentConfig } from "../config.js";
 import { rejectUpgrade, validation } from "../http/respond.js";
@@ -41,12 +40,7 @@ export class FsRouter {
   }
 
   private getWorker(): FsWorker {
-    this.worker ??= new FsWorker(
-      this.config.user.uid,
-      this.config.user.gid,
-      dirname(this.config.socketPath),
-      this.entry,
-    );
+    this.worker ??= new FsWorker(this.config.user.uid, this.config.user.gid, this.config.runDir, this.entry);
     return this.worker;
   }
 

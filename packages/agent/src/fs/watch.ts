@@ -1,9 +1,11 @@
-import { type FSWatcher, lstatSync, readdirSync, type Stats, watch } from "node:fs";
+import { closeSync, type FSWatcher, fstatSync, lstatSync, readdirSync, type Stats, watch } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import { isAbsolute, join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
 import type { FsWatchEvent } from "@ums/protocol";
 import { type RawData, type WebSocket, WebSocketServer } from "ws";
+import { FsOpError } from "./errors.js";
+import { pinSync } from "./guard.js";
 
 // File watch websocket (GET /fs/watch): the client subscribes to paths, recursive or not; the agent
 // watches them with inotify (node's fs.watch, one watch per directory: a recursive subscription adds the
@@ -42,32 +44,55 @@ export class PathWatch {
     private readonly recursive: boolean,
     private readonly emit: (e: WatchEvent) => void,
   ) {
-    const st = lstatSync(root); // throws ENOENT & co. to the subscriber
-    this.known.set(root, { ino: st.ino, isDir: st.isDirectory() });
-    if (st.isDirectory()) this.addDir(root);
-    else this.watchOne(root, false);
-  }
-
-  private addDir(dir: string): void {
-    if (this.closed || this.watchers.has(dir) || this.watchers.size >= MAX_DIRS) return;
-    this.watchOne(dir, true);
-    let names: string[] = [];
+    // Throws ENOENT & co., or the refusal of a reserved path, to the subscriber (guard.ts).
+    const { fd } = pinSync(root, "read", { follow: true });
     try {
-      names = readdirSync(dir);
-    } catch {}
-    for (const n of names) {
-      const p = join(dir, n);
-      const st = lstatOrNull(p);
-      if (!st) continue;
-      this.known.set(p, { ino: st.ino, isDir: st.isDirectory() });
-      if (this.recursive && st.isDirectory()) this.addDir(p);
+      const st = fstatSync(fd);
+      this.known.set(root, { ino: st.ino, isDir: st.isDirectory() });
+      if (st.isDirectory()) this.addDir(root, fd);
+      else this.watchOne(root, fd, false);
+    } finally {
+      closeSync(fd);
     }
   }
 
-  private watchOne(path: string, isDir: boolean): void {
+  /**
+   * Watches directory `dir` (and with `recursive` those below): through the descriptor that pinned and
+   * checked it, so a directory swapped for a symlink meanwhile is never what gets watched or listed.
+   */
+  private addDir(dir: string, pinned?: number): void {
+    if (this.closed || this.watchers.has(dir) || this.watchers.size >= MAX_DIRS) return;
+    let fd = pinned;
+    if (fd === undefined) {
+      try {
+        fd = pinSync(dir, "read", { follow: false, directory: true }).fd;
+      } catch {
+        return; // gone, replaced by a non-directory, or reserved (a bind of /.unit): not watched
+      }
+    }
+    try {
+      this.watchOne(dir, fd, true);
+      let names: string[] = [];
+      try {
+        names = readdirSync(`/proc/self/fd/${fd}`);
+      } catch {}
+      for (const n of names) {
+        const st = lstatOrNull(`/proc/self/fd/${fd}/${n}`);
+        if (!st) continue;
+        const p = join(dir, n);
+        this.known.set(p, { ino: st.ino, isDir: st.isDirectory() });
+        if (this.recursive && st.isDirectory()) this.addDir(p);
+      }
+    } finally {
+      if (pinned === undefined) closeSync(fd);
+    }
+  }
+
+  /** inotify on the pinned object itself (its /proc/self/fd link); events are reported under `path`. */
+  private watchOne(path: string, fd: number, isDir: boolean): void {
     let w: FSWatcher;
     try {
-      w = watch(path, { persistent: false });
+      w = watch(`/proc/self/fd/${fd}`, { persistent: false });
     } catch {
       return;
     }
@@ -159,6 +184,7 @@ export class PathWatch {
 }
 
 function errorCode(err: unknown): string {
+  if (err instanceof FsOpError) return err.code;
   const c = (err as NodeJS.ErrnoException)?.code;
   return typeof c === "string" && /^E[A-Z0-9]+$/.test(c) ? c : "EIO";
 }
@@ -207,7 +233,8 @@ export class FsWatchSockets {
           } catch (err) {
             subs.delete(p);
             const code = errorCode(err);
-            send({ type: "error", error: `${code}: cannot watch '${p}'`, code, path: p });
+            const error = err instanceof FsOpError && !/^E/.test(code) ? err.message : `${code}: cannot watch '${p}'`;
+            send({ type: "error", error, code, path: p });
           }
         }
         if (ok.length > 0) send({ type: "subscribed", paths: ok });

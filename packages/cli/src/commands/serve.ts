@@ -55,6 +55,14 @@ export function serveCommand(): Command {
       "--connectors-config <file>",
       "JSON file with provider URL overrides, OAuth clients and platform keys (env UMS_CONNECTORS_CONFIG)",
     )
+    .option(
+      "--agent-connect-timeout <duration>",
+      "how long to wait for a connection to a unit's agent (env UMS_AGENT_CONNECT_TIMEOUT, default 5s)",
+    )
+    .option(
+      "--agent-answer-timeout <duration>",
+      "how long to wait for a unit agent's first answer; a unit whose agent misses it is restarted by the next request (env UMS_AGENT_ANSWER_TIMEOUT, default 10s)",
+    )
     .action(
       async (opts: {
         dataDir?: string;
@@ -75,6 +83,8 @@ export function serveCommand(): Command {
         connectorsConfig?: string;
         unitPids?: string;
         unitCpu?: string;
+        agentConnectTimeout?: string;
+        agentAnswerTimeout?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
         // (the first start builds the base image) aborts the start; later ones stop the server.
@@ -88,9 +98,11 @@ export function serveCommand(): Command {
             onSignal?.(sig);
           });
         }
-        const { createLogger, resolveConfig, startServer } = await import("@ums/server");
+        const { createLogger, installLastResort, resolveConfig, startServer } = await import("@ums/server");
         const config = resolveConfig(opts);
         const logger = createLogger();
+        // An error nothing handled is logged and counted, and the server keeps serving (faults.ts).
+        installLastResort(logger);
         let server: Awaited<ReturnType<typeof startServer>>;
         try {
           server = await startServer(config, { logger, signal: starting.signal });

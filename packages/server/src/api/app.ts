@@ -28,11 +28,12 @@ import { UnitService } from "./units/service.js";
 import { validatorCompiler } from "./validation.js";
 
 /**
- * OAuth codes and states, keys some clients put in a query, and the environment given to an exec
- * (`env=NAME=VALUE`, often a credential) stay out of the log.
+ * OAuth codes and states, keys some clients put in a query, and the environment and argv given
+ * to an exec (`env=NAME=VALUE`, `cmd=…`: commands carry credentials too, issue #19 finding 10)
+ * stay out of the log.
  */
 export function redactQuery(url: string): string {
-  return url.replace(/([?&](?:code|state|api_key|access_token|token|key|env)=)[^&]*/gi, "$1[redacted]");
+  return url.replace(/([?&](?:code|state|api_key|access_token|token|key|env|cmd)=)[^&]*/gi, "$1[redacted]");
 }
 
 /** The port the server listens on (the config may say 0: any free port). */
@@ -123,7 +124,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
 
-  const httpTargets = deps.httpTargets ?? new HttpTargets(deps.runtime);
+  const httpTargets = deps.httpTargets ?? new HttpTargets(deps.runtime, deps.lifecycle);
   const proxy = {
     lifecycle: deps.lifecycle,
     runtime: deps.runtime,

@@ -5,11 +5,12 @@ import { OAuthFlow } from "../api/connectors/oauth.js";
 import { connectorRoutes } from "../api/connectors/routes.js";
 import { ConnectorService } from "../api/connectors/service.js";
 import type { ApiInstance } from "../api/instance.js";
-import type { ServerConfig } from "../config.js";
+import { parseDnsServer, type ServerConfig } from "../config.js";
 import type { UnitRuntime } from "../runtime/runtime.js";
 import type { ConnectorRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { TtlCache } from "./gateway/cache.js";
+import { systemResolver, upstreamResolver } from "./gateway/pinned-target.js";
 import { createGatewayServer } from "./gateway/server.js";
 import { GatewayUnitAddressBook } from "./gateway/unit-address.js";
 import { loadConnectorsConfig, ProviderRegistry } from "./registry/registry.js";
@@ -52,6 +53,12 @@ export async function openConnectors(o: ConnectorsOpts): Promise<Connectors> {
     addresses: new GatewayUnitAddressBook(o.runtime),
     apiBase: o.apiBase,
     log: o.log,
+    // Provider host names resolve through the server's DNS upstream when one is set (the one
+    // units' lookups go to), else through the system resolver.
+    targets: {
+      resolve: o.config.dnsUpstream ? upstreamResolver(parseDnsServer(o.config.dnsUpstream)) : systemResolver,
+      allowed: registry.allowedBaseUrlRanges,
+    },
   });
   const gatewayPort = () => {
     const a = gateway.address();
@@ -74,6 +81,8 @@ export async function openConnectors(o: ConnectorsOpts): Promise<Connectors> {
         gateway.once("error", reject);
         gateway.listen({ host: "0.0.0.0", port: o.config.gatewayPort }, () => {
           gateway.off("error", reject);
+          // Units connect here: a failed accept later is logged, never the end of ums serve.
+          gateway.on("error", (err) => o.log.error({ err }, "connectors gateway socket error"));
           resolve(gatewayPort());
         });
       }),

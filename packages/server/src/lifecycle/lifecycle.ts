@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { failpoint } from "../failpoints/failpoints.js";
-import { agentHealth } from "../runtime/agent-client.js";
+import { type AgentTimeouts, agentHealth, DEFAULT_AGENT_TIMEOUTS } from "../runtime/agent-client.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
 import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
@@ -17,6 +17,8 @@ export interface LifecycleConfig {
   readonly sweepMs: number;
   /** CPU use (fraction of one core) above which a unit counts as busy even with nothing attached. */
   readonly busyCpu: number;
+  /** How long the host waits on a unit's agent (default DEFAULT_AGENT_TIMEOUTS). */
+  readonly agentTimeouts?: AgentTimeouts;
 }
 
 export class RunningLimitError extends Error {}
@@ -45,9 +47,13 @@ interface Tracked {
   aliveAt?: number;
   /** Set while the unit is being paused, stopped or restored: requests take the slow path. */
   changing?: boolean;
+  /** Why the unit's agent is taken for stuck (it missed a deadline): the next acquire restarts it. */
+  unhealthy?: string;
 }
 
 const ALIVE_FOR_MS = 1000;
+/** How long a stuck-looking agent gets to answer /health before its unit is restarted. */
+const STUCK_PROBE_MS = 3000;
 
 /**
  * Unit lifecycle (DESIGN.md section 3): cold → running on demand, running → warm when idle,
@@ -108,7 +114,10 @@ export class Lifecycle {
       await this.runtime.completeRestore(unitId);
       this.log.info({ unitId, checkpoint }, "finished a restore interrupted by a crash");
     }
-    this.timer = setInterval(() => void this.sweep(), this.cfg.sweepMs);
+    this.timer = setInterval(
+      () => this.sweep().catch((err) => this.log.error({ err }, "the idle sweep failed; the next one tries again")),
+      this.cfg.sweepMs,
+    );
     this.timer.unref();
   }
 
@@ -145,12 +154,22 @@ export class Lifecycle {
   private async ensureRunning(org: OrgRecord, unit: UnitRecord): Promise<void> {
     let current = this.statusOf(unit.id);
     if (current === "running") {
+      const unhealthy = this.tracked.get(unit.id)?.unhealthy;
       if (await this.runtime.isAlive(unit.id)) {
-        this.markAlive(unit.id);
-        return;
+        if (unhealthy === undefined || (await this.agentAnswers(unit.id))) {
+          this.markAlive(unit.id);
+          return;
+        }
+        // Spec 2.4: its agent missed a deadline and does not answer now either (stopped or traced
+        // by unit root, say): the unit is restarted rather than left to hang every request.
+        this.log.warn(
+          { unit: unit.name, unitId: unit.id, reason: unhealthy },
+          "a unit's agent is stuck; restarting it",
+        );
+      } else {
+        // Its processes are gone (the agent was killed, say): clean up and boot it again.
+        this.log.warn({ unit: unit.name, unitId: unit.id }, "a running unit died; booting it again");
       }
-      // Its processes are gone (the agent was killed, say): clean up and boot it again.
-      this.log.warn({ unit: unit.name, unitId: unit.id }, "a running unit died; booting it again");
       await this.runtime.stop(unit.id);
       await this.hooks.stopped(unit.id);
       this.tracked.delete(unit.id);
@@ -172,6 +191,37 @@ export class Lifecycle {
   suspect(unitId: string): void {
     const t = this.tracked.get(unitId);
     if (t) t.aliveAt = 0;
+  }
+
+  /** How long the host waits on units' agents (issue #19 finding 8). */
+  get agentTimeouts(): AgentTimeouts {
+    return this.cfg.agentTimeouts ?? DEFAULT_AGENT_TIMEOUTS;
+  }
+
+  /**
+   * A call to the unit's agent missed its deadline: the unit is unhealthy (spec 2.4), and the next
+   * acquire restarts it unless its agent answers by then (a stopped agent that was continued).
+   */
+  agentTimedOut(unitId: string, reason: string): void {
+    const t = this.tracked.get(unitId);
+    if (t?.status !== "running") return;
+    if (t.unhealthy === undefined) {
+      this.log.warn({ unit: t.name, unitId, reason }, "a unit's agent missed a deadline; the unit is unhealthy");
+      t.unhealthy = reason;
+    }
+    t.aliveAt = 0;
+  }
+
+  /** Whether the unit's agent answers /health now; clears the unit's unhealthy mark when it does. */
+  private async agentAnswers(unitId: string): Promise<boolean> {
+    try {
+      await agentHealth(this.runtime.agentSocket(unitId), Math.min(STUCK_PROBE_MS, this.agentTimeouts.answerMs));
+    } catch {
+      return false;
+    }
+    const t = this.tracked.get(unitId);
+    if (t) t.unhealthy = undefined;
+    return true;
   }
 
   private markAlive(id: string): void {
@@ -390,7 +440,10 @@ export class Lifecycle {
     });
   }
 
-  /** Spec 2.4: healthy when the agent answers in time. */
+  /**
+   * Spec 2.4: healthy when the agent answers in time. One that does not is marked as stuck: the
+   * next request restarts the unit (unless the agent answers by then).
+   */
   async health(
     unit: UnitRecord,
     timeoutMs = 2000,
@@ -402,13 +455,15 @@ export class Lifecycle {
     }
     try {
       await agentHealth(this.runtime.agentSocket(unit.id), timeoutMs);
-      return { status: "healthy", reason: null };
     } catch (err) {
-      return {
-        status: "unhealthy",
-        reason: `agent did not answer: ${err instanceof Error ? err.message : String(err)}`,
-      };
+      const why = `agent did not answer: ${err instanceof Error ? err.message : String(err)}`;
+      this.agentTimedOut(unit.id, why);
+      const first = this.tracked.get(unit.id)?.unhealthy ?? why;
+      return { status: "unhealthy", reason: `${first}; the next request restarts the unit` };
     }
+    const t = this.tracked.get(unit.id);
+    if (t) t.unhealthy = undefined;
+    return { status: "healthy", reason: null };
   }
 
   private track(unit: UnitRecord, status: UnitStatus): void {

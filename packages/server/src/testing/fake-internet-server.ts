@@ -1,23 +1,40 @@
 /**
  * The processes of the fake internet (see fake-internet.ts), run inside its network namespace:
- * a DNS server answering A queries for the configured names, an HTTP server on each name's
- * address (port 80: `GET /` says who it is, `GET /stream` sends a line every 50 ms until the
- * connection ends) and a control endpoint on the DNS address, port 8053, listing the queries seen.
+ * a DNS server answering A queries for the configured names (and A or AAAA queries for records
+ * set later), an HTTP server on each name's address (port 80 and any extra ports: `GET /` says
+ * who it is, `GET /stream` sends a line every 50 ms until the connection ends) and a control
+ * endpoint on the DNS address, port 8053, listing the queries seen (`POST /records` sets records).
  * Started as `node fake-internet-server.js '<json config>'`; prints `ready` once listening.
  */
 import { createSocket } from "node:dgram";
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import * as dns from "dns-packet";
 
 interface Config {
   dnsIp: string;
   ttlS: number;
   hosts: Record<string, string>;
+  ports: number[];
 }
 
 const cfg = JSON.parse(process.argv[2] ?? "{}") as Config;
 const queries: { name: string; type: string }[] = [];
-const streams = new Set<import("node:http").ServerResponse>();
+/** Records set through the control endpoint: name → answer sets (see FakeInternet.setRecords). */
+let records: Record<string, string[][]> = {};
+/** How often each name was asked for each type (the records answer by this count). */
+const asked = new Map<string, number>();
+
+/** The answers of a record to its n-th query of this type (the last set repeats). */
+function recordAnswers(name: string, type: string): string[] | undefined {
+  const sets = records[name];
+  if (!sets || sets.length === 0) return undefined;
+  const key = `${name} ${type}`;
+  const n = asked.get(key) ?? 0;
+  asked.set(key, n + 1);
+  const set = sets[Math.min(n, sets.length - 1)] ?? [];
+  return set.filter((ip) => (type === "AAAA" ? ip.includes(":") : !ip.includes(":")));
+}
+const streams = new Set<ServerResponse>();
 
 const udp = createSocket("udp4");
 udp.on("message", (msg, rinfo) => {
@@ -32,9 +49,13 @@ udp.on("message", (msg, rinfo) => {
   const name = question.name.toLowerCase();
   queries.push({ name, type: String(question.type) });
   const ip = cfg.hosts[name];
+  const extra = recordAnswers(name, String(question.type));
   const answers: dns.Answer[] =
     ip && question.type === "A" ? [{ type: "A", name: question.name, ttl: cfg.ttlS, data: ip }] : [];
-  const rcode = ip ? 0 : 3; // NXDOMAIN for names the fake internet does not have
+  for (const data of extra ?? []) {
+    answers.push({ type: question.type === "AAAA" ? "AAAA" : "A", name: question.name, ttl: 0, data });
+  }
+  const rcode = ip || extra ? 0 : 3; // NXDOMAIN for names the fake internet does not have
   udp.send(
     dns.encode({
       type: "response",
@@ -52,6 +73,17 @@ const listens: Promise<void>[] = [
   new Promise((resolve) => udp.bind(53, cfg.dnsIp, () => resolve())),
   new Promise((resolve) =>
     createServer((req, res) => {
+      if (req.url === "/records" && req.method === "POST") {
+        const parts: Buffer[] = [];
+        req.on("data", (d: Buffer) => parts.push(d));
+        req.on("end", () => {
+          const set = JSON.parse(Buffer.concat(parts).toString() || "{}") as Record<string, string[][]>;
+          records = Object.fromEntries(Object.entries(set).map(([n, sets]) => [n.toLowerCase(), sets]));
+          asked.clear();
+          res.end("{}");
+        });
+        return;
+      }
       if (req.url === "/reset") queries.length = 0;
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ queries, streams: streams.size }));
@@ -59,7 +91,7 @@ const listens: Promise<void>[] = [
   ),
 ];
 for (const [name, ip] of Object.entries(cfg.hosts)) {
-  const server = createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     if (req.url === "/stream") {
       res.writeHead(200, { "content-type": "text/plain" });
       streams.add(res);
@@ -71,8 +103,10 @@ for (const [name, ip] of Object.entries(cfg.hosts)) {
       return;
     }
     res.end(`hello from ${name}\n`);
-  });
-  listens.push(new Promise((resolve) => server.listen(80, ip, () => resolve())));
+  };
+  for (const port of cfg.ports ?? [80]) {
+    listens.push(new Promise((resolve) => createServer(handler).listen(port, ip, () => resolve())));
+  }
 }
 await Promise.all(listens);
 process.stdout.write("ready\n");

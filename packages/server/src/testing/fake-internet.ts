@@ -25,6 +25,13 @@ export interface FakeInternet {
   readonly hostLinkIp: string;
   /** What its DNS server was asked, and how many /stream responses are open. */
   seen(): Promise<{ queries: { name: string; type: string }[]; streams: number }>;
+  /**
+   * Sets more DNS records (no HTTP server behind them; replacing those set before): name → answer
+   * sets. The n-th query of a type for the name gets the n-th set, the last one repeating, so a
+   * name can change its answer between two lookups (DNS rebinding). IPv4 addresses answer A
+   * queries, IPv6 ones AAAA; TTL 0.
+   */
+  setRecords(records: Readonly<Record<string, readonly (readonly string[])[]>>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -32,6 +39,8 @@ export interface FakeInternetOpts {
   readonly names: readonly string[];
   /** TTL of its DNS answers (default 30 s). */
   readonly ttlS?: number;
+  /** Ports the names' HTTP servers listen on besides 80. */
+  readonly httpPorts?: readonly number[];
 }
 
 const SLICES = 16;
@@ -103,7 +112,12 @@ export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInt
     // Replies to units' (masqueraded) connections arrive here and are routed on to the unit.
     await run("sh", ["-c", `echo 1 > /proc/sys/net/ipv4/conf/${hostIf}/forwarding`]);
     const script = fileURLToPath(new URL("./fake-internet-server.js", import.meta.url));
-    const serve = { dnsIp, ttlS: opts.ttlS ?? 30, hosts: { ...hosts, "raw.invalid": rawIp } };
+    const serve = {
+      dnsIp,
+      ttlS: opts.ttlS ?? 30,
+      hosts: { ...hosts, "raw.invalid": rawIp },
+      ports: [80, ...(opts.httpPorts ?? [])],
+    };
     const proc = spawn("ip", ["netns", "exec", ns, process.execPath, script, JSON.stringify(serve)], {
       stdio: ["ignore", "pipe", "inherit"],
     });
@@ -125,6 +139,10 @@ export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInt
     async seen() {
       const res = await fetch(`http://${dnsIp}:8053/`);
       return (await res.json()) as { queries: { name: string; type: string }[]; streams: number };
+    },
+    async setRecords(records) {
+      const res = await fetch(`http://${dnsIp}:8053/records`, { method: "POST", body: JSON.stringify(records) });
+      if (!res.ok) throw new Error(`fake internet: setting records answered ${res.status}`);
     },
     close: cleanup,
   };

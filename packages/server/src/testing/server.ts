@@ -52,10 +52,13 @@ export interface TestServerOpts {
   connectorsConfig?: string;
   /** Every log line of the server, at debug level (tests grep it for secrets). */
   logStream?: NodeJS.WritableStream;
+  /** An existing data dir to start on (a restart); it is the caller's: kept at close. */
+  dataDir?: string;
 }
 
 export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
-  const dataDir = await mkdtemp(join(tmpdir(), "ums-test-"));
+  const ownDir = overrides.dataDir === undefined;
+  const dataDir = overrides.dataDir ?? (await mkdtemp(join(tmpdir(), "ums-test-")));
   const db = await dialect.createDatabase();
   const config = resolveConfig(
     {
@@ -86,7 +89,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
     // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.
     await rt.release().catch(() => {});
     await db.drop().catch(() => {});
-    await rm(dataDir, { recursive: true, force: true });
+    if (ownDir) await rm(dataDir, { recursive: true, force: true });
     throw err;
   }
   const defaults = config.orgDefaults;
@@ -137,7 +140,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       await unmountBelow(join(dataDir, "run")).catch((err) => failures.push(err));
       await rt.release();
       await db.drop();
-      await rm(dataDir, { recursive: true, force: true });
+      if (ownDir) await rm(dataDir, { recursive: true, force: true });
       if (failures.length > 0) throw new AggregateError(failures, "test server cleanup failed");
     },
   };

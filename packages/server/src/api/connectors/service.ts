@@ -97,7 +97,7 @@ export class ConnectorService {
         "api_key: must be '<access key id>:<secret access key>[:<region>]' for this provider",
       ]);
     }
-    const base = checkBaseApiUrl(p, body.base_api_url, this.deps.registry.allowPrivateBaseUrls);
+    const base = checkBaseApiUrl(p, body.base_api_url, this.deps.registry);
     // A key identifier that reveals nothing of the key (spec 2.11 provider_account_id).
     const fingerprint = createHash("sha256").update(body.api_key).digest("hex").slice(0, 12);
     return this.insert({

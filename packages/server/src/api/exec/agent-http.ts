@@ -1,4 +1,5 @@
 import { type IncomingMessage, request } from "node:http";
+import { type AgentEndpoint, boundAnswer } from "../../runtime/agent-client.js";
 
 export interface AgentResponse {
   readonly status: number;
@@ -7,27 +8,33 @@ export interface AgentResponse {
   readonly stream?: IncomingMessage;
 }
 
-/** A plain HTTP request to the unit agent over its Unix socket. */
+/**
+ * A plain HTTP request to the unit agent over its Unix socket. The endpoint's timeouts bound the
+ * wait for the answer: the response head of a stream, the whole body otherwise.
+ */
 export function agentRequest(
-  socketPath: string,
+  ep: AgentEndpoint,
   method: string,
   path: string,
-  opts: { stream?: boolean; timeoutMs?: number } = {},
+  opts: { stream?: boolean } = {},
 ): Promise<AgentResponse> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, method, path, timeout: opts.timeoutMs ?? 10_000 }, (res) => {
+    const req = request({ socketPath: ep.path, method, path, agent: false }, (res) => {
+      res.on("error", reject);
       if (opts.stream && res.statusCode === 200) {
-        res.socket?.setTimeout(0);
+        deadline.answered();
         return resolve({ status: 200, body: "", stream: res });
       }
       let body = "";
       res.setEncoding("utf8").on("data", (d: string) => {
         body += d;
       });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-      res.on("error", reject);
+      res.on("end", () => {
+        deadline.answered();
+        resolve({ status: res.statusCode ?? 0, body });
+      });
     });
-    req.on("timeout", () => req.destroy(new Error("the unit's agent did not answer in time")));
+    const deadline = boundAnswer(req, ep);
     req.on("error", reject);
     req.end();
   });

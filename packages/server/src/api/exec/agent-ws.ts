@@ -1,32 +1,67 @@
+import { connect } from "node:net";
 import WebSocket from "ws";
+import { AgentDeadline, type AgentEndpoint } from "../../runtime/agent-client.js";
+
+/** At most this much of a refusal's body is kept (the agent is the unit's: it may send anything). */
+const MAX_REFUSAL_BYTES = 64 * 1024;
+
+/** The agent refused the upgrade with an HTTP answer; `body` is what it said (spec section 7 JSON, usually). */
+export class AgentRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
+    super(body || `the unit's agent answered ${status}`);
+  }
+}
 
 /**
- * Opens a websocket to the unit agent's exec endpoint over its Unix socket (DESIGN.md section 8).
- * It comes back paused: frames that arrived with the handshake (a quick command's whole output)
- * wait until the caller has its listeners on and calls `resume()`.
+ * Opens a websocket to the unit agent's exec endpoint over its Unix socket (spec 4.3). It comes back
+ * paused: frames that arrived with the handshake (a quick command's whole output) wait until the
+ * caller has its listeners on and calls `resume()`.
+ *
+ * Fails with `AgentRefusal` when the agent answers the upgrade with anything but 101, and with the
+ * endpoint's timeout error when it does not connect or answer in time (issue #19 finding 8). The
+ * socket always has an 'error' listener (issue #19 finding 6): a handshake aborted with `terminate()`
+ * reports its error on the next tick, and an error after `open` must not crash the server before
+ * the caller has added its own listeners.
  */
-export function connectAgent(socketPath: string, path: string): Promise<WebSocket> {
+export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws+unix://${socketPath}:${path}`, { perMessageDeflate: false });
-    const fail = (err: Error) => {
-      ws.removeAllListeners();
+    let settled = false;
+    const deadline = new AgentDeadline(ep, (err) => fail(err));
+    const ws = new WebSocket(`ws+unix://${ep.path}:${path}`, {
+      perMessageDeflate: false,
+      createConnection: () => {
+        const socket = connect({ path: ep.path });
+        deadline.watch(socket);
+        return socket;
+      },
+    });
+    function fail(err: Error): void {
+      if (settled) return;
+      settled = true;
+      deadline.answered();
       ws.terminate();
       reject(err);
-    };
+    }
+    ws.on("error", fail);
     ws.once("open", () => {
+      if (settled) return ws.terminate();
+      settled = true;
+      deadline.answered();
       ws.pause();
-      ws.removeListener("error", fail);
       resolve(ws);
     });
-    ws.once("error", fail);
+    // The refusal's body is part of the agent's answer: the deadline stays armed until it has come.
     ws.once("unexpected-response", (_req, res) => {
       let body = "";
-      res.setEncoding("utf8").on("data", (d: string) => {
-        body += d;
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => {
+        if (body.length < MAX_REFUSAL_BYTES) body += d.slice(0, MAX_REFUSAL_BYTES - body.length);
       });
-      res.on("end", () =>
-        fail(Object.assign(new Error(body || `agent answered ${res.statusCode}`), { status: res.statusCode, body })),
-      );
+      res.on("error", fail);
+      res.on("end", () => fail(new AgentRefusal(res.statusCode ?? 0, body)));
     });
   });
 }

@@ -7,7 +7,7 @@ const EXIT = 3;
 const STDIN_EOF = 4;
 
 /**
- * Non-TTY exec over plain HTTP (spec 4.3; DESIGN.md section 8): every agent frame (first byte the
+ * Non-TTY exec over plain HTTP (spec 4.3): every agent frame (first byte the
  * stream id) is written and flushed as its own chunk, uncompressed, and the two-byte exit frame
  * `[3, code]` ends the response. The request body is the process's stdin when `stdin=true`.
  */
@@ -52,6 +52,7 @@ export function pipeHttpExec(
   });
   agent.on("close", () => fail("the unit's agent closed the session before the process exited"));
   agent.on("error", (err) => fail(`lost the unit's agent: ${err.message}`));
+  if (agent.readyState !== agent.OPEN) fail("the unit's agent closed the session before the process exited");
   agent.resume();
   // The client went away: end the session (the agent kills the process of a session nobody holds).
   res.on("close", () => {
@@ -60,6 +61,7 @@ export function pipeHttpExec(
   });
 
   const body = req.raw;
+  body.on("error", () => agent.terminate());
   if (!stdin) {
     body.resume();
     return;

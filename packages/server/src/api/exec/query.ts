@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { ApiError } from "../errors.js";
 
-/** Spec 4.3 and DESIGN.md section 8: the exec query, for HTTP and websocket exec alike. */
+/** Spec 4.3: the exec query, for HTTP and websocket exec alike. */
 export const ExecQuery = Type.Object(
   {
     cmd: Type.Array(Type.String({ maxLength: 65536 }), {
@@ -49,6 +49,11 @@ const ENV_ENTRY = /^[A-Za-z_][A-Za-z0-9_]*=/s;
 
 /** The agent's query string for an exec request; rejects what the schema cannot say. */
 export function agentExecQuery(q: ExecQueryValue, overrides: Record<string, string> = {}): string {
+  if (q.cmd[0] === "") {
+    throw ApiError.validation([
+      "cmd: the first value is the program to run and must not be empty (e.g. ?cmd=ls&cmd=-l)",
+    ]);
+  }
   const bad = (q.env ?? []).filter((e) => !ENV_ENTRY.test(e));
   if (bad.length > 0) {
     throw ApiError.validation(bad.map((e) => `env: '${e.slice(0, 40)}' is not KEY=VALUE (KEY: letters, digits, _)`));

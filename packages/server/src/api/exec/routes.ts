@@ -9,11 +9,12 @@ import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
+import { agentEndpoint } from "./agent-endpoint.js";
 import { agentRequest } from "./agent-http.js";
 import { connectAgent } from "./agent-ws.js";
 import { pipeHttpExec } from "./http-exec.js";
 import { agentExecQuery, ExecQuery, type ExecQueryValue } from "./query.js";
-import { joinWebsockets } from "./ws-proxy.js";
+import { holdAgentSocket, joinWebsockets } from "./ws-proxy.js";
 
 export interface ExecDeps {
   readonly units: UnitService;
@@ -36,6 +37,9 @@ const SessionParams = Type.Object({
   name: Type.String({ maxLength: 256 }),
   id: Type.String({ pattern: "^\\d{1,9}$" }),
 });
+
+/** The unit could not be reached (502) or its agent did not answer in time (504, UMS_AGENT_TIMEOUT). */
+const agentErrors = { 502: ErrorBody, 504: ErrorBody } as const;
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -61,6 +65,7 @@ export async function acquire(lifecycle: Lifecycle, org: OrgRecord, unit: UnitRe
 }
 
 function agentFailure(err: unknown): ApiError {
+  if (err instanceof ApiError) return err; // e.g. the 504 of a missed deadline (agent-endpoint.ts)
   const e = err as { status?: number; body?: string; message?: string };
   if (e.status && e.status < 500 && e.body) {
     try {
@@ -72,7 +77,7 @@ function agentFailure(err: unknown): ApiError {
   return new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent is not reachable: ${e.message ?? String(err)}`);
 }
 
-/** Spec 4.3 and DESIGN.md section 8: exec over HTTP and websockets, sessions, kill. */
+/** Spec 4.3: exec over HTTP and websockets, sessions, kill. */
 export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: ExecDeps): void {
   const tags = ["exec"];
   // HTTP exec bodies are raw stdin bytes of any type.
@@ -80,7 +85,10 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
   app.addContentTypeParser("*", (_req, _payload, done) => done(null));
 
   /** Wakes the unit and opens the agent websocket; errors become HTTP errors before any upgrade. */
-  async function openSession(req: import("fastify").FastifyRequest, path: string): Promise<void> {
+  async function openSession(
+    req: import("fastify").FastifyRequest,
+    path: string,
+  ): Promise<{ agent: WebSocket; release: () => void }> {
     const { name } = req.params as { name: string };
     const unit = await units.require(req.auth.org, name);
     // A unit that died since it was last seen alive fails the first connect: check it (booting it
@@ -88,9 +96,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
     for (let attempt = 1; ; attempt++) {
       const release = await acquire(lifecycle, req.auth.org, unit);
       try {
-        req.agentSocket = await connectAgent(runtime.agentSocket(unit.id), path);
-        req.releaseUnit = release;
-        return;
+        return { agent: await connectAgent(agentEndpoint(runtime, lifecycle, unit), path), release };
       } catch (err) {
         release();
         const refused = /ECONNREFUSED|ENOENT/.test(String((err as { code?: string }).code ?? err));
@@ -108,15 +114,17 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
         summary: "Run a command (non-TTY); the response streams stream-id-prefixed frames and ends with [3, exit code]",
         params: UnitParams,
         querystring: ExecQuery,
-        response: { ...commonErrors, ...notFound, 502: ErrorBody },
+        response: { ...commonErrors, ...notFound, ...agentErrors },
       },
     },
     async (req, reply) => {
       const q = req.query as ExecQueryValue;
       // Port notifications travel only on websockets: the agent need not watch ports for this one.
-      await openSession(req, `/exec?${agentExecQuery({ ...q, tty: false }, { ports: "false" })}`);
-      const agent = req.agentSocket as WebSocket;
-      pipeHttpExec(req, reply, agent, q.stdin ?? false, req.releaseUnit ?? (() => {}));
+      const { agent, release } = await openSession(
+        req,
+        `/exec?${agentExecQuery({ ...q, tty: false }, { ports: "false" })}`,
+      );
+      pipeHttpExec(req, reply, agent, q.stdin ?? false, release);
     },
   );
 
@@ -128,20 +136,22 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       summary: "List exec sessions (plain GET) or start one (websocket upgrade, DESIGN.md section 8)",
       params: UnitParams,
       querystring: Type.Partial(ExecQuery),
-      response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound },
+      response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound, ...agentErrors },
     },
     preHandler: async (req) => {
       if (!req.ws) return;
       const q = req.query as Partial<ExecQueryValue>;
       if (!q.cmd || q.cmd.length === 0) throw ApiError.validation(["cmd: is required"]);
-      await openSession(req, `/exec?${agentExecQuery(q as ExecQueryValue)}`);
+      const { agent, release } = await openSession(req, `/exec?${agentExecQuery(q as ExecQueryValue)}`);
+      holdAgentSocket(req, agent, release);
     },
     handler: async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
       if (lifecycle.statusOf(unit.id) === "cold") return [];
       const release = await acquire(lifecycle, req.auth.org, unit);
       try {
-        const res = await agentRequest(runtime.agentSocket(unit.id), "GET", "/exec");
+        const res = await agentRequest(agentEndpoint(runtime, lifecycle, unit), "GET", "/exec");
+        if (res.status !== 200) throw agentFailure({ status: res.status, body: res.body });
         return JSON.parse(res.body);
       } catch (err) {
         throw agentFailure(err);
@@ -159,13 +169,14 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       tags,
       summary: "Attach to a live exec session (websocket)",
       params: SessionParams,
-      response: { ...notFound },
+      response: { ...notFound, ...agentErrors },
     },
     preHandler: async (req) => {
       if (!req.ws)
         throw new ApiError(400, ErrorCode.Validation, "attach with a websocket upgrade (Connection: Upgrade)");
       const { id } = req.params as { id: string };
-      await openSession(req, `/exec/${id}`);
+      const { agent, release } = await openSession(req, `/exec/${id}`);
+      holdAgentSocket(req, agent, release);
     },
     handler: async () => {
       throw new ApiError(400, ErrorCode.Validation, "attach with a websocket upgrade (Connection: Upgrade)");
@@ -187,7 +198,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
           },
           { additionalProperties: false },
         ),
-        response: { ...commonErrors, 404: ErrorBody },
+        response: { ...commonErrors, 404: ErrorBody, ...agentErrors },
       },
     },
     async (req, reply) => {
@@ -202,7 +213,7 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       });
       let res: Awaited<ReturnType<typeof agentRequest>>;
       try {
-        res = await agentRequest(runtime.agentSocket(unit.id), "POST", `/exec/${req.params.id}/kill?${q}`, {
+        res = await agentRequest(agentEndpoint(runtime, lifecycle, unit), "POST", `/exec/${req.params.id}/kill?${q}`, {
           stream: true,
         });
       } catch (err) {
@@ -215,15 +226,25 @@ export function execRoutes(app: ApiInstance, { units, lifecycle, runtime }: Exec
       }
       reply.hijack();
       reply.raw.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
-      res.stream?.on("data", (chunk: Buffer) => reply.raw.write(chunk));
-      res.stream?.on("end", () => {
-        reply.raw.end();
+      const stream = res.stream;
+      let ended = false;
+      const end = (last?: string) => {
+        if (ended) return;
+        ended = true;
+        if (!reply.raw.writableEnded) reply.raw.end(last);
+        stream?.destroy();
         release();
+      };
+      stream?.on("data", (chunk: Buffer) => {
+        // A write after the end is an 'error' event on the response, which nothing here listens to.
+        if (!reply.raw.writableEnded) reply.raw.write(chunk);
       });
-      res.stream?.on("error", (err) => {
-        reply.raw.end(`${JSON.stringify({ type: "error", message: `lost the unit's agent: ${err.message}` })}\n`);
-        release();
-      });
+      stream?.on("end", () => end());
+      stream?.on("error", (err) =>
+        end(`${JSON.stringify({ type: "error", message: `lost the unit's agent: ${err.message}` })}\n`),
+      );
+      // The client left: the kill goes on in the unit, but nothing here waits for it any more.
+      reply.raw.once("close", () => end());
     },
   );
 }

@@ -1,16 +1,55 @@
+import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
+
+/** Agent websockets a `joinWebsockets` took over (from then on it owns their end). */
+const joined = new WeakSet<WebSocket>();
+
+/**
+ * Parks the agent websocket a preHandler opened, and the unit hold that goes with it, on `req`
+ * until the route's wsHandler joins it to the client's. A client that leaves before its upgrade is
+ * completed never reaches the wsHandler: its socket's close then ends the agent's websocket and
+ * releases the unit, which would otherwise stay open and awake for good.
+ */
+export function holdAgentSocket(req: FastifyRequest, agent: WebSocket, release: () => void): void {
+  let released = false;
+  const releaseOnce = () => {
+    if (released) return;
+    released = true;
+    release();
+  };
+  req.agentSocket = agent;
+  req.releaseUnit = releaseOnce;
+  const client = req.raw.socket;
+  const abandon = () => {
+    if (joined.has(agent)) return;
+    agent.terminate();
+    releaseOnce();
+  };
+  if (client.destroyed) abandon();
+  else client.once("close", abandon);
+}
 
 /**
  * Joins a client websocket to the agent's, message for message (binary stays binary, text stays
- * text) so the framing of DESIGN.md section 8 passes through untouched; close codes too.
+ * text) so the exec framing (spec 4.3) passes through untouched; close codes too. Errors on either
+ * side end both (issue #19 finding 6: every socket has an 'error' listener).
  */
 export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => void): void {
+  joined.add(agent);
   let closed = false;
   const finish = () => {
     if (closed) return;
     closed = true;
     done();
   };
+  agent.on("error", () => client.terminate());
+  client.on("error", () => agent.terminate());
+  if (agent.readyState !== agent.OPEN) {
+    // The agent went away between its handshake and this one.
+    if (client.readyState === client.OPEN) client.close(1011, "the unit's agent closed the session");
+    finish();
+    return;
+  }
   agent.on("message", (data, isBinary) => {
     if (client.readyState === client.OPEN) client.send(data, { binary: isBinary });
   });
@@ -25,8 +64,6 @@ export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => 
     if (agent.readyState === agent.OPEN || agent.readyState === agent.CONNECTING) agent.close(validCode(code), reason);
     finish();
   });
-  agent.on("error", () => client.terminate());
-  client.on("error", () => agent.terminate());
   agent.resume();
 }
 

@@ -5,6 +5,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { plainEndpoint } from "../../runtime/agent-client.js";
 import { agentRead } from "./agent.js";
 
 // agentRead against fake agents at the test edge (the real agent is tested in api/fs/fs.test.ts and
@@ -46,7 +47,7 @@ describe("agentRead", () => {
   });
 
   it("relays a raw read to a client response, whole and with its size", async () => {
-    const read = await agentRead(join(dir, "raw.sock"), "user", "/f");
+    const read = await agentRead(plainEndpoint(join(dir, "raw.sock")), "user", "/f");
     assert.ok(!(read instanceof IncomingMessage));
     assert.equal(read.size, DATA.length);
     const client = createServer((_req, res) => {
@@ -66,7 +67,7 @@ describe("agentRead", () => {
   });
 
   it("hands back the ordinary answer of an agent from before raw reads", async () => {
-    const read = await agentRead(join(dir, "old.sock"), "user", "/f");
+    const read = await agentRead(plainEndpoint(join(dir, "old.sock")), "user", "/f");
     assert.ok(read instanceof IncomingMessage);
     assert.equal(read.statusCode, 200);
     let text = "";

@@ -2,6 +2,7 @@ import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import { ErrorCode, fsErrorStatus } from "@ums/protocol";
+import { type AgentEndpoint, boundAnswer } from "../../runtime/agent-client.js";
 import { ApiError } from "../errors.js";
 import { RelaySocket } from "./relay.js";
 
@@ -29,18 +30,20 @@ export class FsHttpError extends Error {
  * `Upgrade: ums-fs` on the agent's socket; after the 101 the agent has handed the connection to that
  * process (the unit user's worker, or the agent itself for root), which serves plain HTTP on it
  * (packages/agent/src/fs/router.ts). File bytes then flow between this server and that process only.
+ * The 101 is the agent's first answer: the endpoint's timeouts bound the wait for it (issue #19
+ * finding 8); the operation that follows is bounded by its own idle timeout (`agentFs`, `agentRead`).
  */
-function connectFs(socketPath: string, as: "user" | "root", own?: Socket): Promise<Socket> {
+function connectFs(ep: AgentEndpoint, as: "user" | "root", own?: Socket): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const req = request({
-      ...(own ? { createConnection: () => own } : { socketPath, agent: false }),
+      ...(own ? { createConnection: () => own } : { socketPath: ep.path, agent: false }),
       method: "GET",
       path: `/fs/connect?as=${as}`,
       headers: { connection: "Upgrade", upgrade: "ums-fs" },
     });
-    req.setTimeout(30_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    const deadline = boundAnswer(req, ep);
     req.on("upgrade", (_res, socket, head) => {
-      req.setTimeout(0);
+      deadline.answered();
       socket.setTimeout(0);
       if (head.length > 0) socket.unshift(head);
       resolve(socket as Socket);
@@ -48,10 +51,11 @@ function connectFs(socketPath: string, as: "user" | "root", own?: Socket): Promi
     req.on("response", (res) => {
       let body = "";
       res.setEncoding("utf8").on("data", (d: string) => {
-        body += d;
+        if (body.length < 4096) body += d;
       });
+      res.on("error", reject);
       res.on("end", () =>
-        reject(new Error(`the agent refused the filesystem connection (${res.statusCode}): ${body}`)),
+        reject(new Error(`the agent refused the filesystem connection (${res.statusCode}): ${body.slice(0, 4096)}`)),
       );
     });
     req.on("error", reject);
@@ -65,14 +69,14 @@ function connectFs(socketPath: string, as: "user" | "root", own?: Socket): Promi
  * buffered but JSON. Resolves with the response once its head arrives.
  */
 export async function agentFs(
-  socketPath: string,
+  ep: AgentEndpoint,
   as: "user" | "root",
   method: string,
   path: string,
   body?: Readable | string,
   headers: Record<string, string> = {},
 ): Promise<IncomingMessage> {
-  const socket = await connectFs(socketPath, as);
+  const socket = await connectFs(ep, as);
   return new Promise((resolve, reject) => {
     const req = request(
       { createConnection: () => socket, method, path, headers: { ...headers, connection: "close" } },
@@ -103,12 +107,12 @@ export interface RawRead {
  * could not (an error to read with `agentFailure`).
  */
 export async function agentRead(
-  socketPath: string,
+  ep: AgentEndpoint,
   as: "user" | "root",
   path: string,
 ): Promise<RawRead | IncomingMessage> {
-  const relay = new RelaySocket(socketPath);
-  const socket = await connectFs(socketPath, as, relay.socket).catch((err) => {
+  const relay = new RelaySocket(ep.path);
+  const socket = await connectFs(ep, as, relay.socket).catch((err) => {
     relay.socket.destroy();
     throw err;
   });
@@ -171,7 +175,8 @@ function agentError(
   parsed: { error?: string; errors?: string[]; code?: string; path?: string } | undefined,
 ): Error {
   const code = parsed?.code ?? "";
-  if (/^E[A-Z0-9]+$/.test(code)) {
+  // An errno name, or the refusal of a path in /.unit (403, @ums/protocol fs-reserved.ts).
+  if (/^E[A-Z0-9]+$/.test(code) || code === ErrorCode.FsReservedPath) {
     return new FsHttpError(fsErrorStatus(code), code, parsed?.path, parsed?.error ?? code);
   }
   if (status === 400 && parsed?.errors) return ApiError.validation(parsed.errors);

@@ -29,6 +29,9 @@ export class RelaySocket {
       path: socketPath,
       onread: { buffer, callback: (n) => this.onRead(buffer.subarray(0, n)) },
     });
+    // Its users come and go (the HTTP client until the 101, then `relayTo`): between them an error
+    // must find a listener (issue #19 finding 6). Each user sees the error or the close on its own.
+    this.socket.on("error", () => {});
   }
 
   private onRead(chunk: Buffer): boolean {
@@ -75,7 +78,7 @@ export class RelaySocket {
         else res.write(chunk, (err) => (err ? settle(false) : then()));
       };
       res.once("close", () => settle(res.writableFinished));
-      socket.once("error", () => settle(false));
+      socket.on("error", () => settle(false));
       socket.once("close", () => {
         if (!socket.readableEnded) settle(false);
       });

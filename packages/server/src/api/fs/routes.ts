@@ -24,11 +24,13 @@ import {
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { AgentEndpoint } from "../../runtime/agent-client.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import { ApiError, sendError } from "../errors.js";
+import { agentEndpoint } from "../exec/agent-endpoint.js";
 import { connectAgent } from "../exec/agent-ws.js";
 import { acquire } from "../exec/routes.js";
-import { joinWebsockets } from "../exec/ws-proxy.js";
+import { holdAgentSocket, joinWebsockets } from "../exec/ws-proxy.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
@@ -58,6 +60,7 @@ const ListQuery = Type.Object(
 const fsErrors = {
   400: Type.Union([FsErrorBody, Type.Object({ errors: Type.Array(Type.String()), code: Type.String() })]),
   401: ErrorBody,
+  403: FsErrorBody,
   404: Type.Union([FsErrorBody, ErrorBody]),
   500: FsErrorBody,
   502: ErrorBody,
@@ -95,22 +98,24 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
     return sendError(err, req, reply);
   });
 
-  /** Wakes the unit; returns its agent socket and the release of the unit. */
-  async function open(req: FastifyRequest): Promise<{ socket: string; release: () => void }> {
+  /** Wakes the unit; returns its agent and the release of the unit. */
+  async function open(req: FastifyRequest): Promise<{ socket: AgentEndpoint; release: () => void }> {
     const { name } = req.params as { name: string };
     const unit = await units.require(req.auth.org, name);
     const release = await acquire(lifecycle, req.auth.org, unit);
-    return { socket: runtime.agentSocket(unit.id), release };
+    return { socket: agentEndpoint(runtime, lifecycle, unit), release };
   }
 
-  const unreachable = (err: unknown) =>
-    err instanceof ApiError || err instanceof FsHttpError
-      ? err
-      : new ApiError(
-          502,
-          ErrorCode.UnitUnavailable,
-          `the unit's agent is not reachable: ${err instanceof Error ? err.message : String(err)}`,
-        );
+  /**
+   * A failure to reach the agent, as the client may see it: a system error names only its code (its
+   * message names the agent's socket, a host path); ours say what happened.
+   */
+  const unreachable = (err: unknown) => {
+    if (err instanceof ApiError || err instanceof FsHttpError) return err;
+    const code = (err as NodeJS.ErrnoException)?.code;
+    const why = typeof code === "string" ? code : err instanceof Error ? err.message : String(err);
+    return new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent is not reachable (${why})`);
+  };
 
   /** A JSON operation: POST /fs/{op}?as=… with the resolved body. */
   async function jsonOp(req: FastifyRequest, op: string, asRoot: boolean | undefined, body: object): Promise<unknown> {
@@ -373,11 +378,14 @@ export function fsRoutes(app: ApiInstance, { units, lifecycle, runtime }: FsDeps
       response: { 404: ErrorBody },
     },
     preHandler: async (req) => {
-      if (!req.ws) throw ApiError.validation(["watch with a websocket upgrade (Connection: Upgrade)"]);
+      if (!req.ws) {
+        // A unit that is not the caller's answers 404 whatever the request (security/cross-org.test.ts).
+        await units.require(req.auth.org, (req.params as { name: string }).name);
+        throw ApiError.validation(["watch with a websocket upgrade (Connection: Upgrade)"]);
+      }
       const { socket, release } = await open(req);
       try {
-        req.agentSocket = await connectAgent(socket, "/fs/watch");
-        req.releaseUnit = release;
+        holdAgentSocket(req, await connectAgent(socket, "/fs/watch"), release);
       } catch (err) {
         release();
         throw unreachable(err);

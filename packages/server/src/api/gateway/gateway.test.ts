@@ -25,11 +25,14 @@ interface Req {
   headers?: Record<string, string>;
   body?: string;
   bodyBytes?: number;
+  timeoutMs?: number;
 }
 interface Res {
   status: number;
   headers: Record<string, string>;
   text: string;
+  /** Which of the client's connections it went on (1, 2, …). */
+  socket?: number;
 }
 
 /** Issue #7: the gateway, called from inside real units, against fake providers on the host's loopback. */
@@ -288,6 +291,25 @@ describe("connector gateway from inside units", () => {
     assert.equal((await inUnit("web", [{ path: p("/v1/units") }]))[0]?.status, 403, "web lacks the 'ci' label");
     assert.equal((await call("GET", "/v1/units/made-by-unit")).status, 200);
     assert.equal((await call("DELETE", "/v1/units/made-by-unit")).status, 204);
+  });
+
+  it("a provider not reached: 502 for a 300 KB POST, and the connection carries the next request", async () => {
+    // Issue #19 finding 10: the body the 502 came before must not block the kept-alive connection.
+    const r = await call("POST", "/v1/oauth/connections/api_key", {
+      provider: "custom_api",
+      api_key: customKey,
+      base_api_url: "http://127.0.0.1:1",
+      access_policy: { allow_all: true },
+    });
+    assert.equal(r.status, 201, r.text);
+    const path = `/v1/gateway/custom_api/${r.body.connection.id}/upload`;
+    const [post, next] = await inUnit("web", [
+      { path, method: "POST", bodyBytes: 300 * 1024, timeoutMs: 10_000 },
+      { path, timeoutMs: 10_000 },
+    ]);
+    assert.equal(post?.status, 502, post?.text);
+    assert.equal(next?.status, 502, `the next request got an answer: ${next?.text}`);
+    assert.equal(next?.socket, post?.socket, "on the same connection");
   });
 
   it("another organization's connector is not found; unknown paths are 404", async () => {

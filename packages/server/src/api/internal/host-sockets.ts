@@ -1,4 +1,4 @@
-import { chmod, chown, rm } from "node:fs/promises";
+import { chmod, lchown, mkdir, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { dirname, join } from "node:path";
 import type { Logger } from "pino";
@@ -22,15 +22,17 @@ interface Deps {
 /**
  * ums's side of each running unit's internal API (spec 4.7: checkpoints, keep-awake tasks (tasks.ts),
  * and the agent's note that the unit's services changed): one Unix socket per
- * unit, inside the unit's own run dir (so only that unit reaches it, through its agent, which
- * forwards /.unit/api.sock). The socket names the unit; requests carry no token.
+ * unit, in a host-owned directory that only that unit sees, read-only, at /.unit/run (its agent
+ * forwards /.unit/api.sock to it). The socket names the unit; requests carry no token.
+ * The directory is not writable from the unit (docs/SECURITY.md, "The boundary rule"), so the
+ * path below is ours alone: removing, binding and chowning it cannot be redirected by the unit.
  */
 export class HostSockets {
   private readonly servers = new Map<string, Server>();
   private readonly tasks: KeepAwakeTasks;
 
   constructor(private readonly deps: Deps) {
-    // Beside the unit's sockets, in its run directory: <run>/sock/host.sock → <run>/tasks.json.
+    // In the unit's host-side run directory: <run>/exposed/host.sock → <run>/tasks.json.
     this.tasks = new KeepAwakeTasks(deps.lifecycle.activity, {
       path: (id) => join(dirname(dirname(deps.runtime.hostSocket(id).path)), "tasks.json"),
     });
@@ -48,12 +50,19 @@ export class HostSockets {
       });
     });
     this.servers.set(unitId, server);
+    await mkdir(dirname(path), { recursive: true, mode: 0o755 });
     await rm(path, { force: true });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(path, () => resolve());
+      server.listen(path, () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
-    await chown(path, uid, uid);
+    // A failed accept (e.g. out of descriptors) later is logged; with no listener it would end ums serve.
+    server.on("error", (err) => this.deps.log.error({ err, unitId }, "internal API socket error"));
+    // Only the unit's root (its agent) may connect.
+    await lchown(path, uid, uid);
     await chmod(path, 0o600);
   }
 

@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
+import { dropUnreadBody } from "../early-answer.js";
 import { ApiError } from "../errors.js";
 import { acquire } from "../exec/routes.js";
 import { type RequestHeaderRules, requestHeaders, responseHeaders } from "./headers.js";
@@ -210,6 +211,8 @@ async function forwardHttp(
       release();
       return;
     }
+    // The answer comes before the body was read: the rest of it must not block the connection.
+    dropUnreadBody(req.raw, res);
     throw upstreamFailure(err, call.unit, port);
   }
 

@@ -1,25 +1,33 @@
 import { type IncomingMessage, request } from "node:http";
 import { ErrorCode } from "@ums/protocol";
+import { type AgentEndpoint, boundAnswer } from "../../runtime/agent-client.js";
 import { ApiError } from "../errors.js";
 
 /**
+ * The longest a service's stop waits before SIGKILL (packages/agent/src/services/service.ts
+ * STOP_GRACE_MS), plus a margin: a DELETE or PUT answers only once the old process is gone.
+ */
+const STOP_GRACE_MS = 10_000 + 2000;
+
+/**
  * One request to the services routes of a unit's agent (packages/agent/src/services/http.ts) over
- * its socket. Resolves with the response once its head arrives: NDJSON answers stream on.
+ * its socket. Resolves with the response once its head arrives: NDJSON answers stream on. The wait
+ * for the head is bounded by the endpoint's timeouts (issue #19 finding 8), plus a stop's grace for
+ * the calls that may wait on one.
  */
 export function agentServices(
-  socketPath: string,
+  ep: AgentEndpoint,
   method: string,
   path: string,
   body?: string,
 ): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = body === undefined ? {} : { "content-type": "application/json" };
-    const req = request({ socketPath, method, path: `/services${path}`, headers, agent: false }, (res) => {
-      req.setTimeout(0);
+    const req = request({ socketPath: ep.path, method, path: `/services${path}`, headers, agent: false }, (res) => {
+      deadline.answered();
       resolve(res);
     });
-    // A stop waits for the service (up to its grace), so the head may take a while, never a minute.
-    req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    const deadline = boundAnswer(req, ep, method === "DELETE" || method === "PUT" ? STOP_GRACE_MS : 0);
     req.on("error", reject);
     req.end(body);
   });

@@ -11,6 +11,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import { ApiError } from "../errors.js";
+import { agentEndpoint } from "../exec/agent-endpoint.js";
 import { acquire } from "../exec/routes.js";
 import type { ApiInstance } from "../instance.js";
 import type { HttpTargets } from "../proxy/target.js";
@@ -44,7 +45,7 @@ const LogsQuery = Type.Object(
   { duration: Type.Optional(Duration), lines: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })) },
   { additionalProperties: false },
 );
-const errors = { ...commonErrors, ...notFound, 409: ErrorBody, 502: ErrorBody };
+const errors = { ...commonErrors, ...notFound, 409: ErrorBody, 502: ErrorBody, 504: ErrorBody };
 const ndjsonResponse = { 200: Type.Any({ description: "NDJSON stream of spec 6.4 events" }) };
 
 type Req = FastifyRequest<{ Params: { name: string; service?: string }; Querystring: Record<string, unknown> }>;
@@ -62,13 +63,14 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
     let res: import("node:http").IncomingMessage;
     try {
       res = await agentServices(
-        deps.runtime.agentSocket(unit.id),
+        agentEndpoint(deps.runtime, deps.lifecycle, unit),
         method,
         `${path}${query ? `?${query}` : ""}`,
         body === undefined ? undefined : JSON.stringify(body),
       );
     } catch (err) {
       release();
+      if (err instanceof ApiError) throw err; // the 504 of a missed deadline (agent-endpoint.ts)
       deps.lifecycle.suspect(unit.id);
       throw new ApiError(
         502,

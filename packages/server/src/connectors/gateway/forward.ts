@@ -1,28 +1,19 @@
-import { lookup as dnsLookup } from "node:dns";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
-import { isPrivateAddress } from "../private-address.js";
+import { dropUnreadBody } from "../../api/early-answer.js";
 
 const agents = {
   http: new HttpAgent({ keepAlive: true, maxSockets: 256 }),
   https: new HttpsAgent({ keepAlive: true, maxSockets: 256 }),
 };
 
-/** DNS answers for user-given base URLs are checked too (a public name may resolve to a private address). */
-export const publicOnlyLookup = ((hostname, options, callback) =>
-  dnsLookup(hostname, options, (err: NodeJS.ErrnoException | null, address: unknown, family?: number) => {
-    const list = (Array.isArray(address) ? address : [{ address, family }]) as { address: unknown }[];
-    const bad = !err && list.some((a) => isPrivateAddress(String(a.address)));
-    if (bad) return callback(new Error("the provider resolves to a private address"), "", 4);
-    (callback as (...a: unknown[]) => void)(err, address, family);
-  })) as LookupFunction;
-
 const HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "trailer", "te"]);
 
 export interface ForwardOpts {
   readonly url: URL;
   readonly headers: Record<string, string | string[]>;
+  /** How the connection finds its address (a user-given base URL's: the pinned one, pinned-target.ts). */
   readonly lookup?: LookupFunction;
   readonly idleTimeoutMs?: number;
   /** Called once with the provider's status, or with an error before any response. */
@@ -49,8 +40,13 @@ export function forward(req: IncomingMessage, res: ServerResponse, o: ForwardOpt
     o.done(r.statusCode ?? 502);
   });
   upstream.on("error", (err) => {
-    if (answered) res.destroy();
-    else o.done(err);
+    if (answered) {
+      res.destroy();
+      return;
+    }
+    // The answer comes before the body was read: the rest of it must not block the connection.
+    dropUnreadBody(req, res);
+    o.done(err);
   });
   // Small requests leave in one segment, not held back by Nagle's algorithm waiting for an ACK.
   upstream.on("socket", (socket) => socket.setNoDelay(true));

@@ -10,7 +10,8 @@ import type { ProviderRegistry } from "../registry/registry.js";
 import type { Credentials } from "../secrets.js";
 import type { TtlCache } from "./cache.js";
 import { credentialHeaders, strippedHeaders } from "./credential.js";
-import { forward, publicOnlyLookup } from "./forward.js";
+import { forward } from "./forward.js";
+import { type PinnedAddress, pinnedLookup, pinTarget, type TargetPolicy, TargetRefused } from "./pinned-target.js";
 import type { GatewayUnitAddressBook } from "./unit-address.js";
 
 export interface GatewayDeps {
@@ -22,6 +23,8 @@ export interface GatewayDeps {
   readonly apiBase: () => string;
   readonly log: Logger;
   readonly cache: GatewayCache;
+  /** Where user-given base URLs may lead (issue #19 finding 7). */
+  readonly targets: TargetPolicy;
 }
 
 export interface GatewayCache {
@@ -109,10 +112,30 @@ export function gatewayHandler(d: GatewayDeps) {
       credentialHeaders(provider, secrets, { method: req.method ?? "GET", url }),
     );
     const log = { unit: unit.name, connector: conn.id, provider: providerKey, method: req.method, path: path.match };
+    // A user-given base URL is checked here, at connect time, whatever was checked when it was
+    // stored: the connection goes to the one address checked (pinned-target.ts).
+    let pinned: PinnedAddress | undefined;
+    if (userBase && !d.registry.allowPrivateBaseUrls) {
+      try {
+        pinned = await pinTarget(url, d.targets);
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        d.log.warn({ ...log, host: url.hostname, err: message }, "gateway target refused or unresolved");
+        if (err instanceof TargetRefused) {
+          return fail(res, 502, ErrorCode.ProviderFailed, `connector '${conn.id}': base_api_url host: ${message}`);
+        }
+        return fail(
+          res,
+          502,
+          ErrorCode.ProviderFailed,
+          `the provider could not be reached (${providerKey}): ${message}`,
+        );
+      }
+    }
     forward(req, res, {
       url,
       headers,
-      ...(userBase && !d.registry.allowPrivateBaseUrls && { lookup: publicOnlyLookup }),
+      ...(pinned && { lookup: pinnedLookup(pinned) }),
       done: (status) => {
         if (status instanceof Error) {
           fail(res, 502, ErrorCode.ProviderFailed, `the provider could not be reached (${providerKey})`);

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { type Cidr, parseRanges } from "../target-address.js";
 import { PROVIDERS } from "./providers.js";
 import type { OAuthEndpoints, ProviderDef } from "./types.js";
 
@@ -22,6 +23,11 @@ export interface ConnectorsConfig {
   readonly platformKeys?: Readonly<Record<string, string>>;
   /** Lets user-given base URLs (custom_api, …) point at loopback and private addresses (tests only). */
   readonly allowPrivateBaseUrls?: boolean;
+  /**
+   * CIDRs user-given base URLs may reach although they are not global unicast (tests: the fake
+   * internet's documentation ranges). Nothing else but global unicast is ever reached.
+   */
+  readonly allowBaseUrlRanges?: readonly string[];
 }
 
 export interface OAuthClient extends OAuthEndpoints {
@@ -51,6 +57,7 @@ export class ProviderRegistry {
   private readonly byKey = new Map<string, ResolvedProvider>();
   private readonly platformKeys: ReadonlyMap<string, string>;
   readonly allowPrivateBaseUrls: boolean;
+  readonly allowedBaseUrlRanges: readonly Cidr[];
 
   constructor(config: ConnectorsConfig = {}, defs: readonly ProviderDef[] = PROVIDERS) {
     const known = new Set(defs.map((d) => d.key));
@@ -79,6 +86,9 @@ export class ProviderRegistry {
       );
     }
     this.allowPrivateBaseUrls = config.allowPrivateBaseUrls === true;
+    const ranges = config.allowBaseUrlRanges ?? [];
+    if (!Array.isArray(ranges)) throw new Error("connectors config allowBaseUrlRanges must be a list of CIDRs");
+    this.allowedBaseUrlRanges = parseRanges(ranges, "connectors config allowBaseUrlRanges");
     this.platformKeys = new Map(Object.entries(config.platformKeys ?? {}));
   }
 

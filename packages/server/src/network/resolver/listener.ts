@@ -5,6 +5,8 @@ import { createServer, type Server, type Socket as TcpSocket } from "node:net";
 export type Handler = (query: Buffer) => Promise<Buffer | undefined>;
 
 const TCP_IDLE_MS = 10_000;
+/** Open TCP connections a unit may hold to its resolver; more are refused (a unit must not take the host's descriptors). */
+const TCP_MAX_CONNECTIONS = 64;
 
 /**
  * A unit's resolver endpoint: UDP and TCP on its gateway address, port 53 (RFC 1035 section 4.2;
@@ -28,10 +30,14 @@ export class UnitListener {
     const udp = createSocket({ type: "udp4" });
     udp.on("message", (msg, rinfo) => {
       if (rinfo.address !== this.clientIp) return;
-      void this.handle(msg).then(
-        (answer) => answer && udp.send(answer, rinfo.port, rinfo.address),
-        () => {},
-      );
+      this.handle(msg)
+        .then((answer) => {
+          // The unit may have stopped while the answer was on its way (a slow upstream): then its
+          // socket is closed, and a send on it throws (issue #11: that exited the server).
+          if (!answer || this.udp !== udp) return;
+          udp.send(answer, rinfo.port, rinfo.address, () => {});
+        })
+        .catch(() => {});
     });
     udp.on("error", () => {});
     await new Promise<void>((resolve, reject) => {
@@ -54,19 +60,19 @@ export class UnitListener {
         while (buf.length >= 2 && buf.length >= 2 + buf.readUInt16BE(0)) {
           const msg = buf.subarray(2, 2 + buf.readUInt16BE(0));
           buf = buf.subarray(2 + msg.length);
-          void this.handle(Buffer.from(msg)).then(
-            (answer) => {
-              if (!answer || sock.destroyed) return;
+          this.handle(Buffer.from(msg))
+            .then((answer) => {
+              if (!answer || sock.destroyed || !sock.writable) return;
               const len = Buffer.alloc(2);
               len.writeUInt16BE(answer.length);
               sock.write(Buffer.concat([len, answer]));
-            },
-            () => sock.destroy(),
-          );
+            })
+            .catch(() => sock.destroy());
         }
         if (buf.length > 65537) sock.destroy();
       });
     });
+    tcp.maxConnections = TCP_MAX_CONNECTIONS;
     await new Promise<void>((resolve, reject) => {
       tcp.once("error", reject);
       tcp.listen({ host: this.bindIp, port: this.port, exclusive: true }, () => {
@@ -74,12 +80,17 @@ export class UnitListener {
         resolve();
       });
     });
+    // A failed accept (say, out of descriptors) is reported as the server's 'error': it must find a
+    // listener (issue #19 finding 6); the listener goes on accepting once it can.
+    tcp.on("error", () => {});
     this.tcp = tcp;
   }
 
+  /** Stops answering; answers still on their way are dropped. */
   async close(): Promise<void> {
-    this.udp?.close();
+    const udp = this.udp;
     this.udp = undefined;
+    udp?.close();
     const tcp = this.tcp;
     this.tcp = undefined;
     if (tcp) {

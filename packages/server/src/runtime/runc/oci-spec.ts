@@ -1,7 +1,15 @@
 import { capabilitiesFor, type PrivilegeProfile } from "./profiles.js";
 import { seccompProfile } from "./seccomp.js";
 
-/** Where the host's pieces appear inside a unit (DESIGN.md section 2). */
+/**
+ * Where the host's pieces appear inside a unit.
+ *
+ * The boundary rule (docs/SECURITY.md): nothing a unit can write is ever followed, opened, chowned or
+ * connected to by path from the host. So every source below is a host-owned file or directory that
+ * the unit's root (an unmapped-from-host uid) cannot change, bound read-only; the agent's socket is
+ * not here at all (the host binds it outside the unit and passes the descriptor, agent-listener.ts);
+ * and the host writes nothing into the rootfs (the agent writes /etc/hostname and /etc/hosts).
+ */
 export const UNIT_PATHS = Object.freeze({
   dir: "/.unit",
   bin: "/.unit/bin",
@@ -11,9 +19,9 @@ export const UNIT_PATHS = Object.freeze({
   agent: "/.unit/agent/agent.mjs",
   // Found by node's lookup from /.unit/agent/agent.mjs (…/agent/node_modules, then /.unit/node_modules).
   nodePty: "/.unit/node_modules/node-pty",
+  /** A host-owned directory, read-only: holds the host's end of the internal API. */
   run: "/.unit/run",
-  agentSocket: "/.unit/run/agent.sock",
-  /** ums's end of the internal API, inside the run dir the host binds in. */
+  /** ums's end of the internal API (made by the host in the directory bound at /.unit/run). */
   hostSocket: "/.unit/run/host.sock",
   /** The internal API for processes in the unit (spec 4.7), served by the agent. */
   apiSocket: "/.unit/api.sock",
@@ -50,7 +58,7 @@ export interface OciSpecInput {
     readonly init: string;
     readonly agentDir: string;
     readonly nodePty: string | undefined;
-    /** The unit's runtime dir on the host, holding the agent's socket. */
+    /** A host-owned dir bound read-only at /.unit/run (it holds the internal API's host socket). */
     readonly run: string;
     /** The shared mount holding read-only binds of the unit's recent checkpoints. */
     readonly checkpoints: string;
@@ -135,12 +143,8 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
       ro(i.hostPaths.init, UNIT_PATHS.init),
       ro(i.hostPaths.agentDir, UNIT_PATHS.agentDir),
       ...(i.hostPaths.nodePty ? [ro(i.hostPaths.nodePty, UNIT_PATHS.nodePty)] : []),
-      {
-        destination: UNIT_PATHS.run,
-        type: "bind",
-        source: i.hostPaths.run,
-        options: ["bind", "nosuid", "nodev", "noexec"],
-      },
+      // A directory bind: the host's socket made in it later (host-sockets.ts) appears in the unit.
+      { ...ro(i.hostPaths.run, UNIT_PATHS.run), options: ["bind", "ro", "nosuid", "nodev", "noexec"] },
       // rslave: checkpoints the host binds here later appear in the unit too.
       {
         destination: UNIT_PATHS.checkpoints,

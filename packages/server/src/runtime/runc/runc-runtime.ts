@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { chmod, chown, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { availableParallelism, setPriority } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
@@ -29,6 +29,7 @@ import type {
   UnitStats,
 } from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import { withAgentListener } from "./agent-listener.js";
 import { CheckpointView } from "./checkpoint-view.js";
 import { cfsQuota, configureUnitsCpu, unitsCpuBudget } from "./cpu-share.js";
 import { CpuWeights } from "./cpu-weights.js";
@@ -219,6 +220,7 @@ export class RuncRuntime implements UnitRuntime {
     await enableUplinks(cfg.rid, cfg.dataDir, cfg.uplinks ?? []);
     // Start the resolver's nft now, not at the first lookup (a line must add something: a probe element).
     await rt.nft.run(`add element inet ${firewallTable(cfg.rid)} probe { 0 timeout 1s }`);
+    await rt.stopOldLayoutUnits();
     await rt.recoverNetworks();
     rt.weights.start();
     return rt;
@@ -241,12 +243,19 @@ export class RuncRuntime implements UnitRuntime {
     return `/ums-${this.cfg.rid}/${id}`;
   }
 
+  /** Host-owned, never visible in the unit: the host binds it and hands the unit the descriptor. */
   agentSocket(id: string): string {
-    return join(this.runDir(id), "sock", "agent.sock");
+    return join(this.runDir(id), "agent.sock");
   }
 
+  /** In the host-owned directory the unit sees read-only at /.unit/run. */
   hostSocket(id: string): { path: string; uid: number } {
-    return { path: join(this.runDir(id), "sock", "host.sock"), uid: this.cfg.idShift };
+    return { path: join(this.exposedDir(id), "host.sock"), uid: this.cfg.idShift };
+  }
+
+  /** What the unit sees at /.unit/run: owned by host root, bound read-only (see oci-spec.ts). */
+  private exposedDir(id: string) {
+    return join(this.runDir(id), "exposed");
   }
 
   async allowGatewayPort(port: number): Promise<void> {
@@ -318,11 +327,14 @@ export class RuncRuntime implements UnitRuntime {
     await this.runc.delete(id); // a stopped leftover
     await this.create(id); // a unit whose disk was not made yet (e.g. a crash right after create)
     const runDir = this.runDir(id);
-    const sockDir = join(runDir, "sock");
-    await mkdir(sockDir, { recursive: true });
-    await chown(sockDir, this.cfg.idShift, this.cfg.idShift);
+    await mkdir(runDir, { recursive: true, mode: 0o711 });
+    // Before 0.2 the unit's root owned <run>/sock (its sockets' dir). No process of the unit runs
+    // now (it is stopped), so nothing can race this removal.
+    await rm(join(runDir, "sock"), { recursive: true, force: true });
+    const exposed = this.exposedDir(id);
+    await mkdir(exposed, { recursive: true, mode: 0o755 });
+    await chmod(exposed, 0o755);
     await rm(this.agentSocket(id), { force: true });
-    await this.writeIdentity(id, spec.name);
 
     const net = await this.attachNetwork(id, spec.network);
     await this.publishNetworkPolicy(id, spec.network);
@@ -343,7 +355,7 @@ export class RuncRuntime implements UnitRuntime {
         hostPaths: {
           ...this.cfg.hostPaths,
           nodePty: this.cfg.hostPaths.nodePty,
-          run: sockDir,
+          run: exposed,
           checkpoints: view.dir,
           resolvConf,
           policy: join(runDir, "policy"),
@@ -351,7 +363,7 @@ export class RuncRuntime implements UnitRuntime {
         env: {
           UMS_UNIT_NAME: spec.name,
           UMS_UNIT_URL: spec.url,
-          UMS_AGENT_SOCKET: UNIT_PATHS.agentSocket,
+          UMS_AGENT_LISTEN_FD: "3",
           UMS_INTERNAL_API_SOCKET: UNIT_PATHS.apiSocket,
           UMS_HOST_SOCKET: UNIT_PATHS.hostSocket,
           HOME: "/root",
@@ -376,7 +388,9 @@ export class RuncRuntime implements UnitRuntime {
       await writeFile(join(bundle, "config.json"), JSON.stringify(ociSpec));
       const log = await open(join(runDir, "agent.log"), "a");
       try {
-        await this.runc.start(id, bundle, log.fd, join(runDir, "init.pid"));
+        await withAgentListener(this.agentSocket(id), (fd) =>
+          this.runc.start(id, bundle, log.fd, join(runDir, "init.pid"), [fd]),
+        );
       } finally {
         await log.close();
       }
@@ -408,22 +422,6 @@ export class RuncRuntime implements UnitRuntime {
       await writeFile(`/proc/${pid}/oom_score_adj`, "-999").catch(() => {});
     }
     for (const pid of children.filter(Boolean)) await prioritizeAgent(Number(pid));
-  }
-
-  /** /etc/hostname and /etc/hosts name the unit (the image ships placeholders). */
-  private async writeIdentity(id: string, name: string): Promise<void> {
-    const etc = join(this.rootfs(id), "etc");
-    const hosts = `127.0.0.1\tlocalhost\n127.0.1.1\t${name}\n::1\tlocalhost ip6-localhost ip6-loopback\n`;
-    for (const [file, content] of [
-      ["hostname", `${name}\n`],
-      ["hosts", hosts],
-    ] as const) {
-      const path = join(etc, file);
-      // Never follow a link the unit planted: replace whatever is there with a plain file.
-      await rm(path, { force: true });
-      await writeFile(path, content, { mode: 0o644 });
-      await chown(path, this.cfg.idShift, this.cfg.idShift);
-    }
   }
 
   private async attachNetwork(id: string, policy: string): Promise<UnitNetwork> {
@@ -459,6 +457,19 @@ export class RuncRuntime implements UnitRuntime {
     this.networks.delete(id);
     this.freshEgress.delete(id);
     this.slots.release(id);
+  }
+
+  /**
+   * Units booted by a ums before the host made the agent's socket (their agent listens in a
+   * directory the unit can write, which the host no longer connects into) are stopped: their next
+   * use boots them with the host-owned layout.
+   */
+  private async stopOldLayoutUnits(): Promise<void> {
+    for (const id of (await this.running()).keys()) {
+      if (existsSync(this.agentSocket(id))) continue;
+      await killCgroup(this.cgroupsPath(id));
+      await this.runc.delete(id);
+    }
   }
 
   /** After a restart, running units keep their networks: read them back. */

@@ -26,12 +26,15 @@ export class Runc {
     return ["--root", this.root, ...rest];
   }
 
-  /** `runc run -d`: returns once PID 1 runs; its stdout and stderr go to `logFd`. */
-  start(id: string, bundle: string, logFd: number, pidFile: string): Promise<void> {
+  /**
+   * `runc run -d`: returns once PID 1 runs; its stdout and stderr go to `logFd`. `passFds` are handed
+   * to PID 1 as descriptors 3, 4, … (`--preserve-fds`), e.g. the agent's listening socket.
+   */
+  start(id: string, bundle: string, logFd: number, pidFile: string, passFds: readonly number[] = []): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn(this.binary, this.args("run", "--detach", "--pid-file", pidFile, "--bundle", bundle, id), {
-        stdio: ["ignore", logFd, "pipe"],
-      });
+      const preserve = passFds.length > 0 ? ["--preserve-fds", String(passFds.length)] : [];
+      const args = this.args("run", "--detach", ...preserve, "--pid-file", pidFile, "--bundle", bundle, id);
+      const child = spawn(this.binary, args, { stdio: ["ignore", logFd, "pipe", ...passFds] });
       let stderr = "";
       child.stderr?.setEncoding("utf8").on("data", (d: string) => {
         stderr += d;

@@ -1,7 +1,32 @@
 import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import SQLite from "better-sqlite3";
-import { cacheStatements } from "./store.js";
+import { cacheStatements, createSqliteStore } from "./store.js";
+
+describe("SQLite files (issue #19 finding 10)", () => {
+  it("the database, its -wal and its -shm are 0600, also where an older version left them 0644", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ums-sqlite-"));
+    try {
+      const modes = () =>
+        Object.fromEntries(readdirSync(dir).map((f) => [f, (statSync(join(dir, f)).mode & 0o777).toString(8)]));
+      const first = createSqliteStore(join(dir, "ums.db"));
+      await first.migrate();
+      assert.deepEqual(modes(), { "ums.db": "600", "ums.db-wal": "600", "ums.db-shm": "600" });
+      await first.close();
+      writeFileSync(join(dir, "ums.db-shm"), "");
+      for (const f of readdirSync(dir)) chmodSync(join(dir, f), 0o644);
+      const again = createSqliteStore(join(dir, "ums.db"));
+      await again.migrate();
+      for (const [f, m] of Object.entries(modes())) assert.equal(m, "600", f);
+      await again.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("SQLite statement cache", () => {
   it("hands out one compiled statement per SQL text, a fresh one while it is being iterated", () => {

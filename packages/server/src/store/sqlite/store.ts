@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, SqliteDialect } from "kysely";
+import { createPrivateFile, restrictFile } from "../../data-dir.js";
 import type { DialectAdapter } from "../kysely/dialect.js";
 import type { Database } from "../kysely/schema.js";
 import { createKyselyStore } from "../kysely/store.js";
@@ -43,6 +44,10 @@ export function cacheStatements(database: SQLite.Database, max = 500): void {
 /** The embedded default: SQLite in WAL mode at `path`. */
 export function createSqliteStore(path: string): Store {
   mkdirSync(dirname(path), { recursive: true });
+  // Root's alone, and so are its -wal and -shm: SQLite creates those with the database's mode
+  // (issue #19 finding 10); loose ones of an older version are corrected.
+  createPrivateFile(path);
+  for (const f of [`${path}-wal`, `${path}-shm`]) restrictFile(f);
   const database = new SQLite(path);
   database.pragma("journal_mode = WAL");
   database.pragma("synchronous = NORMAL");

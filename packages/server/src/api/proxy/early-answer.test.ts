@@ -1,0 +1,152 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import { after, before, describe, it } from "node:test";
+import { testDialects } from "../../testing/dialects.js";
+import { startTestServer, type TestServer } from "../../testing/server.js";
+
+const sqlite = testDialects[0];
+
+interface Answer {
+  status: number;
+  connection: string | undefined;
+  /** The client socket it went on (`reusedSocket` misses a socket handed over from the queue). */
+  socket: unknown;
+  ms: number;
+}
+
+/** One request on `agent`; status 0 when no answer came within `timeoutMs`. */
+function exchange(
+  agent: http.Agent,
+  url: string,
+  opts: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: Buffer;
+    chunked?: boolean;
+    /** Declares this Content-Length but sends only `body` (and waits for the answer). */
+    declared?: number;
+    timeoutMs?: number;
+  },
+): Promise<Answer> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const headers = {
+      ...opts.headers,
+      ...(opts.declared !== undefined && { "content-length": String(opts.declared) }),
+    };
+    const req = http.request(url, { agent, method: opts.method ?? "GET", headers }, (res) => {
+      if (opts.declared !== undefined) req.destroy();
+      res.resume();
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          connection: res.headers.connection,
+          socket: req.socket,
+          ms: performance.now() - started,
+        }),
+      );
+    });
+    const none = (): void =>
+      resolve({ status: 0, connection: undefined, socket: req.socket, ms: performance.now() - started });
+    req.setTimeout(opts.timeoutMs ?? 15_000, () => {
+      req.destroy();
+      none();
+    });
+    req.on("error", none);
+    if (opts.declared !== undefined) {
+      req.write(opts.body);
+    } else if (opts.body && opts.chunked) {
+      // No Content-Length: the body goes chunked, in pieces.
+      for (let i = 0; i < opts.body.length; i += 64 * 1024) req.write(opts.body.subarray(i, i + 64 * 1024));
+      req.end();
+    } else {
+      req.end(opts.body);
+    }
+  });
+}
+
+/**
+ * Issue #19 finding 10: the proxy answers 502 before it reads a request's body (nothing listens in
+ * the unit); the rest of that body must not block the connection: the next request on it is
+ * answered (the body was read and dropped), or the early answer closed the connection and the
+ * next request goes on a new one.
+ */
+describe("proxy: an early answer leaves the connection usable", () => {
+  let s: TestServer;
+  let token: string;
+  const url = (p: string) => `${s.url}/v1/units/idle${p}`;
+  const auth = () => ({ authorization: `Bearer ${token}`, "content-type": "application/octet-stream" });
+
+  before(async () => {
+    if (!sqlite) throw new Error("no sqlite");
+    s = await startTestServer(sqlite);
+    token = await s.token("early");
+    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: "idle" } })).status, 201);
+    // Boot it (nothing listens on its port 8080).
+    const first = await exchange(new http.Agent(), url("/"), { headers: auth() });
+    assert.equal(first.status, 502);
+  });
+  after(() => s?.close());
+
+  it("a 300 KB POST answered 502: the next request on the same kept-alive connection is answered", async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const post = await exchange(agent, url("/upload"), {
+        method: "POST",
+        headers: auth(),
+        body: Buffer.alloc(300 * 1024, 1),
+      });
+      assert.equal(post.status, 502);
+      const next = await exchange(agent, url("/after"), { headers: auth() });
+      assert.equal(next.status, 502, "the next request got an answer");
+      assert.equal(next.socket, post.socket, "on the same connection: the rest of the body was read and dropped");
+      assert.ok(next.ms < 10_000, `answered in ${next.ms} ms`);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  for (const [label, chunked] of [
+    ["a 4 MiB POST", false],
+    ["a chunked 300 KB POST (no length)", true],
+  ] as const) {
+    it(`${label} answered 502: the next request on the same connection is answered`, async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        const size = chunked ? 300 * 1024 : 4 * 1024 * 1024;
+        const post = await exchange(agent, url("/upload"), {
+          method: "POST",
+          headers: auth(),
+          body: Buffer.alloc(size, 1),
+          chunked,
+        });
+        assert.equal(post.status, 502);
+        const next = await exchange(agent, url("/after"), { headers: auth() });
+        assert.equal(next.status, 502, "the next request got an answer");
+        assert.equal(next.socket, post.socket, "on the same connection");
+        assert.ok(next.ms < 10_000, `answered in ${next.ms} ms`);
+      } finally {
+        agent.destroy();
+      }
+    });
+  }
+
+  it("a body declared larger than the drain limit is not waited for: the 502 closes the connection", async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const post = await exchange(agent, url("/upload"), {
+        method: "POST",
+        headers: auth(),
+        declared: 1024 * 1024 * 1024,
+        body: Buffer.alloc(300 * 1024, 1),
+      });
+      assert.equal(post.status, 502);
+      assert.equal(post.connection, "close");
+      const next = await exchange(agent, url("/after"), { headers: auth() });
+      assert.equal(next.status, 502, "the next request got an answer");
+      assert.notEqual(next.socket, post.socket, "on a new connection");
+    } finally {
+      agent.destroy();
+    }
+  });
+});

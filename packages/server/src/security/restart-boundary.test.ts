@@ -1,0 +1,125 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, execFileSync } from "node:child_process";
+import { chown, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { UID_SHIFT } from "../runtime/image/shift.js";
+import { execHttp } from "../testing/exec-client.js";
+import { freePort } from "../testing/free-port.js";
+import { removeServerHostResources, testServeEnv } from "../testing/host-cleanup.js";
+import { lockSubnet } from "../testing/runtime.js";
+import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
+
+/**
+ * Issue #19, findings 3 and 4: while `ums serve` restarts, a loop in a running unit keeps swapping
+ * /.unit/run/host.sock for a link to a host file (which a start used to chown to the unit's uid and
+ * chmod 0600) or for a directory (which made the start fail with EISDIR until fixed by hand).
+ */
+describe("a unit's root cannot disturb the next start of ums serve", () => {
+  let dataDir: string;
+  let canary: string;
+  let port: number;
+  let env: NodeJS.ProcessEnv;
+  let server: ChildProcess | undefined;
+  let token: string;
+  let unlock: () => Promise<void>;
+  const base = () => `http://127.0.0.1:${port}`;
+
+  before(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "ums-restart-boundary-"));
+    canary = await mkdtemp(join(tmpdir(), "ums-canary-"));
+    await writeFile(join(canary, "victim"), "host file\n", { mode: 0o640 });
+    await chown(canary, UID_SHIFT, UID_SHIFT);
+    port = await freePort();
+    const subnet = await lockSubnet();
+    unlock = subnet.unlock;
+    env = {
+      ...(await testServeEnv(subnet.n)),
+      PATH: process.env.PATH,
+      UMS_DATA_DIR: dataDir,
+      UMS_LISTEN: `127.0.0.1:${port}`,
+      UMS_LOG_LEVEL: "warn",
+    };
+    token = execFileSync(UMS_BIN, ["token", "create", "--org", "attacker"], { env }).toString().trim();
+    server = await spawnServe(base(), env);
+  });
+
+  after(async () => {
+    if (!isRunning(server)) server = await spawnServe(base(), env).catch(() => undefined);
+    if (isRunning(server)) {
+      await fetch(`${base()}/v1/units/loop`, { method: "DELETE", headers: { authorization: `Bearer ${token}` } }).catch(
+        () => {},
+      );
+      server.kill("SIGTERM");
+      await new Promise((r) => server?.once("exit", r));
+    }
+    await removeServerHostResources(dataDir);
+    await unlock?.();
+    await rm(dataDir, { recursive: true, force: true });
+    await rm(canary, { recursive: true, force: true });
+  });
+
+  it("keeps host files as they were and starts every time", async () => {
+    const created = await fetch(`${base()}/v1/units`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "loop" }),
+    });
+    assert.equal(created.status, 201);
+    const victim = join(canary, "victim");
+    const restart = async () => {
+      server?.kill("SIGKILL");
+      await new Promise((r) => server?.once("exit", r));
+      server = await spawnServe(base(), env);
+    };
+    // Finding 4: a directory where the host socket was made the next start fail with EISDIR.
+    const dir = await execHttp(
+      base(),
+      token,
+      "loop",
+      ["sh", "-c", "rm -f /.unit/run/host.sock 2>/dev/null; mkdir /.unit/run/host.sock 2>/dev/null; echo $?"],
+      { user: "root" },
+    );
+    await restart();
+    assert.equal(dir.stdout.toString(), "1\n", "mkdir in /.unit/run fails");
+    // The attack runs on its own for 60 s at most (bounded), as root in the unit.
+    const loop = [
+      "end=$(($(date +%s) + 60)); n=0",
+      'while [ "$(date +%s)" -lt "$end" ]; do',
+      "  rm -rf /.unit/run/host.sock 2>/dev/null && n=$((n + 1))",
+      `  ln -sfn ${victim} /.unit/run/host.sock 2>/dev/null && n=$((n + 1))`,
+      "  rm -f /.unit/run/host.sock 2>/dev/null; mkdir /.unit/run/host.sock 2>/dev/null && n=$((n + 1))",
+      "  echo $n > /tmp/swaps",
+      "done",
+    ].join("\n");
+    const started = await execHttp(
+      base(),
+      token,
+      "loop",
+      ["sh", "-c", `setsid sh -c '${loop}' </dev/null >/dev/null 2>&1 & echo started`],
+      { user: "root" },
+    );
+    assert.equal(started.stdout.toString(), "started\n");
+
+    // Finding 3: restarts while the loop runs leave the host file alone.
+    for (let round = 0; round < 3; round++) {
+      await restart();
+      const st = await stat(victim);
+      assert.equal(st.uid, 0, "the host file keeps its owner");
+      assert.equal(st.mode & 0o777, 0o640, "the host file keeps its mode");
+    }
+    {
+      const api = await execHttp(
+        base(),
+        token,
+        "loop",
+        ["sh", "-c", "curl -s --unix-socket /.unit/api.sock http://unit/v1/checkpoints; echo; cat /tmp/swaps"],
+        { user: "root" },
+      );
+      const [list, swaps] = api.stdout.toString().split("\n");
+      assert.match(list ?? "", /^\[/, "the internal API answers: the host socket is in place");
+      assert.equal(swaps, "0", "no swap of /.unit/run/host.sock ever succeeded");
+    }
+  });
+});
