@@ -25,14 +25,16 @@ describe("CPU fair share arithmetic", () => {
 });
 
 describe("units pressing against their limits", () => {
-  const at = (forksRefused: number, throttled: number, ms: number) => ({ forksRefused, throttled, at: ms });
+  const at = (forksRefused: number, periods: number, throttled: number) => ({ forksRefused, periods, throttled });
   it("press when forks were refused at the pids limit since the last reading", () => {
-    assert.equal(pressing(at(5, 0, 0), at(6, 0, 1000)), true);
-    assert.equal(pressing(at(5, 0, 0), at(5, 0, 1000)), false);
+    assert.equal(pressing(at(5, 100, 0), at(6, 110, 0)), true);
+    assert.equal(pressing(at(5, 100, 0), at(5, 110, 0)), false);
   });
-  it("press when throttled in at least 80% of the CFS periods that passed, not in a burst now and then", () => {
-    assert.equal(pressing(at(0, 10, 0), at(0, 19, 1000)), true, "9 of 10 periods");
-    assert.equal(pressing(at(0, 10, 0), at(0, 15, 1000)), false, "5 of 10 periods");
-    assert.equal(pressing(at(0, 10, 0), at(0, 10, 1000)), false);
+  it("press when throttled in at least 80% of at least five busy CFS periods, not in a burst now and then", () => {
+    assert.equal(pressing(at(0, 100, 10), at(0, 110, 19)), true, "9 of 10 periods");
+    assert.equal(pressing(at(0, 100, 10), at(0, 105, 14)), true, "4 of 5 periods");
+    assert.equal(pressing(at(0, 100, 10), at(0, 110, 15)), false, "5 of 10 periods");
+    assert.equal(pressing(at(0, 100, 10), at(0, 103, 13)), false, "3 of 3 periods: too few to tell");
+    assert.equal(pressing(at(0, 100, 10), at(0, 100, 10)), false, "no busy period (idle or frozen)");
   });
 });

@@ -1,6 +1,5 @@
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CFS_PERIOD_US } from "./cpu-share.js";
 
 // Units that press against their limits yield to the others (issue #19 finding 9). Equal CPU
 // shares split a busy host evenly between a storming unit and one that answers requests, which
@@ -14,22 +13,26 @@ export const NORMAL_SHARES = 1024;
 /** The weight of a unit pressing against its limits. */
 export const PRESSING_SHARES = 16;
 
-/** Counters of one unit's cgroups (pids.events `max`, cpu.stat `nr_throttled`) read at `at` (ms). */
+/** Counters of one unit's cgroups: pids.events `max`, cpu.stat `nr_periods` and `nr_throttled`. */
 export interface Pressure {
   readonly forksRefused: number;
+  /** CFS periods in which the unit had work to run. */
+  readonly periods: number;
   readonly throttled: number;
-  readonly at: number;
 }
+
+/** Fewer busy periods than this between two readings say nothing about the quota. */
+const MIN_PERIODS = 5;
 
 /**
  * Whether a unit pressed against its limits between two readings: a fork refused at its pids
- * limit, or its CPU quota used up in at least 80% of the CFS periods that passed (a unit that runs
- * out now and then, in a burst of work, does not count).
+ * limit, or its CPU quota used up in at least 80% of the CFS periods in which it had work (at least
+ * five: a unit that runs out now and then, in a burst of work, does not count).
  */
 export function pressing(before: Pressure, now: Pressure): boolean {
   if (now.forksRefused > before.forksRefused) return true;
-  const periods = (now.at - before.at) / (CFS_PERIOD_US / 1000);
-  return periods > 0 && now.throttled - before.throttled >= 0.8 * periods;
+  const periods = now.periods - before.periods;
+  return periods >= MIN_PERIODS && now.throttled - before.throttled >= 0.8 * periods;
 }
 
 interface Watched {
@@ -77,14 +80,18 @@ export class CpuWeights {
     return join(this.cgroupRoot, controller, `ums-${this.rid}`, id);
   }
 
-  private async read(id: string, at: number): Promise<Pressure | undefined> {
+  private async read(id: string): Promise<Pressure | undefined> {
     try {
       const [events, stat] = await Promise.all([
         readFile(join(this.dir("pids", id), "pids.events"), "utf8"),
         readFile(join(this.dir("cpu", id), "cpu.stat"), "utf8"),
       ]);
       const field = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
-      return { forksRefused: field(events, "max"), throttled: field(stat, "nr_throttled"), at };
+      return {
+        forksRefused: field(events, "max"),
+        periods: field(stat, "nr_periods"),
+        throttled: field(stat, "nr_throttled"),
+      };
     } catch {
       return undefined; // gone, or not a unit
     }
@@ -100,7 +107,7 @@ export class CpuWeights {
     }
     for (const gone of [...this.units.keys()].filter((id) => !ids.includes(id))) this.units.delete(gone);
     for (const id of ids) {
-      const current = await this.read(id, now);
+      const current = await this.read(id);
       if (!current) continue;
       const w = this.units.get(id);
       if (!w) {

@@ -121,8 +121,8 @@ async function killCgroup(cgroupsPath: string): Promise<void> {
   }
 }
 
-/** The agent's nice value: it weighs ~9x a nice-0 task (each step ~1.25x). */
-const AGENT_NICE = -10;
+/** The agent's nice value: it weighs ~87x a nice-0 task (each step ~1.25x; sched(7)). */
+const AGENT_NICE = -20;
 
 /**
  * The agent keeps answering while its unit is busy: a fork bomb fills the unit's cgroup with a
