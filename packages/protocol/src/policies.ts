@@ -2,7 +2,9 @@ import { type Static, Type } from "@sinclair/typebox";
 
 /**
  * Resources policy (spec 4.5 leaves the shape open; this is ours): cgroup limits of the unit.
- * Applied at once to a running unit where the kernel allows, otherwise at its next boot.
+ * Applied at once to a running unit where the kernel allows, otherwise at its next boot. A POST
+ * changes the limits it names and keeps the others; DELETE reverts all of them to the server's
+ * defaults. A limit not set is the server's default (`ums serve --unit-pids`, `--unit-cpu`).
  */
 export const ResourcesPolicy = Type.Object(
   {
@@ -17,6 +19,19 @@ export const ResourcesPolicy = Type.Object(
     pids: Type.Optional(
       Type.Object(
         { limit: Type.Integer({ minimum: 16, maximum: 1048576, description: "Most processes and threads at once" }) },
+        { additionalProperties: false },
+      ),
+    ),
+    cpu: Type.Optional(
+      Type.Object(
+        {
+          cores: Type.Number({
+            exclusiveMinimum: 0,
+            maximum: 1024,
+            description:
+              "CPU time the unit may use, in cores (CFS quota per period): 0.5 is half of one core, 2 two cores; at most what units may use on the host",
+          }),
+        },
         { additionalProperties: false },
       ),
     ),

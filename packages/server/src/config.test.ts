@@ -33,6 +33,24 @@ describe("server configuration", () => {
     assert.equal(fromFlags.dataDir, "/tmp/y");
   });
 
+  it("takes units' default pids and CPU limits from flags or environment, and refuses nonsense", () => {
+    assert.deepEqual(resolveConfig({}, {}).unitDefaults, { pids: 1024, cpuCores: 1 });
+    assert.deepEqual(resolveConfig({}, { UMS_UNIT_PIDS: "2048", UMS_UNIT_CPU: "0.5" }).unitDefaults, {
+      pids: 2048,
+      cpuCores: 0.5,
+    });
+    assert.deepEqual(resolveConfig({ unitPids: "300", unitCpu: "2" }, { UMS_UNIT_PIDS: "2048" }).unitDefaults, {
+      pids: 300,
+      cpuCores: 2,
+    });
+    for (const unitPids of ["", "8", "1.5", "lots", "2000000"]) {
+      assert.throws(() => resolveConfig({ unitPids }, {}), /unit pids limit .* must be an integer from 16/);
+    }
+    for (const unitCpu of ["", "0", "-1", "one", "2000"]) {
+      assert.throws(() => resolveConfig({ unitCpu }, {}), /unit CPU limit .* must be a number of cores/);
+    }
+  });
+
   it("reads the agent timeouts (issue #19 finding 8): 5 s and 10 s unless told, 100 ms to 10 min", () => {
     const d = resolveConfig({}, {});
     assert.deepEqual([d.agentConnectTimeoutMs, d.agentAnswerTimeoutMs], [5000, 10_000]);

@@ -36,6 +36,8 @@ export interface ServerConfig {
   readonly gatewayPort: number;
   /** A JSON file of provider overrides and platform keys for connectors (README "Connectors"). */
   readonly connectorsConfig: string | undefined;
+  /** Limits a unit gets where its resources policy names none (spec 4.5; README "Limits"). */
+  readonly unitDefaults: { readonly pids: number; readonly cpuCores: number };
   /**
    * How long the host waits on a unit's agent: to connect to its socket, then for its first answer
    * (a response head, a websocket's 101). A unit whose agent misses one is unhealthy and restarted
@@ -65,6 +67,8 @@ export interface ConfigInput {
   egressRanges?: string | undefined;
   uplinks?: string | undefined;
   connectorsConfig?: string | undefined;
+  unitPids?: string | number | undefined;
+  unitCpu?: string | number | undefined;
   agentConnectTimeout?: string | undefined;
   agentAnswerTimeout?: string | undefined;
 }
@@ -174,6 +178,27 @@ function gatewayPort(raw: string | number): number {
 }
 
 export const DEFAULT_GATEWAY_PORT = 7071;
+/** Sized for a dev machine: a build's parallel jobs fit, a fork bomb stops early (issue #19). */
+export const DEFAULT_UNIT_PIDS = 1024;
+/** One core per unit: a busy unit cannot take the whole host (CFS quota). */
+export const DEFAULT_UNIT_CPU = 1;
+
+function unitPids(raw: string | number): number {
+  const n = Number(raw);
+  if (raw === "" || !Number.isInteger(n) || n < 16 || n > 1048576) {
+    throw new ConfigError(`unit pids limit '${raw}' must be an integer from 16 to 1048576`);
+  }
+  return n;
+}
+
+/** Cores as a decimal (0.5, 1, 2); whether the host has them is checked when the runtime opens. */
+function unitCpu(raw: string | number): number {
+  const n = Number(raw);
+  if (raw === "" || !Number.isFinite(n) || n < 0.01 || n > 1024) {
+    throw new ConfigError(`unit CPU limit '${raw}' must be a number of cores from 0.01 to 1024, like 0.5 or 2`);
+  }
+  return n;
+}
 
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
@@ -205,6 +230,10 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     uplinks: uplinks(input.uplinks ?? (env.UMS_UPLINKS || undefined)),
     gatewayPort: gatewayPort(input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? DEFAULT_GATEWAY_PORT),
     connectorsConfig: input.connectorsConfig ?? (env.UMS_CONNECTORS_CONFIG || undefined),
+    unitDefaults: Object.freeze({
+      pids: unitPids(input.unitPids ?? env.UMS_UNIT_PIDS ?? DEFAULT_UNIT_PIDS),
+      cpuCores: unitCpu(input.unitCpu ?? env.UMS_UNIT_CPU ?? DEFAULT_UNIT_CPU),
+    }),
     agentConnectTimeoutMs: agentTimeout(
       "agent-connect-timeout",
       input.agentConnectTimeout ?? env.UMS_AGENT_CONNECT_TIMEOUT,

@@ -1,6 +1,7 @@
 // Session list (spec 2.8), kill stream (spec 4.3, 6.3), re-attach and the end of sessions without clients
 // (max_run_after_disconnect), against the real bundled agent.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import {
   ExecClient,
@@ -239,5 +240,42 @@ describe("agent exec sessions", () => {
     assert.equal((await find(agent, info.session_id))?.is_active, true, "still running during the grace");
     // UMS_AGENT_KILL_GRACE is 1s in tests
     await eventually(async () => (await find(agent, info.session_id)) === undefined, "SIGKILL after the grace", 5000);
+  });
+  test("a kill reaches the whole session: a TTY shell's jobs in groups of their own too (issue #19)", async () => {
+    const c = await ExecClient.open(
+      agent,
+      `/exec?${query({ cmd: ["bash", "--norc", "--noprofile", "-i"], tty: true })}`,
+    );
+    const info = await c.waitText("session_info");
+    c.ws.send(Buffer.from("PS1='$ '\r"));
+    // Job control gives each job a process group of its own, which a signal to the shell's misses.
+    c.ws.send(Buffer.from("sleep 1000 & echo job-$((6*7))=$!\r"));
+    const job = Number(/job-42=(\d+)/.exec(await c.waitRaw("job-42=", 5000).then(() => c.raw()))?.[1]);
+    assert.ok(job > 0, c.raw());
+    const stat = readFileSync(`/proc/${job}/stat`, "utf8");
+    const [pgrp, session] = stat
+      .slice(stat.lastIndexOf(")") + 2)
+      .split(" ")
+      .slice(2, 4)
+      .map(Number);
+    assert.notEqual(pgrp, session, "the job leads a process group of its own");
+    try {
+      const r = await kill(agent, info.session_id, "signal=SIGKILL&timeout=5");
+      assert.equal(r.status, 200);
+      assert.equal(r.events.at(-1)?.type, "complete", JSON.stringify(r.events));
+      // Gone, or a zombie its new parent has yet to reap.
+      const alive = () => {
+        try {
+          return !/^\S+ \(.*\) [ZX] /.test(readFileSync(`/proc/${job}/stat`, "utf8"));
+        } catch {
+          return false;
+        }
+      };
+      await eventually(() => !alive(), "the job to go with its session", 5000);
+    } finally {
+      try {
+        process.kill(job, "SIGKILL");
+      } catch {}
+    }
   });
 });

@@ -4,11 +4,12 @@ import type { IPty } from "node-pty";
 import { exitCodeForSignal } from "../util/signals.js";
 import { type OutputStream, StreamId } from "./frames.js";
 import { preflight } from "./preflight.js";
+import { killSession, signalSession } from "./process-session.js";
 import { loadNodePty } from "./pty.js";
 
 // Starts the process of an exec session, either on pipes (stdout and stderr kept apart) or on a real PTY
-// (node-pty), always as the leader of its own process group so that signals reach the whole group
-// (spec 6.3). Failures to start become a message on stderr and exit code 127/126, never an exception.
+// (node-pty), always as the leader of its own session and process group so that signals reach all
+// of it (spec 6.3; process-session.ts). Failures to start become a message on stderr and exit code 127/126, never an exception.
 
 export interface SpawnSpec {
   file: string;
@@ -74,19 +75,9 @@ export function spawnProcess(spec: SpawnSpec, events: ChildEvents): ChildHandle 
   }
 }
 
+/** The session's whole process group and session; SIGKILL again until none of it is left (a fork bomb). */
 function signalGroup(pid: number, sig: NodeJS.Signals): boolean {
-  if (pid <= 0) return false;
-  try {
-    process.kill(-pid, sig);
-    return true;
-  } catch {
-    try {
-      process.kill(pid, sig);
-      return true;
-    } catch {
-      return false;
-    }
-  }
+  return sig === "SIGKILL" ? killSession(pid) : signalSession(pid, sig);
 }
 
 /** A session whose process never started: reports the message and the exit code asynchronously. */

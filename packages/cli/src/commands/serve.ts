@@ -44,6 +44,14 @@ export function serveCommand(): Command {
       "port of the connector gateway units call, on 0.0.0.0 (env UMS_GATEWAY_PORT, default 7071; 0: any free port)",
     )
     .option(
+      "--unit-pids <n>",
+      "most processes and threads a unit may run where its resources policy sets none (env UMS_UNIT_PIDS, default 1024)",
+    )
+    .option(
+      "--unit-cpu <cores>",
+      "CPU a unit may use where its resources policy sets none, in cores, e.g. 0.5 or 2 (env UMS_UNIT_CPU, default 1)",
+    )
+    .option(
       "--connectors-config <file>",
       "JSON file with provider URL overrides, OAuth clients and platform keys (env UMS_CONNECTORS_CONFIG)",
     )
@@ -73,6 +81,8 @@ export function serveCommand(): Command {
         egressRanges?: string;
         uplinks?: string;
         connectorsConfig?: string;
+        unitPids?: string;
+        unitCpu?: string;
         agentConnectTimeout?: string;
         agentAnswerTimeout?: string;
       }) => {

@@ -24,6 +24,8 @@ export interface HostRuntimeOptions {
   readonly imageVariant?: ImageVariant;
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
   readonly poolDir?: string | undefined;
+  /** A unit's limits where its resources policy names none (`ums serve --unit-pids`, `--unit-cpu`). */
+  readonly unitDefaults: { readonly pids: number; readonly cpuCores: number };
   /** Aborting stops an image build in progress and cleans it up. */
   readonly signal?: AbortSignal;
 }
@@ -86,7 +88,8 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
     idShift: UID_SHIFT,
     idCount: UID_RANGE,
     defaultMemoryBytes: 2 * 1024 ** 3,
-    defaultPids: 4096,
+    defaultPids: opts.unitDefaults.pids,
+    defaultCpuCores: opts.unitDefaults.cpuCores,
     bootTimeoutMs: 15_000,
     gatewayPort: opts.gatewayPort,
     egressRanges: opts.egressRanges,

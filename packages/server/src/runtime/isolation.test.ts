@@ -102,7 +102,11 @@ describe("unit isolation", () => {
     assert.equal(r.exitCode, 137, `${r.stdout} ${r.stderr}`);
     assert.equal((await sh("echo still-here")).stdout.toString(), "still-here\n", "the unit itself lives on");
     const reset = await s.api("DELETE", "/v1/units/iso/policy/resources", { token });
-    assert.deepEqual(reset.body, { memory: { limit_mb: 2048 }, pids: { limit: 4096 } });
+    assert.deepEqual(
+      reset.body,
+      { memory: { limit_mb: 512 }, pids: { limit: 1024 }, cpu: { cores: 1 } },
+      "the defaults",
+    );
     const ok = await execHttp(s.url, token, "iso", [
       "python3",
       "-c",

@@ -32,6 +32,16 @@ export interface EgressAllowance {
 
 export type RuntimeState = "running" | "paused" | "stopped";
 
+/** Every limit of a resources policy, set. */
+export type FullResources = { readonly [K in keyof ResourcesPolicy]-?: NonNullable<ResourcesPolicy[K]> };
+
+export interface ResourceLimits {
+  /** What a unit gets where its resources policy names no limit (the server's configuration). */
+  readonly defaults: FullResources;
+  /** The most CPU one unit may be given, in cores: what all units together may use on this host. */
+  readonly maxCpuCores: number;
+}
+
 export interface UnitStats {
   /** CPU time used since boot, in nanoseconds. */
   readonly cpuNs: number;
@@ -81,8 +91,9 @@ export interface UnitRuntime {
   /** Publishes the network policy the unit sees read-only at /.unit/policy/network.json. */
   publishNetworkPolicy(unitId: string, json: string): Promise<void>;
   stats(unitId: string): Promise<UnitStats | undefined>;
-  /** Applies a memory/pids limit to a running unit where the kernel allows; false when it must wait for the next boot. */
+  /** Applies the memory, pids and CPU limits to a running unit where the kernel allows; false when they must wait for the next boot. */
   applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
+  resourceLimits(): ResourceLimits;
   /**
    * A read-only snapshot of the unit's files as checkpoint `cpId`. A running unit is frozen for the
    * instant of the snapshot (its processes see no change, a file being written is consistent);

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
+import { DEFAULT_UNIT_CPU, DEFAULT_UNIT_PIDS } from "../config.js";
 import { run } from "../runtime/exec/host-command.js";
 import { hostPaths } from "../runtime/host.js";
 import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
@@ -69,6 +70,8 @@ export const TEST_NETWORK_ENV: Readonly<Record<string, string>> = Object.freeze(
 
 export interface TestRuntimeOpts {
   readonly gatewayPort?: number;
+  /** The server's unit limits (its config's `unitDefaults`); default: those of `ums serve`. */
+  readonly unitDefaults?: { readonly pids: number; readonly cpuCores: number };
 }
 
 export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {}): Promise<TestRuntime> {
@@ -85,7 +88,8 @@ export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {
     idShift: UID_SHIFT,
     idCount: UID_RANGE,
     defaultMemoryBytes: 512 * 1024 ** 2,
-    defaultPids: 1024,
+    defaultPids: opts.unitDefaults?.pids ?? DEFAULT_UNIT_PIDS,
+    defaultCpuCores: opts.unitDefaults?.cpuCores ?? DEFAULT_UNIT_CPU,
     bootTimeoutMs: 20_000,
     gatewayPort: opts.gatewayPort ?? 7071,
     egressRanges: TEST_EGRESS_RANGES,

@@ -77,7 +77,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
   const logger = overrides.logStream
     ? pino({ level: "debug" }, overrides.logStream)
     : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
-  const rt = await openTestRuntime(dataDir, { gatewayPort: config.gatewayPort });
+  const rt = await openTestRuntime(dataDir, { gatewayPort: config.gatewayPort, unitDefaults: config.unitDefaults });
   let server: RunningServer;
   try {
     server = await startServer(config, {

@@ -1,8 +1,10 @@
 import { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
+import { KeyedMutex } from "../../lifecycle/keyed-mutex.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { OrgRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
@@ -14,20 +16,23 @@ export interface PolicyDeps {
   readonly runtime: UnitRuntime;
 }
 
-/** Defaults a unit gets when its policy says nothing (documented in the OpenAPI descriptions). */
-export const DEFAULT_RESOURCES = Object.freeze({ memory: { limit_mb: 2048 }, pids: { limit: 4096 } });
 export const DEFAULT_PRIVILEGES = Object.freeze({
   profile: "standard" as const,
   devices: [],
   no_new_privileges: false,
 });
 
-const effectiveResources = (json: string): ResourcesPolicy => ({ ...DEFAULT_RESOURCES, ...JSON.parse(json) });
 const effectivePrivileges = (json: string): PrivilegesPolicy => ({ ...DEFAULT_PRIVILEGES, ...JSON.parse(json) });
 
 /** Spec 4.5: the resources and privileges policies (network is its own feature). */
 export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtime }: PolicyDeps): void {
   const tags = ["policies"];
+  /** The limits in force: the policy's, and the server's defaults (the runtime's) for the rest. */
+  const effectiveResources = (json: string): ResourcesPolicy => ({
+    ...runtime.resourceLimits().defaults,
+    ...(JSON.parse(json) as ResourcesPolicy),
+  });
+  const resourceChanges = new KeyedMutex();
   const resources = { 200: ResourcesPolicy, ...commonErrors, ...notFound };
   const privileges = { 200: PrivilegesPolicy, ...commonErrors, ...notFound };
 
@@ -44,16 +49,30 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
     async (req) => effectiveResources((await units.require(req.auth.org, req.params.name)).resources),
   );
 
-  async function setResources(org: OrgRecord, name: string, policy: ResourcesPolicy) {
-    const unit = await units.require(org, name);
-    await store.units.update(unit.orgId, unit.name, {
-      resources: JSON.stringify(policy),
-      updatedAt: new Date().toISOString(),
+  /** Spec 4.5: a POST changes the limits it names and keeps the others (`replace`: DELETE, all go). */
+  async function setResources(org: OrgRecord, name: string, change: ResourcesPolicy, replace = false) {
+    const max = runtime.resourceLimits().maxCpuCores;
+    if (change.cpu && change.cpu.cores > max) {
+      throw ApiError.validation([
+        `cpu.cores: must be at most ${max}, the cores units may use on this host (it keeps the rest for ums); got ${change.cpu.cores}`,
+      ]);
+    }
+    const found = await units.require(org, name);
+    // One change at a time per unit: two POSTs naming different limits both stay.
+    return resourceChanges.run(found.id, async () => {
+      const unit = await units.require(org, name);
+      const policy: ResourcesPolicy = replace
+        ? change
+        : { ...(JSON.parse(unit.resources) as ResourcesPolicy), ...change };
+      await store.units.update(unit.orgId, unit.name, {
+        resources: JSON.stringify(policy),
+        updatedAt: new Date().toISOString(),
+      });
+      const effective = effectiveResources(JSON.stringify(policy));
+      // Live where the kernel allows; a running unit that refuses (e.g. a limit below its use) gets it at next boot.
+      if (lifecycle.statusOf(unit.id) !== "cold") await runtime.applyResources(unit.id, effective);
+      return effective;
     });
-    const effective = effectiveResources(JSON.stringify(policy));
-    // Live where the kernel allows; a running unit that refuses (e.g. a limit below its use) gets it at next boot.
-    if (lifecycle.statusOf(unit.id) !== "cold") await runtime.applyResources(unit.id, effective);
-    return effective;
   }
 
   app.post(
@@ -61,7 +80,9 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
     {
       schema: {
         tags,
-        summary: "Set memory and process limits (live when possible, else at next boot)",
+        summary: "Set memory, process and CPU limits (live when possible, else at next boot)",
+        description:
+          "Changes the limits the body names and keeps the others (a body with only `memory` leaves `pids` and `cpu` as they were); DELETE reverts all of them to the server's defaults. A limit never set is the server's default (out of the box: 1,024 processes, 1 core and 2 GiB of memory). `cpu.cores` is CPU time as a CFS quota, e.g. 0.5 or 2, at most what units may use on the host (its cores less half a core kept for ums).",
         params: UnitParams,
         body: ResourcesPolicy,
         response: resources,
@@ -73,7 +94,7 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
   app.delete(
     "/v1/units/:name/policy/resources",
     { schema: { tags, summary: "Revert to the default limits", params: UnitParams, response: resources } },
-    async (req) => setResources(req.auth.org, req.params.name, {}),
+    async (req) => setResources(req.auth.org, req.params.name, {}, true),
   );
 
   app.get(

@@ -70,6 +70,8 @@ export interface OciSpecInput {
   readonly env: Readonly<Record<string, string>>;
   readonly memoryLimitBytes: number | undefined;
   readonly pidsLimit: number;
+  /** CFS bandwidth: `quota` µs of CPU time per `period` µs (quota / period cores). */
+  readonly cpu: { readonly quota: number; readonly period: number };
   readonly privileges: {
     readonly profile: PrivilegeProfile;
     readonly noNewPrivileges: boolean;
@@ -192,6 +194,7 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
           memory: { limit: i.memoryLimitBytes, swap: i.memoryLimitBytes },
         }),
         pids: { limit: i.pidsLimit },
+        cpu: { quota: i.cpu.quota, period: i.cpu.period },
       },
       seccomp: seccompProfile({ allowPtrace: i.privileges.profile !== "minimal" }),
       maskedPaths: [

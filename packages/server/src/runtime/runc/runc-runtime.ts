@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { chmod, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
+import { availableParallelism, setPriority } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
 import { waitForAgent } from "../agent-client.js";
@@ -20,6 +21,7 @@ import { enableUplinks } from "../network/uplinks.js";
 import type {
   BootSpec,
   EgressDrops,
+  ResourceLimits,
   ResourcesPolicy,
   RuntimeState,
   UnitLink,
@@ -29,6 +31,8 @@ import type {
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { withAgentListener } from "./agent-listener.js";
 import { CheckpointView } from "./checkpoint-view.js";
+import { cfsQuota, configureUnitsCpu, unitsCpuBudget } from "./cpu-share.js";
+import { CpuWeights } from "./cpu-weights.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
 import { Runc } from "./runc.js";
 import { SlotAllocator } from "./slots.js";
@@ -53,6 +57,10 @@ export interface RuncRuntimeConfig {
   readonly idCount: number;
   readonly defaultMemoryBytes: number;
   readonly defaultPids: number;
+  /** CPU time a unit may use where its policy names none, in cores (a CFS quota). */
+  readonly defaultCpuCores: number;
+  /** The host's cores (default: those this process may run on); units share all but half of one. */
+  readonly hostCores?: number | undefined;
   readonly bootTimeoutMs: number;
   /** The connectors gateway's port on the host: units may reach it at their gateway address. */
   readonly gatewayPort: number;
@@ -79,21 +87,56 @@ async function setFrozen(cgroupsPath: string, frozen: boolean): Promise<boolean>
   throw new Error(`could not freeze ${cgroupsPath}: tasks did not stop within 2 s`);
 }
 
-/** SIGKILLs every task of a unit's cgroup (thawing it first) and waits until none is left. */
+/**
+ * SIGKILLs every task of a unit's cgroup and waits until none is left. Frozen first (a paused
+ * unit already is): a frozen task cannot fork, so one pass over cgroup.procs reaches every task of
+ * even a fork bomb; the kills are pending until the thaw, when all die at once. Without the
+ * freezer (or if it cannot settle, a task stuck in the kernel) it kills in passes until none is left.
+ * The unit's CPU quota goes first: freezing and dying take each task some CPU time, which a
+ * storm's throttled cgroup would hand out over seconds.
+ */
 async function killCgroup(cgroupsPath: string): Promise<void> {
   const procsFile = join(CGROUP_ROOT, "pids", cgroupsPath, "cgroup.procs");
   if (!existsSync(procsFile)) return;
-  await setFrozen(cgroupsPath, false).catch(() => {});
-  for (let i = 0; i < 400; i++) {
-    const pids = (await readFile(procsFile, "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
-    if (pids.length === 0) return;
+  // -1: no quota of its own; the units' parent cgroup still caps it (cpu-share.ts).
+  await writeFile(join(CGROUP_ROOT, "cpu", cgroupsPath, "cpu.cfs_quota_us"), "-1").catch(() => {});
+  const frozen = await setFrozen(cgroupsPath, true).catch(() => false);
+  const tasks = async () => (await readFile(procsFile, "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
+  const killAll = (pids: number[]) => {
     for (const pid of pids) {
       try {
         process.kill(pid, "SIGKILL");
       } catch {}
     }
+  };
+  if (frozen) {
+    killAll(await tasks());
+    await setFrozen(cgroupsPath, false).catch(() => {});
+  }
+  for (let i = 0; i < 1000; i++) {
+    const pids = await tasks();
+    if (pids.length === 0) return;
+    killAll(pids);
     await new Promise((r) => setTimeout(r, 2));
   }
+}
+
+/** The agent's nice value: it weighs ~87x a nice-0 task (each step ~1.25x; sched(7)). */
+const AGENT_NICE = -20;
+
+/**
+ * The agent keeps answering while its unit is busy: a fork bomb fills the unit's cgroup with a
+ * thousand runnable tasks, which at equal weights leave the agent a thousandth of the unit's CPU.
+ * Its main thread runs at a higher priority, and with SCHED_RESET_ON_FORK (sched(7)) whatever it
+ * starts begins at nice 0 again. A nice value weighs only within the unit's own cgroup, never
+ * against other units or the host. Best effort, like the OOM score: it needs CAP_SYS_NICE.
+ */
+async function prioritizeAgent(pid: number): Promise<void> {
+  if (!(pid > 1)) return;
+  try {
+    await run("chrt", ["--other", "--reset-on-fork", "--pid", "0", String(pid)]);
+    setPriority(pid, AGENT_NICE);
+  } catch {}
 }
 
 /**
@@ -141,13 +184,27 @@ export class RuncRuntime implements UnitRuntime {
     return this.cfg.poolDir;
   }
 
+  private readonly hostCores: number;
+  /** Units pressing against their limits weigh less than the others while they do. */
+  private readonly weights: CpuWeights;
+
   private constructor(private readonly cfg: RuncRuntimeConfig) {
     this.runc = new Runc(join(cfg.dataDir, "runc"));
     this.slots = new SlotAllocator(cfg.subnet);
+    this.hostCores = cfg.hostCores ?? availableParallelism();
+    this.weights = new CpuWeights(CGROUP_ROOT, cfg.rid);
   }
 
   static async open(cfg: RuncRuntimeConfig): Promise<RuncRuntime> {
     const rt = new RuncRuntime(Object.freeze({ ...cfg }));
+    const budget = unitsCpuBudget(rt.hostCores);
+    if (!(cfg.defaultCpuCores > 0 && cfg.defaultCpuCores <= budget)) {
+      throw new Error(
+        `a unit's default CPU limit of ${cfg.defaultCpuCores} cores is more than units may use on this host (${budget} of its ${rt.hostCores} cores); pass a smaller --unit-cpu`,
+      );
+    }
+    // Units are created below /ums-<rid>: its CPU share and total quota are in place first.
+    await configureUnitsCpu(CGROUP_ROOT, cfg.rid, rt.hostCores);
     await mkdir(join(cfg.poolDir, "units"), { recursive: true });
     await mkdir(join(cfg.dataDir, "run"), { recursive: true });
     // runc mounts a unit's rootfs and binds from inside its user namespace, as the unit's root
@@ -165,6 +222,7 @@ export class RuncRuntime implements UnitRuntime {
     await rt.nft.run(`add element inet ${firewallTable(cfg.rid)} probe { 0 timeout 1s }`);
     await rt.stopOldLayoutUnits();
     await rt.recoverNetworks();
+    rt.weights.start();
     return rt;
   }
 
@@ -314,6 +372,7 @@ export class RuncRuntime implements UnitRuntime {
           ? spec.resources.memory.limit_mb * 1024 * 1024
           : this.cfg.defaultMemoryBytes,
         pidsLimit: spec.resources.pids?.limit ?? this.cfg.defaultPids,
+        cpu: cfsQuota(this.cpuCores(spec.resources)),
         privileges: {
           profile: spec.privileges.profile ?? "standard",
           noNewPrivileges: spec.privileges.no_new_privileges ?? false,
@@ -362,6 +421,7 @@ export class RuncRuntime implements UnitRuntime {
     for (const pid of [String(pid1), ...children].filter(Boolean)) {
       await writeFile(`/proc/${pid}/oom_score_adj`, "-999").catch(() => {});
     }
+    for (const pid of children.filter(Boolean)) await prioritizeAgent(Number(pid));
   }
 
   private async attachNetwork(id: string, policy: string): Promise<UnitNetwork> {
@@ -516,10 +576,27 @@ export class RuncRuntime implements UnitRuntime {
     }
   }
 
+  resourceLimits(): ResourceLimits {
+    return {
+      defaults: {
+        memory: { limit_mb: Math.round(this.cfg.defaultMemoryBytes / (1024 * 1024)) },
+        pids: { limit: this.cfg.defaultPids },
+        cpu: { cores: this.cfg.defaultCpuCores },
+      },
+      maxCpuCores: unitsCpuBudget(this.hostCores),
+    };
+  }
+
+  /** A policy above what units may use now (fewer cores than when it was set) gets all of it. */
+  private cpuCores(r: ResourcesPolicy): number {
+    return Math.min(r.cpu?.cores ?? this.cfg.defaultCpuCores, unitsCpuBudget(this.hostCores));
+  }
+
   async applyResources(id: string, r: ResourcesPolicy): Promise<boolean> {
     if ((await this.state(id)) === "stopped") return false;
     const mem = r.memory ? r.memory.limit_mb * 1024 * 1024 : this.cfg.defaultMemoryBytes;
     const pids = r.pids?.limit ?? this.cfg.defaultPids;
+    const cpu = cfsQuota(this.cpuCores(r));
     try {
       await run("runc", [
         "--root",
@@ -531,6 +608,10 @@ export class RuncRuntime implements UnitRuntime {
         String(mem),
         "--pids-limit",
         String(pids),
+        "--cpu-period",
+        String(cpu.period),
+        "--cpu-quota",
+        String(cpu.quota),
         id,
       ]);
       return true;
@@ -668,6 +749,9 @@ export class RuncRuntime implements UnitRuntime {
   async close(): Promise<void> {
     // Running units outlive the server (DESIGN.md section 3): only ums's own helper process stops.
     this.nft.close();
+    this.weights.stop();
+    // The units' parent cgroups go if no unit is left in them (rmdir fails on the others).
+    await removeCgroups(this.cfg.rid);
   }
 }
 

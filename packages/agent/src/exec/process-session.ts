@@ -1,0 +1,67 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+// Signals reach all of an exec session (spec 6.3: "signal sent to the process group"): its process
+// started as the leader of a session and process group of its own (setsid), so everything it
+// starts is in that group, or, for a TTY shell's jobs (job control gives each its own group), in
+// that session. A process that calls setsid itself leaves both; only stopping the unit (its cgroup)
+// reaches it then.
+
+/** Live processes of this pid namespace whose process group or session is `id` (proc(5), /proc/<pid>/stat). */
+export function sessionMembers(id: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "latin1");
+    } catch {
+      continue; // gone meanwhile
+    }
+    // `pid (comm) state ppid pgrp session …`; comm may hold spaces and parentheses.
+    const [state, , pgrp, session] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (state === "Z" || state === "X") continue;
+    if (Number(pgrp) === id || Number(session) === id) out.push(Number(entry));
+  }
+  return out;
+}
+
+/**
+ * Sends `sig` to the process group `id` in one kill(2) (atomic: a fork under way delivers it to
+ * the child too) and then to every other process of session `id`. False when none was there.
+ */
+export function signalSession(id: number, sig: NodeJS.Signals): boolean {
+  if (id <= 1 || id === process.pid) return false; // never PID 1 or the agent
+  let sent = false;
+  try {
+    process.kill(-id, sig);
+    sent = true;
+  } catch {}
+  for (const pid of sessionMembers(id)) {
+    try {
+      process.kill(pid, sig);
+      sent = true;
+    } catch {}
+  }
+  return sent;
+}
+
+/**
+ * SIGKILLs the session now and again every `everyMs` until none of it is left or `forMs` passed:
+ * a member of another group may fork between the scan of /proc and its kill (the group itself
+ * cannot: its kill is atomic). Returns false when none was there.
+ */
+export function killSession(id: number, forMs = 2000, everyMs = 20): boolean {
+  const deadline = Date.now() + forMs;
+  const again = () => {
+    if (Date.now() < deadline && signalSession(id, "SIGKILL")) setTimeout(again, everyMs).unref();
+  };
+  const sent = signalSession(id, "SIGKILL");
+  if (sent) setTimeout(again, everyMs).unref();
+  return sent;
+}
