@@ -29,7 +29,7 @@ if (selected.length === 0) {
 }
 const child = spawn(
   process.execPath,
-  ["--test", "--test-reporter=spec", "--test-concurrency=2", "--test-timeout=300000", ...selected],
+  ["--test", "--test-reporter=spec", "--test-concurrency=2", "--test-timeout=600000", ...selected],
   { stdio: "inherit", cwd: root },
 );
 child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -71,7 +71,8 @@ export class CpuWeights {
       // A failed round (a unit gone meanwhile) changes nothing; the next one reads afresh.
       this.check()
         .catch(() => {})
-        .finally(() => this.schedule());
+        .then(() => this.schedule())
+        .catch(() => {});
     }, this.everyMs);
     this.timer.unref();
   }
