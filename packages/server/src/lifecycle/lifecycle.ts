@@ -456,7 +456,18 @@ export class Lifecycle {
     try {
       await agentHealth(this.runtime.agentSocket(unit.id), timeoutMs);
     } catch (err) {
-      const why = `agent did not answer: ${err instanceof Error ? err.message : String(err)}`;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ECONNREFUSED" || code === "ENOENT") {
+        // No agent listens: PID 1 follows it within moments, and then the unit's processes are gone.
+        for (let i = 0; i < 10; i++) {
+          if (!(await this.runtime.isAlive(unit.id))) {
+            return { status: "unhealthy", reason: "the unit's processes are gone; the next request boots it again" };
+          }
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      // The errno code, not the message: a socket error's message names a host path.
+      const why = `agent did not answer: ${code ?? (err instanceof Error ? err.message : String(err))}`;
       this.agentTimedOut(unit.id, why);
       const first = this.tracked.get(unit.id)?.unhealthy ?? why;
       return { status: "unhealthy", reason: `${first}; the next request restarts the unit` };

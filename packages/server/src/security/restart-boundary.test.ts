@@ -87,7 +87,7 @@ describe("a unit's root cannot disturb the next start of ums serve", () => {
     const loop = [
       "end=$(($(date +%s) + 60)); n=0",
       'while [ "$(date +%s)" -lt "$end" ]; do',
-      "  rm -rf /.unit/run/host.sock 2>/dev/null && n=$((n + 1))",
+      "  rm -r /.unit/run/host.sock 2>/dev/null && n=$((n + 1))",
       `  ln -sfn ${victim} /.unit/run/host.sock 2>/dev/null && n=$((n + 1))`,
       "  rm -f /.unit/run/host.sock 2>/dev/null; mkdir /.unit/run/host.sock 2>/dev/null && n=$((n + 1))",
       "  echo $n > /tmp/swaps",
