@@ -160,7 +160,8 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents): ChildHandle {
     timer = setInterval(() => {
       const now = Date.now();
       if (paused) return;
-      if (now - lastData >= 250 || now - exitedAt >= 2000) finish();
+      // Quiet since the exit too: output written just before it may still be in the pipe, unread.
+      if (now - Math.max(lastData, exitedAt) >= 250 || now - exitedAt >= 2000) finish();
     }, 100);
   });
 
