@@ -1,26 +1,15 @@
 import { connect } from "node:net";
 import WebSocket from "ws";
-import { AgentDeadline, type AgentEndpoint } from "../../runtime/agent-client.js";
-
-/** At most this much of a refusal's body is kept (the agent is the unit's: it may send anything). */
-const MAX_REFUSAL_BYTES = 64 * 1024;
-
-/** The agent refused the upgrade with an HTTP answer; `body` is what it said (spec section 7 JSON, usually). */
-export class AgentRefusal extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: string,
-  ) {
-    super(body || `the unit's agent answered ${status}`);
-  }
-}
+import { AgentDeadline, type AgentEndpoint } from "./deadline.js";
+import { answerError, MAX_ANSWER_BYTES } from "./errors.js";
+import { wrap } from "./http.js";
 
 /**
  * Opens a websocket to the unit agent's exec endpoint over its Unix socket (spec 4.3). It comes back
  * paused: frames that arrived with the handshake (a quick command's whole output) wait until the
  * caller has its listeners on and calls `resume()`.
  *
- * Fails with `AgentRefusal` when the agent answers the upgrade with anything but 101, and with the
+ * Fails with `AgentAnswerError` when the agent answers the upgrade with anything but 101, and with the
  * endpoint's timeout error when it does not connect or answer in time (issue #19 finding 8). The
  * socket always has an 'error' listener (issue #19 finding 6): a handshake aborted with `terminate()`
  * reports its error on the next tick, and an error after `open` must not crash the server before
@@ -43,7 +32,7 @@ export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket
       settled = true;
       deadline.answered();
       ws.terminate();
-      reject(err);
+      reject(wrap(err));
     }
     ws.on("error", fail);
     ws.once("open", () => {
@@ -58,10 +47,10 @@ export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (d: string) => {
-        if (body.length < MAX_REFUSAL_BYTES) body += d.slice(0, MAX_REFUSAL_BYTES - body.length);
+        if (body.length < MAX_ANSWER_BYTES) body += d.slice(0, MAX_ANSWER_BYTES - body.length);
       });
       res.on("error", fail);
-      res.on("end", () => fail(new AgentRefusal(res.statusCode ?? 0, body)));
+      res.on("end", () => fail(answerError(res.statusCode ?? 0, body)));
     });
   });
 }

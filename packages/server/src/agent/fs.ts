@@ -1,29 +1,16 @@
 import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
-import { ErrorCode, fsErrorStatus } from "@ums/protocol";
-import { type AgentEndpoint, boundAnswer } from "../../runtime/agent-client.js";
-import { ApiError } from "../errors.js";
+import { type AgentEndpoint, boundAnswer } from "./deadline.js";
+import { AgentAnswerError, readAnswerError } from "./errors.js";
+import { wrap } from "./http.js";
 import { RelaySocket } from "./relay.js";
+
+/** Who runs a filesystem operation in the unit: the unit user, or root (`asRoot`, spec 4.4). */
+export type FsIdentity = "user" | "root";
 
 /** Upgrade protocol of a raw read (packages/agent/src/fs/raw-read.ts). */
 const RAW_READ = "ums-fs-bytes";
-
-/** A failed filesystem operation: answered as `{error, code: <errno>, path}` (see @ums/protocol fs.ts). */
-export class FsHttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly errno: string,
-    readonly path: string | undefined,
-    message: string,
-  ) {
-    super(message);
-  }
-
-  body(): { error: string; code: string; path?: string } {
-    return { error: this.message, code: this.errno, ...(this.path !== undefined && { path: this.path }) };
-  }
-}
 
 /**
  * Opens a connection to the unit's filesystem process of one identity: `GET /fs/connect?as=…` with
@@ -33,7 +20,7 @@ export class FsHttpError extends Error {
  * The 101 is the agent's first answer: the endpoint's timeouts bound the wait for it (issue #19
  * finding 8); the operation that follows is bounded by its own idle timeout (`agentFs`, `agentRead`).
  */
-function connectFs(ep: AgentEndpoint, as: "user" | "root", own?: Socket): Promise<Socket> {
+function connectFs(ep: AgentEndpoint, as: FsIdentity, own?: Socket): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const req = request({
       ...(own ? { createConnection: () => own } : { socketPath: ep.path, agent: false }),
@@ -53,12 +40,18 @@ function connectFs(ep: AgentEndpoint, as: "user" | "root", own?: Socket): Promis
       res.setEncoding("utf8").on("data", (d: string) => {
         if (body.length < 4096) body += d;
       });
-      res.on("error", reject);
+      res.on("error", (err) => reject(wrap(err)));
       res.on("end", () =>
-        reject(new Error(`the agent refused the filesystem connection (${res.statusCode}): ${body.slice(0, 4096)}`)),
+        reject(
+          new AgentAnswerError(
+            502,
+            undefined,
+            `the agent refused the filesystem connection (${res.statusCode}): ${body.slice(0, 4096)}`,
+          ),
+        ),
       );
     });
-    req.on("error", reject);
+    req.on("error", (err) => reject(wrap(err)));
     req.end();
   });
 }
@@ -70,7 +63,7 @@ function connectFs(ep: AgentEndpoint, as: "user" | "root", own?: Socket): Promis
  */
 export async function agentFs(
   ep: AgentEndpoint,
-  as: "user" | "root",
+  as: FsIdentity,
   method: string,
   path: string,
   body?: Readable | string,
@@ -85,7 +78,7 @@ export async function agentFs(
     // No answer head within a minute: the unit is stuck (a large upload keeps the socket busy, not idle).
     req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
     req.on("response", () => req.setTimeout(0));
-    req.on("error", reject);
+    req.on("error", (err) => reject(wrap(err)));
     if (body === undefined) req.end();
     else if (typeof body === "string") req.end(body);
     else {
@@ -103,14 +96,11 @@ export interface RawRead {
 
 /**
  * Reads the file at `path` (absolute) in the unit as `as`, raw (packages/agent/src/fs/raw-read.ts):
- * resolves with the read once the agent has opened the file, or with the agent's answer when it
- * could not (an error to read with `agentFailure`).
+ * resolves with the read once the agent has opened the file. An agent from before raw reads answers
+ * the upgrade request as an ordinary one: its 200 response is the file. Any other answer is the
+ * error (`AgentAnswerError`, e.g. ENOENT).
  */
-export async function agentRead(
-  ep: AgentEndpoint,
-  as: "user" | "root",
-  path: string,
-): Promise<RawRead | IncomingMessage> {
+export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<RawRead | IncomingMessage> {
   const relay = new RelaySocket(ep.path);
   const socket = await connectFs(ep, as, relay.socket).catch((err) => {
     relay.socket.destroy();
@@ -134,55 +124,10 @@ export async function agentRead(
     });
     req.on("response", (res) => {
       req.setTimeout(0);
-      resolve(res);
+      if (res.statusCode === 200) resolve(res);
+      else readAnswerError(res).then(reject).catch(reject);
     });
-    req.on("error", reject);
+    req.on("error", (err) => reject(wrap(err)));
     req.end();
   });
-}
-
-async function readAll(res: IncomingMessage): Promise<string> {
-  let text = "";
-  res.setEncoding("utf8");
-  for await (const chunk of res) text += chunk;
-  return text;
-}
-
-/** Reads a JSON answer of the agent; a failure becomes the error to throw. */
-export async function agentJson(res: IncomingMessage): Promise<unknown> {
-  const text = await readAll(res);
-  let parsed: { error?: string; errors?: string[]; code?: string; path?: string } | undefined;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent answered ${res.statusCode} without JSON`);
-  }
-  if (res.statusCode === 200) return parsed;
-  throw agentError(res.statusCode ?? 500, parsed);
-}
-
-export async function agentFailure(res: IncomingMessage): Promise<Error> {
-  const text = await readAll(res);
-  try {
-    return agentError(res.statusCode ?? 500, JSON.parse(text));
-  } catch {
-    return new ApiError(502, ErrorCode.UnitUnavailable, `the unit's agent answered ${res.statusCode}`);
-  }
-}
-
-function agentError(
-  status: number,
-  parsed: { error?: string; errors?: string[]; code?: string; path?: string } | undefined,
-): Error {
-  const code = parsed?.code ?? "";
-  // An errno name, or the refusal of a path in /.unit (403, @ums/protocol fs-reserved.ts).
-  if (/^E[A-Z0-9]+$/.test(code) || code === ErrorCode.FsReservedPath) {
-    return new FsHttpError(fsErrorStatus(code), code, parsed?.path, parsed?.error ?? code);
-  }
-  if (status === 400 && parsed?.errors) return ApiError.validation(parsed.errors);
-  return new ApiError(
-    502,
-    ErrorCode.UnitUnavailable,
-    `the unit's agent failed the operation (${status}): ${parsed?.error ?? parsed?.errors?.join("; ") ?? "no message"}`,
-  );
 }

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { Activity } from "../../lifecycle/activity.js";
+import { Activity } from "../../../lifecycle/activity.js";
 import { KeepAwakeTasks, parseExpire } from "./tasks.js";
 
 describe("keep-awake tasks", () => {

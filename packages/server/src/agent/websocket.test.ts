@@ -7,8 +7,9 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, beforeEach, describe, it } from "node:test";
-import { AgentTimeoutError, plainEndpoint } from "../../runtime/agent-client.js";
-import { AgentRefusal, connectAgent } from "./agent-ws.js";
+import { AgentTimeoutError, plainEndpoint } from "./deadline.js";
+import { AgentAnswerError } from "./errors.js";
+import { connectAgent } from "./websocket.js";
 
 /** A fake agent that answers every connection with `answer` (raw bytes, then the end), or holds it. */
 function fakeAgent(path: string, answer: string | Buffer | null, opts: { destroy?: boolean } = {}): Promise<Server> {
@@ -57,15 +58,17 @@ describe("connectAgent against agents that do not upgrade", () => {
     ["500 Internal Server Error", '{"error":"boom","code":"UMS_INTERNAL"}'],
     ["200 OK", "not an upgrade"],
   ] as const) {
-    it(`rejects an answer of ${status} with the agent's status and body`, async () => {
+    it(`rejects an answer of ${status} with the agent's status and what its body said`, async () => {
       server = await fakeAgent(sock, http(status, body));
       const err = await connectAgent(plainEndpoint(sock), "/exec?cmd=x").then(
         () => assert.fail("connected"),
         (e: unknown) => e,
       );
-      assert.ok(err instanceof AgentRefusal, String(err));
+      assert.ok(err instanceof AgentAnswerError, String(err));
       assert.equal(err.status, Number(status.slice(0, 3)));
-      assert.equal(err.body, body);
+      const said = body.startsWith("{") ? JSON.parse(body) : {};
+      assert.equal(err.code, said.code);
+      assert.equal(err.message, said.error ?? said.errors?.join("; ") ?? `the unit's agent answered ${err.status}`);
     });
   }
 

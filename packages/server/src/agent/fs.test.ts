@@ -5,8 +5,8 @@ import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { plainEndpoint } from "../../runtime/agent-client.js";
-import { agentRead } from "./agent.js";
+import { plainEndpoint } from "./deadline.js";
+import { agentRead } from "./fs.js";
 
 // agentRead against fake agents at the test edge (the real agent is tested in api/fs/fs.test.ts and
 // packages/agent/src/fs/fs.test.ts): one that reads raw, and one from before raw reads, which answers

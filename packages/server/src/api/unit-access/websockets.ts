@@ -1,5 +1,15 @@
+import type {} from "@fastify/websocket";
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
+import type { UnitLease } from "../../node/unit-node.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The agent websocket opened before a client websocket is accepted (holdAgentSocket). */
+    agentSocket?: WebSocket;
+    releaseUnit?: () => void;
+  }
+}
 
 /** Agent websockets a `joinWebsockets` took over (from then on it owns their end). */
 const joined = new WeakSet<WebSocket>();
@@ -74,4 +84,27 @@ function validCode(code: number): number {
     (code >= 1001 && code <= 1014 && code !== 1005 && code !== 1006)
     ? code
     : 1000;
+}
+
+/** The wsHandler of a route whose preHandler held an agent websocket: joins the client's to it. */
+export function joinHeldSocket(client: WebSocket, req: FastifyRequest): void {
+  joinWebsockets(client, req.agentSocket as WebSocket, req.releaseUnit ?? (() => {}));
+}
+
+/**
+ * Opens the agent websocket at `path` for a client's upgrade and parks it (holdAgentSocket) with
+ * the lease; a failure releases the unit and is thrown before any upgrade (an HTTP error answer).
+ */
+export async function holdUnitWebsocket(req: FastifyRequest, lease: UnitLease, path: string): Promise<void> {
+  holdAgentSocket(req, await leasedWebsocket(lease, path), () => lease.release());
+}
+
+/** The agent websocket at `path`; a failure to open it releases the lease. */
+export async function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
+  try {
+    return await lease.agent.websocket(path);
+  } catch (err) {
+    lease.release();
+    throw err;
+  }
 }

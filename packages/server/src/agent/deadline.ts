@@ -1,4 +1,4 @@
-import { type ClientRequest, request } from "node:http";
+import type { ClientRequest } from "node:http";
 import type { Socket } from "node:net";
 
 /**
@@ -21,11 +21,13 @@ export class AgentTimeoutError extends Error {
   constructor(
     readonly phase: "connect" | "answer",
     readonly ms: number,
+    /** What was done about it, said after the fact (e.g. the node marked the unit unhealthy). */
+    consequence?: string,
   ) {
     super(
-      phase === "connect"
+      (phase === "connect"
         ? `could not connect to the unit's agent within ${seconds(ms)}`
-        : `the unit's agent did not answer within ${seconds(ms)}`,
+        : `the unit's agent did not answer within ${seconds(ms)}`) + (consequence ? `; ${consequence}` : ""),
     );
   }
 }
@@ -41,7 +43,7 @@ export interface AgentEndpoint {
   timedOut(err: AgentTimeoutError): Error;
 }
 
-/** An endpoint that only bounds the waits (tools and tests; the API's are built by agent-endpoint.ts). */
+/** An endpoint that only bounds the waits (tools and tests; the node's are built by node/local/agent-endpoint.ts). */
 export function plainEndpoint(path: string, timeouts: AgentTimeouts = DEFAULT_AGENT_TIMEOUTS): AgentEndpoint {
   return { path, timeouts, timedOut: (err) => err };
 }
@@ -100,50 +102,4 @@ export function boundAnswer(req: ClientRequest, ep: AgentEndpoint, extraMs = 0):
   req.once("socket", (socket) => deadline.watch(socket));
   req.once("close", () => deadline.answered());
   return deadline;
-}
-
-/** GET /health on the agent's socket; resolves when it answers 200, rejects otherwise. */
-export function agentHealth(socketPath: string, timeoutMs = 1000): Promise<{ ok: boolean; pid: number }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path: "/health", method: "GET", timeout: timeoutMs }, (res) => {
-      let body = "";
-      res.setEncoding("utf8").on("data", (d: string) => {
-        body += d;
-      });
-      res.on("end", () => {
-        if (res.statusCode !== 200) return reject(new Error(`agent answered ${res.statusCode}`));
-        try {
-          resolve(JSON.parse(body));
-        } catch (err) {
-          reject(err);
-        }
-      });
-    });
-    req.on("timeout", () => req.destroy(new Error("agent did not answer in time")));
-    req.on("error", reject);
-    req.end();
-  });
-}
-
-/** Polls the agent until it answers or `timeoutMs` passes. */
-export async function waitForAgent(
-  socketPath: string,
-  timeoutMs: number,
-  isAlive: () => Promise<boolean>,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let delay = 2;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      await agentHealth(socketPath, 500);
-      return;
-    } catch (err) {
-      last = err;
-    }
-    if (!(await isAlive())) throw new Error("the unit stopped while booting (see its agent.log)");
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 50);
-  }
-  throw new Error(`the unit's agent did not start within ${timeoutMs} ms: ${String(last)}`);
 }

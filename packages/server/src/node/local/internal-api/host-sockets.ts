@@ -1,13 +1,16 @@
 import { chmod, lchown, mkdir, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { dirname, join } from "node:path";
+import { ErrorCode } from "@ums/protocol";
 import type { Logger } from "pino";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { UnitRuntime } from "../../runtime/runtime.js";
-import type { UnitRecord } from "../../store/records.js";
-import type { Store } from "../../store/store.js";
-import { checkpointInfo } from "../checkpoints/present.js";
-import type { HttpTargets } from "../proxy/target.js";
+import { ApiError } from "../../../errors/api-error.js";
+import { writeError } from "../../../errors/respond.js";
+import type { Lifecycle } from "../../../lifecycle/lifecycle.js";
+import { checkpointInfo } from "../../../present/checkpoint.js";
+import type { UnitRuntime } from "../../../runtime/runtime.js";
+import type { CheckpointRecord, UnitRecord } from "../../../store/records.js";
+import type { Store } from "../../../store/store.js";
+import type { HttpTargets } from "../http-targets.js";
 import { KeepAwakeTasks } from "./tasks.js";
 
 interface Deps {
@@ -45,8 +48,8 @@ export class HostSockets {
     const { path, uid } = this.deps.runtime.hostSocket(unitId);
     const server = createServer((req, res) => {
       this.handle(unitId, req, res).catch((err) => {
-        this.deps.log.error({ err, unitId }, "internal API request failed");
-        reply(res, 500, { error: "internal error; see the server log", code: "UMS_INTERNAL" });
+        // The same answers as the API's (errors/respond.ts): a typed error is the unit's to read.
+        if (writeError(res, err).internal) this.deps.log.error({ err, unitId }, "internal API request failed");
       });
     });
     this.servers.set(unitId, server);
@@ -91,7 +94,7 @@ export class HostSockets {
 
   private async handle(unitId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const unit = await this.deps.store.units.getById(unitId);
-    if (!unit) return reply(res, 404, { error: "this unit no longer exists", code: "UMS_UNIT_NOT_FOUND" });
+    if (!unit) throw new ApiError(404, ErrorCode.UnitNotFound, "this unit no longer exists");
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const one = /^\/v1\/checkpoints\/(v\d{1,9})(\/restore)?$/.exec(path);
     if (req.method === "GET" && path === "/v1/checkpoints") {
@@ -99,7 +102,7 @@ export class HostSockets {
       return reply(
         res,
         200,
-        list.map((cp) => checkpointInfo(this.deps.runtime, unit, cp)),
+        list.map((cp) => this.info(unit, cp)),
       );
     }
     if (req.method === "POST" && path === "/v1/checkpoint") return this.checkpoint(unit, req, res);
@@ -111,9 +114,8 @@ export class HostSockets {
     if (path === "/v1/tasks" || path.startsWith("/v1/tasks/")) return this.task(unit.id, req, res, path);
     if (one) {
       const cp = await this.deps.store.checkpoints.get(unit.id, one[1] ?? "");
-      if (!cp)
-        return reply(res, 404, { error: `this unit has no checkpoint '${one[1]}'`, code: "UMS_CHECKPOINT_NOT_FOUND" });
-      if (req.method === "GET" && !one[2]) return reply(res, 200, checkpointInfo(this.deps.runtime, unit, cp));
+      if (!cp) throw new ApiError(404, ErrorCode.CheckpointNotFound, `this unit has no checkpoint '${one[1]}'`);
+      if (req.method === "GET" && !one[2]) return reply(res, 200, this.info(unit, cp));
       if (req.method === "POST" && one[2]) {
         // Spec 4.7: 202 at once; the restore stops this unit, this connection with it.
         reply(res, 202, { status: "accepted", checkpoint: cp.id });
@@ -121,15 +123,17 @@ export class HostSockets {
         return;
       }
       if (req.method === "DELETE" && !one[2]) {
-        if (unit.activeCheckpoint === cp.id) {
-          return reply(res, 409, { error: "the active checkpoint cannot be deleted", code: "UMS_CHECKPOINT_ACTIVE" });
-        }
+        // The active checkpoint is refused by the lifecycle (409, ActiveCheckpointError).
         await this.deps.lifecycle.deleteCheckpoint(unit, cp);
         res.writeHead(204).end();
         return;
       }
     }
-    reply(res, 404, { error: `no internal route ${req.method} ${path}`, code: "UMS_ROUTE_NOT_FOUND" });
+    throw new ApiError(404, ErrorCode.RouteNotFound, `no internal route ${req.method} ${path}`);
+  }
+
+  private info(unit: UnitRecord, cp: CheckpointRecord) {
+    return checkpointInfo(unit, cp, this.deps.runtime.hasCheckpoint(unit.id, cp.id));
   }
 
   private async task(unitId: string, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
@@ -142,19 +146,20 @@ export class HostSockets {
         return null;
       }
     };
-    const badBody = { errors: ['body: must be JSON like {"name": "build", "expire": "10m"}'], code: "UMS_VALIDATION" };
+    const badBody = ApiError.validation(['body: must be JSON like {"name": "build", "expire": "10m"}']);
     let out: { status: number; body?: unknown } | undefined;
     if (name === null && req.method === "GET") out = { status: 200, body: this.tasks.list(unitId) };
     else if (name === null && req.method === "POST") {
       const b = await json();
-      out = b ? this.tasks.set(unitId, b.name, b.expire) : { status: 400, body: badBody };
+      if (!b) throw badBody;
+      out = this.tasks.set(unitId, b.name, b.expire);
     } else if (name !== null && req.method === "GET") out = this.tasks.get(unitId, name);
     else if (name !== null && req.method === "PUT") {
       const b = await json();
-      out = b ? this.tasks.set(unitId, name, b.expire) : { status: 400, body: badBody };
+      if (!b) throw badBody;
+      out = this.tasks.set(unitId, name, b.expire);
     } else if (name !== null && req.method === "DELETE") out = this.tasks.delete(unitId, name);
-    if (!out)
-      return reply(res, 405, { error: `no internal route ${req.method} ${path}`, code: "UMS_METHOD_NOT_ALLOWED" });
+    if (!out) throw new ApiError(405, ErrorCode.MethodNotAllowed, `no internal route ${req.method} ${path}`);
     if (out.body === undefined) return void res.writeHead(out.status).end();
     reply(res, out.status, out.body);
   }
@@ -166,7 +171,7 @@ export class HostSockets {
       const body = await readBody(req);
       if (body.trim()) comment = String((JSON.parse(body) as { comment?: unknown }).comment ?? "");
     } catch {
-      return reply(res, 400, { errors: ['body: must be JSON like {"comment": "..."}'], code: "UMS_VALIDATION" });
+      throw ApiError.validation(['body: must be JSON like {"comment": "..."}']);
     }
     res.writeHead(200, { "content-type": "application/x-ndjson" });
     const send = (o: object) => res.write(`${JSON.stringify(o)}\n`);

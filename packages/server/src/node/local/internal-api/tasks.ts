@@ -1,6 +1,6 @@
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { parseDuration, TASK_MAX_EXPIRE_MS } from "@ums/protocol";
-import type { Activity } from "../../lifecycle/activity.js";
+import type { Activity } from "../../../lifecycle/activity.js";
 
 // Keep-awake tasks of the internal API (DESIGN.md section 3: a unit is not idle while "a keep-awake
 // task held through the internal API" lives). A process in the unit registers `{name, expire}`;

@@ -1,14 +1,12 @@
-import { ErrorCode } from "@ums/protocol";
+import { type AgentEndpoint, AgentTimeoutError } from "../../agent/deadline.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { AgentEndpoint } from "../../runtime/agent-client.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { UnitRecord } from "../../store/records.js";
-import { ApiError } from "../errors.js";
 
 /**
- * The agent of `unit` as the API calls it: bounded by the server's agent timeouts; a missed
- * deadline marks the unit unhealthy (spec 2.4; the next request restarts it) and fails the call
- * with a 504 that says so (issue #19 finding 8).
+ * The agent of `unit` as this node calls it: bounded by the server's agent timeouts; a missed
+ * deadline marks the unit unhealthy (spec 2.4; the next wake restarts it) and fails the call with
+ * an error that says so (issue #19 finding 8; the API answers it 504).
  */
 export function agentEndpoint(
   runtime: Pick<UnitRuntime, "agentSocket">,
@@ -20,10 +18,10 @@ export function agentEndpoint(
     timeouts: lifecycle.agentTimeouts,
     timedOut: (err) => {
       lifecycle.agentTimedOut(unit.id, err.message);
-      return new ApiError(
-        504,
-        ErrorCode.AgentTimeout,
-        `unit '${unit.name}': ${err.message}; the unit is marked unhealthy and the next request restarts it`,
+      return new AgentTimeoutError(
+        err.phase,
+        err.ms,
+        `unit '${unit.name}' is marked unhealthy and the next request restarts it`,
       );
     },
   };

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import { describe, it } from "node:test";
-import { AgentDeadline, AgentTimeoutError, plainEndpoint } from "./agent-client.js";
+import { AgentDeadline, AgentTimeoutError, plainEndpoint } from "./deadline.js";
 
 /** A connection as far as the deadline sees one: connecting until told otherwise. */
 const fakeSocket = (connecting: boolean) => Object.assign(new EventEmitter(), { connecting }) as unknown as Socket;
