@@ -1,6 +1,6 @@
 import type {} from "@fastify/websocket";
 import { Type } from "@sinclair/typebox";
-import { ErrorBody, ErrorCode } from "@ums/protocol";
+import { ErrorBody, ErrorCode, ExecSession } from "@ums/protocol";
 import type WebSocket from "ws";
 import { type Lifecycle, RunningLimitError } from "../../lifecycle/lifecycle.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
@@ -21,17 +21,6 @@ export interface ExecDeps {
   readonly lifecycle: Lifecycle;
   readonly runtime: UnitRuntime;
 }
-
-const ExecSession = Type.Object({
-  id: Type.Integer(),
-  command: Type.String(),
-  created: Type.String({ format: "date-time" }),
-  is_active: Type.Boolean(),
-  last_activity: Type.String({ format: "date-time" }),
-  tty: Type.Boolean(),
-  workdir: Type.String(),
-  bytes_per_second: Type.Number(),
-});
 
 const SessionParams = Type.Object({
   name: Type.String({ maxLength: 256 }),
