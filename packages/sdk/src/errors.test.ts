@@ -160,6 +160,18 @@ describe("errorFromResponse for answers that are not the API's error bodies", ()
     assert.equal(e.message, "unsupported Content-Type");
   });
 
+  it("every server code has its class; a code answered with several statuses goes by the status", () => {
+    const classOf = (status: number, code: string) =>
+      errorFromResponse(status, "", { error: "x", code }, "").constructor;
+    assert.equal(classOf(409, "UMS_RUNNING_LIMIT"), ConflictError);
+    assert.equal(classOf(404, "UMS_TASK_NOT_FOUND"), NotFoundError);
+    assert.equal(classOf(401, "UMS_GATEWAY_UNAUTHORIZED"), AuthenticationError);
+    assert.equal(classOf(504, "UMS_AGENT_TIMEOUT"), ServerError);
+    assert.equal(classOf(403, "UMS_FORBIDDEN"), UmsError);
+    assert.equal(classOf(400, "UMS_PROVIDER_FAILED"), ValidationError);
+    assert.equal(classOf(502, "UMS_PROVIDER_FAILED"), ServerError);
+  });
+
   it("a 400 without a list still has `errors`", () => {
     const e = errorFromResponse(400, "Bad Request", { error: "nope", code: "X" }, "");
     assert.ok(e instanceof ValidationError);

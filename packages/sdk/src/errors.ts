@@ -125,20 +125,46 @@ export class StreamError extends UmsError {
 
 type ErrorClass = new (message: string, code: string, opts?: UmsErrorOpts) => UmsError;
 
-/** The server's codes, each to its class. A code wins over the status. */
-const BY_CODE: Readonly<Record<string, ErrorClass>> = {
+/**
+ * Every server code, each to its class; a code wins over the status. `null`: the status decides (the
+ * code is answered with more than one status). The type makes a new `ErrorCode` fail to compile until
+ * it has its place here.
+ */
+const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.Validation]: ValidationError,
   [ErrorCode.BadJson]: ValidationError,
+  [ErrorCode.NetworkPolicyInvalid]: ValidationError,
   [ErrorCode.Unauthorized]: AuthenticationError,
+  [ErrorCode.GatewayUnauthorized]: AuthenticationError,
   [ErrorCode.LimitReached]: LimitError,
+  [ErrorCode.Forbidden]: UmsError,
+  [ErrorCode.FsReservedPath]: UmsError,
+  [ErrorCode.ConnectorPolicyDenied]: UmsError,
   [ErrorCode.RouteNotFound]: NotFoundError,
   [ErrorCode.UnitNotFound]: NotFoundError,
-  [ErrorCode.UnitExists]: ConflictError,
   [ErrorCode.CheckpointNotFound]: NotFoundError,
+  [ErrorCode.SessionNotFound]: NotFoundError,
   [ErrorCode.ServiceNotFound]: NotFoundError,
+  [ErrorCode.TaskNotFound]: NotFoundError,
+  [ErrorCode.ConnectionNotFound]: NotFoundError,
+  [ErrorCode.ProviderNotFound]: NotFoundError,
+  [ErrorCode.MethodNotAllowed]: UmsError,
+  [ErrorCode.UnitExists]: ConflictError,
   [ErrorCode.CheckpointActive]: ConflictError,
+  [ErrorCode.RunningLimit]: ConflictError,
+  [ErrorCode.ServicePortTaken]: ConflictError,
+  [ErrorCode.ServiceNeeded]: ConflictError,
+  [ErrorCode.ServiceNotRunning]: ConflictError,
+  [ErrorCode.PayloadTooLarge]: UmsError,
+  [ErrorCode.UnsupportedMediaType]: UmsError,
   [ErrorCode.NotImplemented]: NotImplementedError,
   [ErrorCode.Internal]: ServerError,
+  [ErrorCode.UnitNoListener]: ServerError,
+  [ErrorCode.UnitProxyFailed]: ServerError,
+  [ErrorCode.UnitTimeout]: ServerError,
+  [ErrorCode.AgentTimeout]: ServerError,
+  [ErrorCode.ProviderFailed]: null, // 400 from an OAuth callback, 502 from the gateway
+  [ErrorCode.UnitUnavailable]: null, // 502, or the 4xx of an agent answer that carried no code
 };
 
 /** For answers without a known code (e.g. from a proxy in front of the server). */
@@ -169,6 +195,6 @@ export function errorFromResponse(status: number, statusText: string, body: unkn
     message = `HTTP ${status}${statusText ? ` ${statusText}` : ""}${snippet ? `: ${snippet}` : ""}`;
   }
   const path = typeof b.path === "string" ? b.path : undefined;
-  const Class = BY_CODE[code] ?? classForStatus(status);
+  const Class = BY_CODE[code as ErrorCode] ?? classForStatus(status);
   return new Class(message, code, { status, errors, path });
 }
