@@ -13,7 +13,7 @@ import {
   type RunningAgent,
   sleep,
   startAgent,
-} from "../test/harness.js";
+} from "../testing/harness.js";
 
 async function list(agent: RunningAgent): Promise<ExecSession[]> {
   const r = await httpJson(agent, "GET", "/exec");
