@@ -39,13 +39,13 @@ function sdkCodes(): string[] {
 
 describe("error codes", () => {
   it("tells codes from environment variable names", () => {
-    const source = [
-      'const a = { code: "UMS_MADE_UP" };',
-      "if (code === 'UMS_OTHER') {}",
-      'const b = intVar(env, "UMS_AGENT_UID", 1000);',
-      'const c = env["UMS_TOKEN"];',
-      "const d = process.env.UMS_URL;",
-    ].join("\n");
+    const source = `
+      const a = { code: "UMS_MADE_UP" };
+      if (code === 'UMS_OTHER') {}
+      const b = intVar(env, "UMS_AGENT_UID", 1000);
+      const c = env["UMS_TOKEN"];
+      const d = process.env.UMS_URL;
+    `;
     assert.deepEqual(codeLiterals(source), ["UMS_MADE_UP", "UMS_OTHER"]);
   });
 

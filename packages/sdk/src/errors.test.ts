@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import * as sdk from "./index.js";
 import {
   AuthenticationError,
   ConflictError,
@@ -170,6 +171,14 @@ describe("errorFromResponse for answers that are not the API's error bodies", ()
     assert.equal(classOf(403, "UMS_FORBIDDEN"), UmsError);
     assert.equal(classOf(400, "UMS_PROVIDER_FAILED"), ValidationError);
     assert.equal(classOf(502, "UMS_PROVIDER_FAILED"), ServerError);
+  });
+
+  it("every error class is named after itself", () => {
+    const classes = Object.entries(sdk).filter(
+      (e): e is [string, typeof UmsError] => typeof e[1] === "function" && e[1].prototype instanceof Error,
+    );
+    assert.ok(classes.length >= 11, classes.map(([name]) => name).join());
+    for (const [name, Class] of classes) assert.equal(new Class("m", "c").name, name);
   });
 
   it("a 400 without a list still has `errors`", () => {

@@ -39,7 +39,6 @@ export interface UmsErrorOpts {
  * message (meant for people).
  */
 export class UmsError extends Error {
-  override name = "UmsError";
   /** HTTP status, or undefined for failures detected in the SDK (timeouts, unreachable server). */
   readonly status: number | undefined;
   /** The server's `code` (`ErrorCode`, e.g. `UMS_UNIT_NOT_FOUND`) or an `SdkErrorCode`. */
@@ -59,28 +58,19 @@ export class UmsError extends Error {
 }
 
 /** 401: the token is missing, unknown or revoked; or no token was configured. */
-export class AuthenticationError extends UmsError {
-  override name = "AuthenticationError";
-}
+export class AuthenticationError extends UmsError {}
 
 /** 404: no such unit in the token's organization (`UMS_UNIT_NOT_FOUND`) or no such route. */
-export class NotFoundError extends UmsError {
-  override name = "NotFoundError";
-}
+export class NotFoundError extends UmsError {}
 
 /** 409: a unit of that name already exists in the organization. */
-export class ConflictError extends UmsError {
-  override name = "ConflictError";
-}
+export class ConflictError extends UmsError {}
 
 /** 403: an organization limit (e.g. `max_sprites`) or a disabled organization forbids the operation. */
-export class LimitError extends UmsError {
-  override name = "LimitError";
-}
+export class LimitError extends UmsError {}
 
 /** 400: the request was invalid; `errors` names each bad field, e.g. `name: must be ...`. */
 export class ValidationError extends UmsError {
-  override name = "ValidationError";
   declare readonly errors: readonly string[];
 
   constructor(message: string, code: string, opts: UmsErrorOpts = {}) {
@@ -89,24 +79,16 @@ export class ValidationError extends UmsError {
 }
 
 /** 5xx: a fault of the server (or of a proxy in front of it). */
-export class ServerError extends UmsError {
-  override name = "ServerError";
-}
+export class ServerError extends UmsError {}
 
 /** 501: the operation is part of the interface but this server does not serve it yet. */
-export class NotImplementedError extends ServerError {
-  override name = "NotImplementedError";
-}
+export class NotImplementedError extends ServerError {}
 
 /** The request did not complete within its `timeoutMs`. */
-export class TimeoutError extends UmsError {
-  override name = "TimeoutError";
-}
+export class TimeoutError extends UmsError {}
 
 /** The server could not be reached at all. */
-export class ConnectionError extends UmsError {
-  override name = "ConnectionError";
-}
+export class ConnectionError extends UmsError {}
 
 /**
  * A stream (checkpoint, restore, service start/stop/restart/logs) answered 200 and then failed:
@@ -114,13 +96,31 @@ export class ConnectionError extends UmsError {
  * without its final event. `event` is the error event as received, when there was one.
  */
 export class StreamError extends UmsError {
-  override name = "StreamError";
   readonly event: Readonly<Record<string, unknown>> | undefined;
 
   constructor(message: string, event?: Readonly<Record<string, unknown>>, opts: UmsErrorOpts = {}) {
     super(message, SdkErrorCode.StreamFailed, opts);
     this.event = event;
   }
+}
+
+// Each class's `name` is its own, on its prototype as for the built-in errors (not read from the
+// constructor: a minifier renames classes).
+const CLASSES = {
+  UmsError,
+  AuthenticationError,
+  NotFoundError,
+  ConflictError,
+  LimitError,
+  ValidationError,
+  ServerError,
+  NotImplementedError,
+  TimeoutError,
+  ConnectionError,
+  StreamError,
+};
+for (const [name, Class] of Object.entries(CLASSES)) {
+  Object.defineProperty(Class.prototype, "name", { value: name, writable: true, configurable: true });
 }
 
 type ErrorClass = new (message: string, code: string, opts?: UmsErrorOpts) => UmsError;

@@ -115,15 +115,8 @@ async function put(
   onChange: () => void,
 ) {
   const ms = durationOf(q.get("duration"), DEFAULT_MONITOR_MS);
-  let body: unknown;
-  try {
-    body = JSON.parse(await readBody(req));
-  } catch {
-    return sendJson(res, 400, {
-      error: 'body: must be a JSON ServiceRequest like {"cmd": "..."}',
-      code: AgentErrorCode.BadJson,
-    });
-  }
+  const body = await jsonBody(req, res, 'body: must be a JSON ServiceRequest like {"cmd": "..."}');
+  if (body === undefined) return;
   if (ms === null) return sendJson(res, 400, validation(["duration: must be seconds or a duration like 10s"]));
   const checked = await sup.put(name, body);
   if (!checked.ok) return sendJson(res, checked.status, { errors: checked.errors, code: checked.code });
@@ -167,15 +160,10 @@ async function stream(
 }
 
 async function signal(sup: Supervisor, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  let body: { name?: unknown; signal?: unknown };
-  try {
-    body = JSON.parse(await readBody(req));
-  } catch {
-    return sendJson(res, 400, {
-      error: 'body: must be JSON like {"name": "web", "signal": "TERM"}',
-      code: AgentErrorCode.BadJson,
-    });
-  }
+  const body = (await jsonBody(req, res, 'body: must be JSON like {"name": "web", "signal": "TERM"}')) as
+    | { name?: unknown; signal?: unknown }
+    | undefined;
+  if (body === undefined) return;
   const errors: string[] = [];
   if (typeof body?.name !== "string" || body.name === "") errors.push("name: is required (the service)");
   const sig = typeof body?.signal === "string" ? parseSignal(body.signal) : null;
@@ -191,6 +179,16 @@ async function signal(sup: Supervisor, req: IncomingMessage, res: ServerResponse
   if (!s.alive || !s.signal(sig.name))
     return sendJson(res, 409, { error: `service '${s.name}' is not running`, code: AgentErrorCode.ServiceNotRunning });
   sendJson(res, 200, { name: s.name, signal: sig.name.replace(/^SIG/, ""), pid });
+}
+
+/** The request's body parsed as JSON; undefined, after answering 400 with `error`, when it is not JSON. */
+async function jsonBody(req: IncomingMessage, res: ServerResponse, error: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readBody(req)) as unknown;
+  } catch {
+    sendJson(res, 400, { error, code: AgentErrorCode.BadJson });
+    return undefined;
+  }
 }
 
 function readBody(req: IncomingMessage, limit = 1024 * 1024): Promise<string> {
