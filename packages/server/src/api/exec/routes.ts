@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { ErrorBody, ErrorCode } from "@ums/protocol";
+import { ErrorBody, ErrorCode, ExecSession } from "@ums/protocol";
 import { readAnswerError } from "../../node/errors.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import { ApiError } from "../errors.js";
@@ -15,17 +15,6 @@ export interface ExecDeps {
   readonly units: UnitService;
   readonly node: UnitNode;
 }
-
-const ExecSession = Type.Object({
-  id: Type.Integer(),
-  command: Type.String(),
-  created: Type.String({ format: "date-time" }),
-  is_active: Type.Boolean(),
-  last_activity: Type.String({ format: "date-time" }),
-  tty: Type.Boolean(),
-  workdir: Type.String(),
-  bytes_per_second: Type.Number(),
-});
 
 const SessionParams = Type.Object({
   name: Type.String({ maxLength: 256 }),

@@ -1,5 +1,5 @@
 import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { parseDuration, TASK_MAX_EXPIRE_MS } from "@ums/protocol";
+import { ErrorCode, parseDuration, TASK_MAX_EXPIRE_MS } from "@ums/protocol";
 import type { Activity } from "../../../lifecycle/activity.js";
 
 // Keep-awake tasks of the internal API (DESIGN.md section 3: a unit is not idle while "a keep-awake
@@ -91,13 +91,14 @@ export class KeepAwakeTasks {
       errors.push("name: must be 1-128 letters, digits, '.', '_', ':' or '-'");
     const at = parseExpire(expire, now);
     if (typeof at === "string") errors.push(at);
-    if (errors.length > 0 || typeof at !== "number") return { status: 400, body: { errors, code: "UMS_VALIDATION" } };
+    if (errors.length > 0 || typeof at !== "number")
+      return { status: 400, body: { errors, code: ErrorCode.Validation } };
     const tasks = this.units.get(unitId) ?? new Map<string, Task>();
     const old = tasks.get(name as string);
     if (!old && tasks.size >= MAX_TASKS_PER_UNIT)
       return {
         status: 400,
-        body: { errors: [`name: a unit holds at most ${MAX_TASKS_PER_UNIT} tasks`], code: "UMS_VALIDATION" },
+        body: { errors: [`name: a unit holds at most ${MAX_TASKS_PER_UNIT} tasks`], code: ErrorCode.Validation },
       };
     const task = this.put(unitId, name as string, at, now);
     this.save(unitId);
@@ -168,5 +169,5 @@ function info(name: string, t: Task): TaskInfo {
 }
 
 function notFound(name: string): TaskResult {
-  return { status: 404, body: { error: `no task '${name}' in this unit`, code: "UMS_TASK_NOT_FOUND" } };
+  return { status: 404, body: { error: `no task '${name}' in this unit`, code: ErrorCode.TaskNotFound } };
 }

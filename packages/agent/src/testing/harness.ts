@@ -27,7 +27,11 @@ export async function ensureBundle(): Promise<void> {
   try {
     built = statSync(bundlePath).mtimeMs;
   } catch {}
-  const newest = Math.max(newestSource(join(pkgDir, "src")), statSync(join(pkgDir, "build.mjs")).mtimeMs);
+  const newest = Math.max(
+    newestSource(join(pkgDir, "src")),
+    newestSource(join(pkgDir, "..", "protocol", "src")), // the bundle holds the parts of protocol it imports
+    statSync(join(pkgDir, "build.mjs")).mtimeMs,
+  );
   if (built >= newest) return;
   const mod = (await import(pathToFileURL(join(pkgDir, "build.mjs")).href)) as { build(): Promise<string> };
   await mod.build();
