@@ -11,7 +11,7 @@ import { connectAgent } from "./websocket.js";
  * websockets (exec, file watch) and the filesystem upgrade. Every call is bounded by the endpoint's
  * deadlines (issue #19 finding 8). Failures are typed (errors.ts): the agent's own error answers
  * (`AgentAnswerError`), no connection (`AgentUnreachableError`), a missed deadline
- * (`AgentTimeoutError`); the API maps them to its answers in one place (api/node-errors.ts).
+ * (`AgentTimeoutError`); the API maps them to its answers in one place (errors/node-errors.ts).
  */
 export interface UnitAgent {
   /** One request; resolves at the response head, the body streams on. */

@@ -6,7 +6,7 @@ export const MAX_ANSWER_BYTES = 64 * 1024;
 /**
  * The agent answered a call with an error status. `code` is what its JSON body said: one of the
  * API's error codes (spec section 7), or an errno name for a filesystem operation (spec 4.4), with
- * the `path` it concerns. The API turns it into its answer (api/node-errors.ts).
+ * the `path` it concerns. The API turns it into its answer (errors/node-errors.ts).
  */
 export class AgentAnswerError extends Error {
   constructor(

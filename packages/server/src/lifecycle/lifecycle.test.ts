@@ -34,7 +34,9 @@ describe("unit lifecycle", () => {
 
   before(async () => {
     if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite, { idleWarm: "1s", idleCold: "2s", sweepMs: 100 });
+    // Warm units go cold after 5 s: a boot on a loaded host can take seconds, and a unit paused to
+    // make room for it must still be warm when the test looks.
+    s = await startTestServer(sqlite, { idleWarm: "1s", idleCold: "5s", sweepMs: 100 });
     token = await s.token("life", { limits: { runningLimit: 1, warmLimit: 1 } });
     for (const name of ["a", "b", "c"]) await s.api("POST", "/v1/units", { token, json: { name } });
   });
@@ -56,7 +58,7 @@ describe("unit lifecycle", () => {
     assert.equal(woke.stdout.toString(), "kept\n");
     assert.ok(Date.now() - started < 2000, "waking a warm unit is quick");
 
-    await waitStatus("a", "cold", 10_000);
+    await waitStatus("a", "cold", 15_000);
     const booted = await execHttp(s.url, token, "a", ["cat", "/home/unit/file"]);
     assert.equal(booted.stdout.toString(), "kept\n", "files survive cold → running");
     assert.equal((await status("a")).status, "running");
@@ -92,7 +94,9 @@ describe("unit lifecycle", () => {
   });
 
   it("refuses to wake a unit when every running unit is busy", async () => {
-    const busy = execHttp(s.url, token, "c", ["sleep", "2"]);
+    const busy = execHttp(s.url, token, "c", ["sleep", "3"]);
+    // c is held from before its wake until the command ends: running means held and busy.
+    await waitStatus("c", "running", 5000);
     await new Promise((r) => setTimeout(r, 300));
     const r = await s.api("POST", "/v1/units/a/exec?cmd=true", { token });
     assert.equal(r.status, 409);
@@ -104,7 +108,7 @@ describe("unit lifecycle", () => {
   it("applies privileges at the next boot", async () => {
     const set = await s.api("POST", "/v1/units/b/policy/privileges", { token, json: { no_new_privileges: true } });
     assert.equal(set.status, 200);
-    await waitStatus("b", "cold", 10_000);
+    await waitStatus("b", "cold", 15_000);
     const r = await execHttp(s.url, token, "b", [
       "sh",
       "-c",

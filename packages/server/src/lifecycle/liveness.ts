@@ -76,8 +76,9 @@ export class Liveness {
       await agentHealth(this.runtime.agentSocket(unit.id), timeoutMs);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === "ECONNREFUSED" || code === "ENOENT") {
-        // No agent listens: PID 1 follows it within moments, and then the unit's processes are gone.
+      if (code === "ECONNREFUSED" || code === "ENOENT" || code === "ECONNRESET") {
+        // No agent listens (or it died with the connection open): PID 1 follows it within moments,
+        // and then the unit's processes are gone.
         for (let i = 0; i < 10; i++) {
           if (!(await this.runtime.isAlive(unit.id))) return { status: "unhealthy", reason: GONE };
           await new Promise((r) => setTimeout(r, 50));

@@ -1,5 +1,5 @@
 // The errors a node's calls fail with, typed so that the API maps each to its answer in one place
-// (api/node-errors.ts). A node over the network sends them as their `name` and fields.
+// (errors/node-errors.ts). A node over the network sends them as their `name` and fields.
 export { AgentTimeoutError } from "../agent/deadline.js";
 export { AgentAnswerError, AgentUnreachableError, readAnswerError, readJson } from "../agent/errors.js";
 export { ActiveCheckpointError, RunningLimitError } from "../lifecycle/errors.js";

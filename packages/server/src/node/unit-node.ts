@@ -14,7 +14,7 @@ export type { FsIdentity, RawRead, UnitAgent };
  * async, names its unit (a record, which carries the id), and streams where its result streams
  * (the agent's responses, websockets and file bytes).
  *
- * Errors are typed (errors.ts) and mapped to API answers in one place (api/node-errors.ts).
+ * Errors are typed (errors.ts) and mapped to API answers in one place (errors/node-errors.ts).
  */
 export interface UnitNode {
   /** Where the unit is in its lifecycle (spec 3.1), as its node knows it. */
