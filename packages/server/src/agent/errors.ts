@@ -1,4 +1,5 @@
 import type { IncomingMessage } from "node:http";
+import { readLimited, TooLargeError } from "../util/read-limited.js";
 
 /** At most this much of an error answer is read (the agent is the unit's: it may send anything). */
 export const MAX_ANSWER_BYTES = 64 * 1024;
@@ -66,16 +67,14 @@ export function answerError(status: number, body: string): AgentAnswerError {
 
 /** Reads a response's body as text, at most `limit` bytes (more is an error). */
 export async function readText(res: IncomingMessage, limit = MAX_ANSWER_BYTES): Promise<string> {
-  let text = "";
-  res.setEncoding("utf8");
-  for await (const chunk of res) {
-    text += chunk;
-    if (text.length > limit) {
-      res.destroy();
+  try {
+    return await readLimited(res, limit);
+  } catch (err) {
+    if (err instanceof TooLargeError) {
       throw new AgentAnswerError(502, undefined, `the unit's agent sent an answer over ${limit} bytes`);
     }
+    throw err;
   }
-  return text;
 }
 
 /** Reads an error response of the agent as the error to throw. */

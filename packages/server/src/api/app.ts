@@ -123,8 +123,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onRequest", bearerAuth(deps.store));
     unitRoutes(api, units);
     organizationRoutes(api, deps.store);
-    policyRoutes(api, { store: deps.store, units, node });
-    networkPolicyRoutes(api, { store: deps.store, units, node });
+    policyRoutes(api, { units, node });
+    networkPolicyRoutes(api, { units, node });
     checkpointRoutes(api, { store: deps.store, units, node });
     await api.register(async (exec) => execRoutes(exec, { units, node }));
     await api.register(async (fs) => fsRoutes(fs, { units, node }));

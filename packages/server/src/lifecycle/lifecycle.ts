@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { AgentTimeouts } from "../agent/deadline.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
-import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
+import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { Activity } from "./activity.js";
 import { type CheckpointResult, CheckpointWork } from "./checkpoints.js";
@@ -44,7 +44,8 @@ const ALIVE_FOR_MS = 1000;
 export class Lifecycle {
   private readonly table: UnitTable;
   private readonly liveness: Liveness;
-  private readonly checkpoints: CheckpointWork;
+  /** Checkpoints, restores, forks and deletions (checkpoints.ts), under the same unit locks. */
+  readonly checkpoints: CheckpointWork;
   /** Disk snapshots run in the background, two at a time. */
   private readonly disks = new WorkQueue(2);
   private timer: NodeJS.Timeout | undefined;
@@ -288,30 +289,5 @@ export class Lifecycle {
       this.table.untrack(unit.id);
       this.activity.forget(unit.id);
     });
-  }
-
-  /** Spec 4.2: a checkpoint of the unit's files (and the policies in force), taken live. */
-  checkpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
-    return this.checkpoints.checkpoint(unit, comment, progress);
-  }
-
-  /** Spec 3.3: restore with an automatic backup first (checkpoints.ts). */
-  restore(
-    org: OrgRecord,
-    unit: UnitRecord,
-    cp: CheckpointRecord,
-    progress: (msg: string) => void,
-  ): Promise<CheckpointRecord> {
-    return this.checkpoints.restore(org, unit, cp, progress);
-  }
-
-  /** Gives a new unit a copy of another unit's checkpoint as its disk (fork). */
-  fork(source: UnitRecord, cp: CheckpointRecord, unit: UnitRecord): Promise<void> {
-    return this.checkpoints.fork(source, cp, unit);
-  }
-
-  /** Deletes a checkpoint; the active one cannot be (`ActiveCheckpointError`). */
-  deleteCheckpoint(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
-    return this.checkpoints.delete(unit, cp);
   }
 }

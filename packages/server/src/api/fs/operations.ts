@@ -1,3 +1,4 @@
+import type { TSchema } from "@sinclair/typebox";
 import {
   FsChmodBody,
   FsChmodResponse,
@@ -11,14 +12,81 @@ import {
   FsRenameBody,
   FsRenameResponse,
 } from "@ums/protocol";
-import { readJson } from "../../node/errors.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import { validate } from "../validation.js";
 import { resolveIn } from "./paths.js";
-import { type FsRoom, identity } from "./routes.js";
-import { fsErrors, ListQuery } from "./schemas.js";
+import type { FsRoom } from "./routes.js";
+import { fsErrors, fsRoute, ListQuery } from "./schemas.js";
+
+/** The two paths of a copy or a rename, resolved. */
+const sourceAndDest = (b: { workingDir: string; source: string; dest: string }) => ({
+  source: resolveIn(b.workingDir, b.source, "source"),
+  dest: resolveIn(b.workingDir, b.dest, "dest"),
+});
+
+/** Fields every JSON operation's body has (spec 4.4). */
+interface OpBody {
+  readonly workingDir: string;
+  readonly asRoot?: boolean;
+  readonly recursive?: boolean;
+}
+
+/**
+ * One JSON operation: its body schema, its answer, and the body the agent gets (paths resolved
+ * against `workingDir`, defaults filled in; packages/agent/src/fs/router.ts).
+ */
+interface JsonOperation {
+  readonly summary: string;
+  readonly body: TSchema;
+  readonly response: TSchema;
+  // biome-ignore lint/suspicious/noExplicitAny: each operation's body is typed by its own schema.
+  readonly agentBody: (b: any) => object;
+}
+
+const OPERATIONS: Readonly<Record<"chmod" | "chown" | "copy" | "rename", JsonOperation>> = {
+  chmod: {
+    summary: "Change permissions",
+    body: FsChmodBody,
+    response: FsChmodResponse,
+    agentBody: (b: FsChmodBody) => ({
+      path: resolveIn(b.workingDir, b.path),
+      mode: b.mode,
+      recursive: b.recursive ?? false,
+    }),
+  },
+  chown: {
+    summary: "Change owner and group (ids or names; at least one of uid and gid)",
+    body: FsChownBody,
+    response: FsChownResponse,
+    agentBody: (b: FsChownBody) => {
+      if (b.uid === undefined && b.gid === undefined) throw ApiError.validation(["uid: uid or gid is required"]);
+      return {
+        path: resolveIn(b.workingDir, b.path),
+        ...(b.uid !== undefined && { uid: b.uid }),
+        ...(b.gid !== undefined && { gid: b.gid }),
+        recursive: b.recursive ?? false,
+      };
+    },
+  },
+  copy: {
+    summary: "Copy a file, or a directory with recursive (into dest when dest is a directory)",
+    body: FsCopyBody,
+    response: FsCopyResponse,
+    agentBody: (b: FsCopyBody) => ({
+      ...sourceAndDest(b),
+      recursive: b.recursive ?? false,
+      preserveAttrs: b.preserveAttrs ?? false,
+    }),
+  },
+  rename: {
+    summary: "Rename (move) a path",
+    body: FsRenameBody,
+    response: FsRenameResponse,
+    agentBody: sourceAndDest,
+  },
+};
 
 /** Spec 4.4: listing and the JSON operations (chmod, chown, copy, rename, delete). */
 export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
@@ -26,115 +94,33 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
 
   app.get(
     "/v1/units/:name/fs/list",
-    {
-      schema: {
-        tags,
-        summary: "List a directory (a file lists as its one entry)",
-        params: UnitParams,
-        querystring: ListQuery,
-        response: { 200: FsListResponse, ...fsErrors },
-      },
-    },
+    fsRoute("List a directory (a file lists as its one entry)", ListQuery, FsListResponse),
     async (req) => {
       const q = req.query;
-      const path = resolveIn(q.workingDir, q.path);
-      const lease = await room.lease(req);
-      try {
-        const p = new URLSearchParams({ path, recursive: String(q.recursive ?? false) });
-        if (q.pattern) p.set("pattern", q.pattern);
-        const res = await lease.agent.fs(identity(q.asRoot), "GET", `/fs/list?${p}`);
-        return await readJson<FsListResponse>(res);
-      } finally {
-        lease.release();
-      }
+      const p = new URLSearchParams({ path: resolveIn(q.workingDir, q.path), recursive: String(q.recursive ?? false) });
+      if (q.pattern) p.set("pattern", q.pattern);
+      return room.call<FsListResponse>(req, q.asRoot, "GET", `/fs/list?${p}`);
     },
   );
 
-  app.post(
-    "/v1/units/:name/fs/chmod",
-    {
-      schema: {
-        tags,
-        summary: "Change permissions",
-        params: UnitParams,
-        body: FsChmodBody,
-        response: { 200: FsChmodResponse, ...fsErrors },
+  for (const [op, o] of Object.entries(OPERATIONS)) {
+    app.post(
+      `/v1/units/:name/fs/${op}`,
+      {
+        schema: {
+          tags,
+          summary: o.summary,
+          params: UnitParams,
+          body: o.body,
+          response: { 200: o.response, ...fsErrors },
+        },
       },
-    },
-    async (req) => {
-      const b = req.body;
-      return (await room.jsonOp(req, "chmod", b.asRoot, {
-        path: resolveIn(b.workingDir, b.path),
-        mode: b.mode,
-        recursive: b.recursive ?? false,
-      })) as FsChmodResponse;
-    },
-  );
-
-  app.post(
-    "/v1/units/:name/fs/chown",
-    {
-      schema: {
-        tags,
-        summary: "Change owner and group (ids or names; at least one of uid and gid)",
-        params: UnitParams,
-        body: FsChownBody,
-        response: { 200: FsChownResponse, ...fsErrors },
+      async (req) => {
+        const b = req.body as OpBody;
+        return room.jsonOp(req, op, b.asRoot, o.agentBody(b));
       },
-    },
-    async (req) => {
-      const b = req.body;
-      if (b.uid === undefined && b.gid === undefined) throw ApiError.validation(["uid: uid or gid is required"]);
-      return (await room.jsonOp(req, "chown", b.asRoot, {
-        path: resolveIn(b.workingDir, b.path),
-        ...(b.uid !== undefined && { uid: b.uid }),
-        ...(b.gid !== undefined && { gid: b.gid }),
-        recursive: b.recursive ?? false,
-      })) as FsChownResponse;
-    },
-  );
-
-  app.post(
-    "/v1/units/:name/fs/copy",
-    {
-      schema: {
-        tags,
-        summary: "Copy a file, or a directory with recursive (into dest when dest is a directory)",
-        params: UnitParams,
-        body: FsCopyBody,
-        response: { 200: FsCopyResponse, ...fsErrors },
-      },
-    },
-    async (req) => {
-      const b = req.body;
-      return (await room.jsonOp(req, "copy", b.asRoot, {
-        source: resolveIn(b.workingDir, b.source, "source"),
-        dest: resolveIn(b.workingDir, b.dest, "dest"),
-        recursive: b.recursive ?? false,
-        preserveAttrs: b.preserveAttrs ?? false,
-      })) as FsCopyResponse;
-    },
-  );
-
-  app.post(
-    "/v1/units/:name/fs/rename",
-    {
-      schema: {
-        tags,
-        summary: "Rename (move) a path",
-        params: UnitParams,
-        body: FsRenameBody,
-        response: { 200: FsRenameResponse, ...fsErrors },
-      },
-    },
-    async (req) => {
-      const b = req.body;
-      return (await room.jsonOp(req, "rename", b.asRoot, {
-        source: resolveIn(b.workingDir, b.source, "source"),
-        dest: resolveIn(b.workingDir, b.dest, "dest"),
-      })) as FsRenameResponse;
-    },
-  );
+    );
+  }
 
   // A JSON body, or the same fields as query parameters (clients that send no body with a DELETE).
   app.delete(
@@ -152,10 +138,8 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
       const b = hasBody
         ? validate<FsDeleteBody>(FsDeleteBody, req.body, "body")
         : validate<FsDeleteBody>(FsDeleteBody, { ...(req.query as object) }, "querystring");
-      return (await room.jsonOp(req, "delete", b.asRoot, {
-        path: resolveIn(b.workingDir, b.path),
-        recursive: b.recursive ?? false,
-      })) as FsDeleteResponse;
+      const body = { path: resolveIn(b.workingDir, b.path), recursive: b.recursive ?? false };
+      return (await room.jsonOp(req, "delete", b.asRoot, body)) as FsDeleteResponse;
     },
   );
 }

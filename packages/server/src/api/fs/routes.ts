@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import type { FastifyRequest } from "fastify";
 import { readJson } from "../../node/errors.js";
 import type { FsIdentity, UnitLease, UnitNode } from "../../node/unit-node.js";
@@ -23,7 +24,16 @@ export interface FsDeps {
 export interface FsRoom {
   readonly deps: FsDeps;
   lease(req: FastifyRequest): Promise<UnitLease>;
-  /** One JSON operation: POST /fs/{op} with the resolved body, run as `as`. */
+  /** One filesystem request to the unit's agent, run as the unit user or root; its JSON answer. */
+  call<T = unknown>(
+    req: FastifyRequest,
+    asRoot: boolean | undefined,
+    method: string,
+    path: string,
+    body?: Readable | string,
+    headers?: Record<string, string>,
+  ): Promise<T>;
+  /** One JSON operation: POST /fs/{op} with the resolved body. */
   jsonOp(req: FastifyRequest, op: string, asRoot: boolean | undefined, body: object): Promise<unknown>;
 }
 
@@ -33,16 +43,16 @@ export function fsRoutes(app: ApiInstance, deps: FsDeps): void {
   const room: FsRoom = {
     deps,
     lease: (req) => leaseUnit(req, deps.units, deps.node),
-    async jsonOp(req, op, asRoot, body) {
+    async call(req, asRoot, method, path, body, headers) {
       const lease = await leaseUnit(req, deps.units, deps.node);
       try {
-        const res = await lease.agent.fs(identity(asRoot), "POST", `/fs/${op}`, JSON.stringify(body), {
-          "content-type": "application/json",
-        });
-        return await readJson(res);
+        return await readJson(await lease.agent.fs(identity(asRoot), method, path, body, headers));
       } finally {
         lease.release();
       }
+    },
+    jsonOp(req, op, asRoot, body) {
+      return room.call(req, asRoot, "POST", `/fs/${op}`, JSON.stringify(body), { "content-type": "application/json" });
     },
   };
   fsOperationRoutes(app, room);

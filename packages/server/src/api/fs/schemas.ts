@@ -1,5 +1,6 @@
-import { Type } from "@sinclair/typebox";
+import { type TSchema, Type } from "@sinclair/typebox";
 import { ErrorBody, FsErrorBody, FsListQuery, FsReadQuery } from "@ums/protocol";
+import { UnitParams } from "../schemas.js";
 
 export const ReadQuery = Type.Object(
   { ...FsReadQuery.properties, asRoot: Type.Optional(Type.Boolean({ default: false })) },
@@ -19,3 +20,10 @@ export const fsErrors = {
   500: FsErrorBody,
   502: ErrorBody,
 } as const;
+
+/** A filesystem route's options: its query's schema and its answer's (the errors are the feature's). */
+export function fsRoute<Q extends TSchema, R extends TSchema>(summary: string, querystring: Q, ok: R) {
+  return {
+    schema: { tags: ["filesystem"], summary, params: UnitParams, querystring, response: { 200: ok, ...fsErrors } },
+  };
+}

@@ -1,13 +1,12 @@
 import { IncomingMessage } from "node:http";
 import { Type } from "@sinclair/typebox";
 import { FsWriteQuery, FsWriteResponse } from "@ums/protocol";
-import { readJson } from "../../node/errors.js";
 import type { RawRead } from "../../node/unit-node.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import { resolveIn } from "./paths.js";
 import { type FsRoom, identity } from "./routes.js";
-import { fsErrors, ReadQuery } from "./schemas.js";
+import { fsErrors, fsRoute, ReadQuery } from "./schemas.js";
 
 /** Spec 4.4: a file's bytes, read and written as streams (never buffered here). */
 export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
@@ -78,15 +77,11 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
     raw.addContentTypeParser("*", (_req, _payload, done) => done(null));
     raw.put(
       "/v1/units/:name/fs/write",
-      {
-        schema: {
-          tags,
-          summary: "Write a file from the raw request body (streamed); creates or truncates it",
-          params: UnitParams,
-          querystring: FsWriteQuery,
-          response: { 200: FsWriteResponse, ...fsErrors },
-        },
-      },
+      fsRoute(
+        "Write a file from the raw request body (streamed); creates or truncates it",
+        FsWriteQuery,
+        FsWriteResponse,
+      ),
       async (req) => {
         const q = req.query;
         const path = resolveIn(q.workingDir, q.path);
@@ -95,16 +90,10 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
           mkdir: String(q.mkdir === true || q.mkdirParents === true),
         });
         if (q.mode) p.set("mode", q.mode);
-        const lease = await room.lease(req);
-        try {
-          const headers: Record<string, string> = { "content-type": "application/octet-stream" };
-          const length = req.headers["content-length"];
-          if (length !== undefined) headers["content-length"] = length;
-          const res = await lease.agent.fs(identity(q.asRoot), "PUT", `/fs/write?${p}`, req.raw, headers);
-          return await readJson<FsWriteResponse>(res);
-        } finally {
-          lease.release();
-        }
+        const headers: Record<string, string> = { "content-type": "application/octet-stream" };
+        const length = req.headers["content-length"];
+        if (length !== undefined) headers["content-length"] = length;
+        return room.call<FsWriteResponse>(req, q.asRoot, "PUT", `/fs/write?${p}`, req.raw, headers);
       },
     );
   });

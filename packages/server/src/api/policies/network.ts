@@ -1,14 +1,12 @@
 import { ErrorCode, NetworkLog, NetworkLogQuery, NetworkPolicy } from "@ums/protocol";
 import { CompiledPolicy } from "../../network/matching.js";
 import type { UnitNode } from "../../node/unit-node.js";
-import type { Store } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 
 export interface NetworkPolicyDeps {
-  readonly store: Store;
   readonly units: UnitService;
   readonly node: UnitNode;
 }
@@ -17,7 +15,7 @@ const MATCHING =
   'Rules are matched by specificity: an exact name beats *.sub.example beats *.example beats *; among equally specific rules the later one wins. With any rule present, a name no rule matches is refused and connections to addresses no allowed lookup produced are dropped; private, loopback and link-local ranges are never reachable. {"rules": []} (the default) enforces nothing.';
 
 /** Spec 4.5 (network) and 2.10; the decisions log is ours (issue #6). */
-export function networkPolicyRoutes(app: ApiInstance, { store, units, node }: NetworkPolicyDeps): void {
+export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPolicyDeps): void {
   const tags = ["policies"];
   app.get(
     "/v1/units/:name/policy/network",
@@ -51,11 +49,10 @@ export function networkPolicyRoutes(app: ApiInstance, { store, units, node }: Ne
       if (!(compiled instanceof CompiledPolicy)) {
         throw new ApiError(400, ErrorCode.NetworkPolicyInvalid, compiled.errors.join("; "), compiled.errors);
       }
-      const policy: NetworkPolicy = { rules: req.body.rules };
-      const json = JSON.stringify(policy);
-      await store.units.update(unit.orgId, unit.name, { network: json, updatedAt: new Date().toISOString() });
-      await node.applyNetworkPolicy(unit.id, json);
-      return policy;
+      const json = JSON.stringify({ rules: req.body.rules } satisfies NetworkPolicy);
+      await units.setPolicy(unit, { network: json });
+      // In force at once when the unit runs: its resolver and firewall follow the new rules.
+      return node.applyNetworkPolicy(unit.id, json).then(() => JSON.parse(json) as NetworkPolicy);
     },
   );
 

@@ -1,7 +1,6 @@
 import { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord } from "../../store/records.js";
-import type { Store } from "../../store/store.js";
 import { KeyedMutex } from "../../util/keyed-mutex.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -9,7 +8,6 @@ import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 
 export interface PolicyDeps {
-  readonly store: Store;
   readonly units: UnitService;
   readonly node: UnitNode;
 }
@@ -23,7 +21,7 @@ export const DEFAULT_PRIVILEGES = Object.freeze({
 const effectivePrivileges = (json: string): PrivilegesPolicy => ({ ...DEFAULT_PRIVILEGES, ...JSON.parse(json) });
 
 /** Spec 4.5: the resources and privileges policies (network is its own feature). */
-export function policyRoutes(app: ApiInstance, { store, units, node }: PolicyDeps): void {
+export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): void {
   const tags = ["policies"];
   /** The limits in force: the policy's, and the server's defaults (the node's) for the rest. */
   const effectiveResources = async (json: string): Promise<ResourcesPolicy> => ({
@@ -62,10 +60,7 @@ export function policyRoutes(app: ApiInstance, { store, units, node }: PolicyDep
       const policy: ResourcesPolicy = replace
         ? change
         : { ...(JSON.parse(unit.resources) as ResourcesPolicy), ...change };
-      await store.units.update(unit.orgId, unit.name, {
-        resources: JSON.stringify(policy),
-        updatedAt: new Date().toISOString(),
-      });
+      await units.setPolicy(unit, { resources: JSON.stringify(policy) });
       const effective = await effectiveResources(JSON.stringify(policy));
       // Live where the kernel allows; a running unit that refuses (e.g. a limit below its use) gets it at next boot.
       await node.applyResources(unit.id, effective);
@@ -110,10 +105,7 @@ export function policyRoutes(app: ApiInstance, { store, units, node }: PolicyDep
 
   async function setPrivileges(org: OrgRecord, name: string, policy: PrivilegesPolicy) {
     const unit = await units.require(org, name);
-    await store.units.update(unit.orgId, unit.name, {
-      privileges: JSON.stringify(policy),
-      updatedAt: new Date().toISOString(),
-    });
+    await units.setPolicy(unit, { privileges: JSON.stringify(policy) });
     return effectivePrivileges(JSON.stringify(policy));
   }
 

@@ -38,6 +38,17 @@ export interface ProxyCall {
   readonly headers: Omit<RequestHeaderRules, "upgrade">;
 }
 
+/** One request (or websocket) on its way to the unit's HTTP target at `host:port`. */
+interface Exchange {
+  readonly req: FastifyRequest;
+  readonly reply: FastifyReply;
+  readonly call: ProxyCall;
+  readonly host: string;
+  readonly port: number;
+  /** Ends the hold on the unit (once the exchange is over). */
+  readonly release: () => void;
+}
+
 class UpstreamTimeout extends Error {}
 
 /** What a failed connection to the unit's port means for the client. */
@@ -130,8 +141,9 @@ export async function proxyToUnit(
     const { host, port } = await lease.httpTarget();
     // A fresh boot may reuse the address of a unit that is gone: its kept-alive connections lead nowhere.
     if (lease.booted) forgetConnections(host, port);
-    if (req.ws) await forwardUpgrade(req, reply, call, host, port, release);
-    else await forwardHttp(req, reply, call, host, port, release);
+    const exchange: Exchange = { req, reply, call, host, port, release };
+    if (req.ws) await forwardUpgrade(exchange);
+    else await forwardHttp(exchange);
   } catch (err) {
     release();
     throw err;
@@ -152,14 +164,7 @@ function logExchange(req: FastifyRequest, status: number, start: number, extra: 
   );
 }
 
-async function forwardHttp(
-  req: FastifyRequest,
-  reply: FastifyReply,
-  call: ProxyCall,
-  host: string,
-  port: number,
-  release: () => void,
-): Promise<void> {
+async function forwardHttp({ req, reply, call, host, port, release }: Exchange): Promise<void> {
   const start = performance.now();
   const res = reply.raw;
   const headers = requestHeaders(req.raw, { ...call.headers, upgrade: false });
@@ -234,14 +239,7 @@ async function forwardHttp(
   res.once("close", () => logExchange(req, upRes.statusCode ?? 0, start, { complete: res.writableFinished }));
 }
 
-async function forwardUpgrade(
-  req: FastifyRequest,
-  reply: FastifyReply,
-  call: ProxyCall,
-  host: string,
-  port: number,
-  release: () => void,
-): Promise<void> {
+async function forwardUpgrade({ req, reply, call, host, port, release }: Exchange): Promise<void> {
   const start = performance.now();
   const socket = req.raw.socket as Duplex;
   const clientHead = upgradeHead(req.raw);

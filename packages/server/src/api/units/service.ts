@@ -58,6 +58,11 @@ export class UnitService {
     return unit;
   }
 
+  /** Stores one of the unit's policies (spec 2.8-2.10, as JSON); putting it in force is the caller's. */
+  async setPolicy(unit: UnitRecord, policy: { resources: string } | { privileges: string } | { network: string }) {
+    await this.store.units.update(unit.orgId, unit.name, { ...policy, updatedAt: new Date().toISOString() });
+  }
+
   present(org: OrgRecord, unit: UnitRecord) {
     return presentUnit(this.config, this.listenPort(), org, unit);
   }

@@ -58,7 +58,7 @@ export class LocalNode implements UnitNode {
   }
 
   fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void> {
-    return this.lifecycle.fork(source, checkpoint, unit);
+    return this.lifecycle.checkpoints.fork(source, checkpoint, unit);
   }
 
   destroy(unit: UnitRecord): Promise<void> {
@@ -89,7 +89,7 @@ export class LocalNode implements UnitNode {
   }
 
   checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
-    return this.lifecycle.checkpoint(unit, comment, progress);
+    return this.lifecycle.checkpoints.checkpoint(unit, comment, progress);
   }
 
   restore(
@@ -98,11 +98,11 @@ export class LocalNode implements UnitNode {
     checkpoint: CheckpointRecord,
     progress: Progress,
   ): Promise<CheckpointRecord> {
-    return this.lifecycle.restore(org, unit, checkpoint, progress);
+    return this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress);
   }
 
   deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
-    return this.lifecycle.deleteCheckpoint(unit, checkpoint);
+    return this.lifecycle.checkpoints.delete(unit, checkpoint);
   }
 
   async checkpointsPresent(unitId: string, ids: readonly string[]): Promise<ReadonlySet<string>> {

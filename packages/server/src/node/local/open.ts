@@ -67,11 +67,10 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       await hostSockets.close(id);
     },
   });
-  try {
-    await lifecycle.start();
-  } catch (err) {
+  // Re-adopts the units that kept running; a start that fails closes what it opened.
+  await lifecycle.start().catch(async (err: unknown) => {
     await node.close().catch(() => {});
     throw err;
-  }
+  });
   return node;
 }

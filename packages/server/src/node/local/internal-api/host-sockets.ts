@@ -10,6 +10,7 @@ import { checkpointInfo } from "../../../present/checkpoint.js";
 import type { UnitRuntime } from "../../../runtime/runtime.js";
 import type { CheckpointRecord, UnitRecord } from "../../../store/records.js";
 import type { Store } from "../../../store/store.js";
+import { readLimited, TooLargeError } from "../../../util/read-limited.js";
 import type { HttpTargets } from "../http-targets.js";
 import { KeepAwakeTasks } from "./tasks.js";
 
@@ -124,7 +125,7 @@ export class HostSockets {
       }
       if (req.method === "DELETE" && !one[2]) {
         // The active checkpoint is refused by the lifecycle (409, ActiveCheckpointError).
-        await this.deps.lifecycle.deleteCheckpoint(unit, cp);
+        await this.deps.lifecycle.checkpoints.delete(unit, cp);
         res.writeHead(204).end();
         return;
       }
@@ -177,7 +178,7 @@ export class HostSockets {
     const send = (o: object) => res.write(`${JSON.stringify(o)}\n`);
     send({ status: "starting", message: `checkpointing unit '${unit.name}'` });
     try {
-      const { checkpoint } = await this.deps.lifecycle.checkpoint(unit, comment, () =>
+      const { checkpoint } = await this.deps.lifecycle.checkpoints.checkpoint(unit, comment, () =>
         send({ status: "progress", percent: 50 }),
       );
       send({ status: "progress", percent: 100 });
@@ -192,7 +193,7 @@ export class HostSockets {
     try {
       const cp = await this.deps.store.checkpoints.get(unit.id, cpId);
       const org = await this.deps.store.orgs.getById(unit.orgId);
-      if (cp && org) await this.deps.lifecycle.restore(org, unit, cp, () => {});
+      if (cp && org) await this.deps.lifecycle.checkpoints.restore(org, unit, cp, () => {});
     } catch (err) {
       this.deps.log.error({ err, unitId: unit.id, checkpoint: cpId }, "restore asked from inside the unit failed");
     }
@@ -205,15 +206,12 @@ function reply(res: ServerResponse, status: number, body: unknown): void {
   res.end(JSON.stringify(body));
 }
 
-function readBody(req: IncomingMessage, limit = 64 * 1024): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (d: string) => {
-      body += d;
-      if (body.length > limit) reject(new Error("body too large"));
-    });
-    req.on("end", () => resolve(body));
-    req.on("error", reject);
-  });
+/** A request body of the unit's (JSON, small); a larger one is a bad request. */
+async function readBody(req: IncomingMessage, limit = 64 * 1024): Promise<string> {
+  try {
+    return await readLimited(req, limit);
+  } catch (err) {
+    if (err instanceof TooLargeError) throw ApiError.validation([`body: must be at most ${limit} bytes`]);
+    throw err;
+  }
 }
