@@ -33,7 +33,8 @@ export interface BootContext {
 export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> {
   const { cfg, paths } = ctx;
   const id = spec.unitId;
-  const runDir = paths.runDir(id);
+  const unit = paths.unit(id);
+  const runDir = unit.run;
   await prepareRunDir(paths, id);
   const net = await ctx.links.attach(id, spec.network);
   await publishNetworkPolicy(paths, id, spec.network);
@@ -43,15 +44,15 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
     await view.prepare();
     const ociSpec = buildOciSpec({
       hostname: spec.name,
-      rootfs: paths.rootfs(id),
+      rootfs: unit.rootfs,
       idShift: cfg.idShift,
       idCount: cfg.idCount,
       netnsPath: net.netnsPath,
-      cgroupsPath: paths.cgroup(id),
+      cgroupsPath: unit.cgroup,
       hostPaths: {
         ...cfg.hostPaths,
         nodePty: cfg.hostPaths.nodePty,
-        run: paths.exposedDir(id),
+        run: unit.exposed,
         checkpoints: view.dir,
         resolvConf,
         policy: policyDir(paths, id),
@@ -83,11 +84,11 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
     const pidFile = join(runDir, "init.pid");
     const log = await open(join(runDir, "agent.log"), "a");
     try {
-      await withAgentListener(paths.agentSocket(id), (fd) => ctx.runc.start(id, bundle, log.fd, pidFile, [fd]));
+      await withAgentListener(unit.agentSocket, (fd) => ctx.runc.start(id, bundle, log.fd, pidFile, [fd]));
     } finally {
       await log.close();
     }
-    await waitForAgent(paths.agentSocket(id), cfg.bootTimeoutMs, async () => (await ctx.state(id)) === "running");
+    await waitForAgent(unit.agentSocket, cfg.bootTimeoutMs, async () => (await ctx.state(id)) === "running");
     await protectAgent(pidFile);
   } catch (err) {
     await ctx.stop(id).catch(() => {});

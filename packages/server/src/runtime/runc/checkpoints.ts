@@ -19,7 +19,8 @@ export async function takeCheckpoint(
   id: string,
   cpId: string,
 ): Promise<{ frozenMs: number }> {
-  await mkdir(paths.checkpointsDir(id), { recursive: true });
+  const { checkpoints, rootfs } = paths.unit(id);
+  await mkdir(checkpoints, { recursive: true });
   const dst = paths.checkpoint(id, cpId);
   const running = (await unit.state(id)) === "running";
   const started = performance.now();
@@ -37,7 +38,7 @@ export async function takeCheckpoint(
   let frozenMs = 0;
   try {
     if (frozen) failpoint("checkpoint.frozen");
-    await snapshot(paths.rootfs(id), dst, { readonly: true });
+    await snapshot(rootfs, dst, { readonly: true });
   } finally {
     if (frozen) await unit.resume(id);
     frozenMs = frozen ? performance.now() - started : 0;
@@ -63,7 +64,7 @@ export async function removeUnknownCheckpoints(
 ): Promise<void> {
   let cps: string[] = [];
   try {
-    cps = await readdir(paths.checkpointsDir(id));
+    cps = await readdir(paths.unit(id).checkpoints);
   } catch {}
   for (const cp of cps) {
     if (wanted.has(cp)) continue;

@@ -18,8 +18,7 @@ import type { UnitPaths } from "./unit-paths.js";
 export async function restoreDisk(paths: UnitPaths, id: string, cpId: string): Promise<void> {
   const src = paths.checkpoint(id, cpId);
   if (!existsSync(src)) throw new Error(`checkpoint ${cpId} has no snapshot`);
-  const dir = paths.unitDir(id);
-  const rootfs = paths.rootfs(id);
+  const { disk: dir, rootfs } = paths.unit(id);
   await writeJournal(dir, { checkpoint: cpId, phase: "replacing" });
   failpoint("restore.journaled");
   if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
@@ -33,7 +32,7 @@ export async function restoreDisk(paths: UnitPaths, id: string, cpId: string): P
 }
 
 export async function completeRestore(paths: UnitPaths, id: string): Promise<void> {
-  const dir = paths.unitDir(id);
+  const dir = paths.unit(id).disk;
   if (existsSync(join(dir, "rootfs.old"))) await deleteSubvolume(join(dir, "rootfs.old"));
   await removeJournal(dir);
 }
@@ -44,7 +43,7 @@ export async function completeRestore(paths: UnitPaths, id: string): Promise<voi
  * `replaced`, to be rolled forward by the caller.
  */
 async function settleRestore(paths: UnitPaths, id: string): Promise<string | undefined> {
-  const dir = paths.unitDir(id);
+  const { disk: dir, rootfs } = paths.unit(id);
   let forward: string | undefined;
   if (hasJournal(dir)) {
     const entry = await readJournal(dir);
@@ -53,8 +52,8 @@ async function settleRestore(paths: UnitPaths, id: string): Promise<string | und
     } else {
       if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
       if (existsSync(join(dir, "rootfs.old"))) {
-        if (existsSync(paths.rootfs(id))) await deleteSubvolume(paths.rootfs(id));
-        await rename(join(dir, "rootfs.old"), paths.rootfs(id));
+        if (existsSync(rootfs)) await deleteSubvolume(rootfs);
+        await rename(join(dir, "rootfs.old"), rootfs);
       }
       await removeJournal(dir);
     }
@@ -78,8 +77,8 @@ export async function recoverDisks(
     ids = await readdir(paths.unitsDir);
   } catch {}
   for (const id of ids) {
-    const dir = paths.unitDir(id);
-    if (!existsSync(paths.checkpointsDir(id)) && !hasJournal(dir)) continue;
+    const unit = paths.unit(id);
+    if (!existsSync(unit.checkpoints) && !hasJournal(unit.disk)) continue;
     const wanted = await known(id);
     if (!wanted) continue; // another server's unit on a shared pool
     const checkpoint = await settleRestore(paths, id);

@@ -8,19 +8,18 @@ import type { UnitPaths } from "./unit-paths.js";
  * socket. No process of the unit runs, so nothing can race the removals.
  */
 export async function prepareRunDir(paths: UnitPaths, id: string): Promise<void> {
-  const runDir = paths.runDir(id);
-  await mkdir(runDir, { recursive: true, mode: 0o711 });
+  const unit = paths.unit(id);
+  await mkdir(unit.run, { recursive: true, mode: 0o711 });
   // Before 0.2 the unit's root owned <run>/sock (its sockets' dir).
-  await rm(join(runDir, "sock"), { recursive: true, force: true });
-  const exposed = paths.exposedDir(id);
-  await mkdir(exposed, { recursive: true, mode: 0o755 });
-  await chmod(exposed, 0o755);
-  await rm(paths.agentSocket(id), { force: true });
+  await rm(join(unit.run, "sock"), { recursive: true, force: true });
+  await mkdir(unit.exposed, { recursive: true, mode: 0o755 });
+  await chmod(unit.exposed, 0o755);
+  await rm(unit.agentSocket, { force: true });
 }
 
 /** The unit's /etc/resolv.conf: its resolver at the host end of its link. Returns its host path. */
 export async function writeResolvConf(paths: UnitPaths, id: string, hostIp: string): Promise<string> {
-  const resolvConf = join(paths.runDir(id), "resolv.conf");
+  const resolvConf = join(paths.unit(id).run, "resolv.conf");
   await writeFile(resolvConf, `# ums: the unit's resolver (its network policy applies)\nnameserver ${hostIp}\n`, {
     mode: 0o644,
   });
@@ -29,7 +28,7 @@ export async function writeResolvConf(paths: UnitPaths, id: string, hostIp: stri
 
 /** The directory the unit sees read-only at /.unit/policy. */
 export function policyDir(paths: UnitPaths, id: string): string {
-  return join(paths.runDir(id), "policy");
+  return join(paths.unit(id).run, "policy");
 }
 
 /** Written beside the files the unit sees, then renamed in: a reader never sees half a file. */

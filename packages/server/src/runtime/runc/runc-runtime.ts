@@ -69,12 +69,12 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   agentSocket(id: string): string {
-    return this.paths.agentSocket(id);
+    return this.paths.unit(id).agentSocket;
   }
 
   /** In the host-owned directory the unit sees read-only at /.unit/run. */
   hostSocket(id: string): { path: string; uid: number } {
-    return { path: this.paths.hostSocket(id), uid: this.cfg.idShift };
+    return { path: this.paths.unit(id).hostSocket, uid: this.cfg.idShift };
   }
 
   async allowGatewayPort(port: number): Promise<void> {
@@ -144,7 +144,7 @@ export class RuncRuntime implements UnitRuntime {
   private async stopOldLayoutUnits(): Promise<void> {
     for (const id of (await this.running()).keys()) {
       if (existsSync(this.agentSocket(id))) continue;
-      await killCgroup(this.paths.cgroup(id));
+      await killCgroup(this.paths.unit(id).cgroup);
       await this.runc.delete(id);
     }
   }
@@ -155,18 +155,18 @@ export class RuncRuntime implements UnitRuntime {
    * stays right. Hosts without the v1 freezer fall back to runc.
    */
   async pause(id: string): Promise<void> {
-    if (!(await setFrozen(this.paths.cgroup(id), true))) await this.runc.pause(id);
+    if (!(await setFrozen(this.paths.unit(id).cgroup, true))) await this.runc.pause(id);
   }
 
   async resume(id: string): Promise<void> {
-    if (!(await setFrozen(this.paths.cgroup(id), false))) await this.runc.resume(id);
+    if (!(await setFrozen(this.paths.unit(id).cgroup, false))) await this.runc.resume(id);
   }
 
   async stop(id: string): Promise<void> {
     // `runc delete --force` sleeps 100 ms before it looks again; killing the cgroup's tasks here
     // first makes the delete immediate.
     try {
-      await killCgroup(this.paths.cgroup(id));
+      await killCgroup(this.paths.unit(id).cgroup);
       await this.runc.delete(id);
     } finally {
       await this.paths.checkpointView(id).teardown();
@@ -187,7 +187,7 @@ export class RuncRuntime implements UnitRuntime {
 
   async isAlive(id: string): Promise<boolean> {
     // Without a v1 pids cgroup to read: ask runc.
-    return (await cgroupHasTasks(this.paths.cgroup(id))) ?? (await this.state(id)) !== "stopped";
+    return (await cgroupHasTasks(this.paths.unit(id).cgroup)) ?? (await this.state(id)) !== "stopped";
   }
 
   async running(): Promise<Map<string, RuntimeState>> {
@@ -199,7 +199,7 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async stats(id: string): Promise<UnitStats | undefined> {
-    return cgroupStats(this.paths.cgroup(id));
+    return cgroupStats(this.paths.unit(id).cgroup);
   }
 
   resourceLimits(): ResourceLimits {

@@ -6,27 +6,29 @@ import type { UnitPaths } from "./unit-paths.js";
 
 /** A unit's disk: a writable snapshot of the base image (O(1), it costs no process). Idempotent: a unit that has its disk keeps it. */
 export async function createDisk(paths: UnitPaths, imagePath: string, id: string): Promise<void> {
-  if (existsSync(paths.rootfs(id))) return;
-  await mkdir(paths.unitDir(id), { recursive: true });
-  await snapshot(imagePath, paths.rootfs(id), { readonly: false });
+  const { disk, rootfs } = paths.unit(id);
+  if (existsSync(rootfs)) return;
+  await mkdir(disk, { recursive: true });
+  await snapshot(imagePath, rootfs, { readonly: false });
 }
 
 /** A new unit's disk as a writable snapshot of another unit's checkpoint. */
 export async function forkDisk(paths: UnitPaths, srcId: string, cpId: string, newId: string): Promise<void> {
-  await mkdir(paths.unitDir(newId), { recursive: true });
-  await snapshot(paths.checkpoint(srcId, cpId), paths.rootfs(newId), { readonly: false });
+  const { disk, rootfs } = paths.unit(newId);
+  await mkdir(disk, { recursive: true });
+  await snapshot(paths.checkpoint(srcId, cpId), rootfs, { readonly: false });
 }
 
 /** Deletes a stopped unit's disk (its checkpoints, the rootfs and a restore's leftovers) and its run dir. */
 export async function destroyDisk(paths: UnitPaths, id: string): Promise<void> {
-  const dir = paths.unitDir(id);
+  const { disk: dir, checkpoints, run } = paths.unit(id);
   let cps: string[] = [];
   try {
-    cps = await readdir(paths.checkpointsDir(id));
+    cps = await readdir(checkpoints);
   } catch {}
   for (const sub of [...cps.map((cp) => join("checkpoints", cp)), "rootfs", "rootfs.old", "rootfs.new"]) {
     if (existsSync(join(dir, sub))) await deleteSubvolume(join(dir, sub));
   }
   await rm(dir, { recursive: true, force: true });
-  await rm(paths.runDir(id), { recursive: true, force: true });
+  await rm(run, { recursive: true, force: true });
 }

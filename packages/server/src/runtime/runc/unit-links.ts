@@ -26,7 +26,7 @@ export class UnitLinks {
   }
 
   private file(id: string): string {
-    return join(this.paths.runDir(id), "network.json");
+    return join(this.paths.unit(id).run, "network.json");
   }
 
   get(id: string): UnitNetwork | undefined {

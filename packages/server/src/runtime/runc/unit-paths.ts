@@ -1,65 +1,70 @@
 import { join } from "node:path";
 import { CheckpointView } from "./checkpoint-view.js";
 
+/** Where one unit's pieces live on the host. */
+export interface UnitLayout {
+  /** Its disk directory on the pool: rootfs, checkpoint snapshots, the restore journal. */
+  readonly disk: string;
+  readonly rootfs: string;
+  /** Its checkpoint snapshots, one read-only subvolume each. */
+  readonly checkpoints: string;
+  /** Its run dir in the data dir: bundle, logs, the files it sees at /.unit. */
+  readonly run: string;
+  /** What the unit sees at /.unit/run: owned by host root, bound read-only (see oci-spec.ts). */
+  readonly exposed: string;
+  /** Host-owned, never visible in the unit: the host binds it and hands the unit the descriptor. */
+  readonly agentSocket: string;
+  /** In `exposed`: where ums listens for the unit's internal API calls (the agent forwards them). */
+  readonly hostSocket: string;
+  /** Its cgroup path (the same below every v1 controller). */
+  readonly cgroup: string;
+}
+
 /**
- * Where a unit's pieces live on the host: its disk on the pool (`units/<id>`: rootfs, checkpoint
- * snapshots, the restore journal), its run dir in the data dir (`run/<id>`: bundle, sockets, the
- * files it sees at /.unit) and its cgroup below this server's parent cgroups.
+ * The host paths of this server's units: disks on the pool (`units/<id>`), run dirs in the data dir
+ * (`run/<id>`) and cgroups below this server's parent cgroups (`/ums-<rid>`).
  */
 export class UnitPaths {
-  constructor(
-    private readonly dataDir: string,
-    private readonly poolDir: string,
-    private readonly rid: string,
-  ) {}
-
   /** Every unit's disk directory is in here. */
-  get unitsDir(): string {
-    return join(this.poolDir, "units");
-  }
+  readonly unitsDir: string;
   /** Every unit's run dir is in here. */
-  get runRoot(): string {
-    return join(this.dataDir, "run");
-  }
+  readonly runRoot: string;
   /** runc's state root: `runc list` shows only this server's containers. */
-  get runcRoot(): string {
-    return join(this.dataDir, "runc");
+  readonly runcRoot: string;
+
+  constructor(
+    dataDir: string,
+    poolDir: string,
+    private readonly rid: string,
+  ) {
+    this.unitsDir = join(poolDir, "units");
+    this.runRoot = join(dataDir, "run");
+    this.runcRoot = join(dataDir, "runc");
   }
 
-  unitDir(id: string): string {
-    return join(this.unitsDir, id);
+  unit(id: string): UnitLayout {
+    const disk = join(this.unitsDir, id);
+    const run = join(this.runRoot, id);
+    return {
+      disk,
+      rootfs: join(disk, "rootfs"),
+      checkpoints: join(disk, "checkpoints"),
+      run,
+      exposed: join(run, "exposed"),
+      agentSocket: join(run, "agent.sock"),
+      hostSocket: join(run, "exposed", "host.sock"),
+      cgroup: `/ums-${this.rid}/${id}`,
+    };
   }
-  rootfs(id: string): string {
-    return join(this.unitDir(id), "rootfs");
-  }
-  checkpointsDir(id: string): string {
-    return join(this.unitDir(id), "checkpoints");
-  }
+
+  /** Checkpoint `cpId`'s snapshot. */
   checkpoint(id: string, cpId: string): string {
-    return join(this.checkpointsDir(id), cpId);
+    return join(this.unit(id).checkpoints, cpId);
   }
 
-  runDir(id: string): string {
-    return join(this.runRoot, id);
-  }
-  /** What the unit sees at /.unit/run: owned by host root, bound read-only (see oci-spec.ts). */
-  exposedDir(id: string): string {
-    return join(this.runDir(id), "exposed");
-  }
-  /** Host-owned, never visible in the unit: the host binds it and hands the unit the descriptor. */
-  agentSocket(id: string): string {
-    return join(this.runDir(id), "agent.sock");
-  }
-  /** In the host-owned directory the unit sees read-only at /.unit/run: ums's socket for the unit's internal API calls. */
-  hostSocket(id: string): string {
-    return join(this.exposedDir(id), "host.sock");
-  }
+  /** The host side of the unit's /.unit/checkpoints (checkpoint-view.ts). */
   checkpointView(id: string): CheckpointView {
-    return new CheckpointView(join(this.runDir(id), "checkpoints"), this.checkpointsDir(id));
-  }
-
-  /** The unit's cgroup path (the same below every v1 controller). */
-  cgroup(id: string): string {
-    return `/ums-${this.rid}/${id}`;
+    const unit = this.unit(id);
+    return new CheckpointView(join(unit.run, "checkpoints"), unit.checkpoints);
   }
 }
