@@ -27,8 +27,6 @@ import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
 
-export type { RuncRuntimeConfig } from "./config.js";
-
 /** Units as runc containers on btrfs snapshots (DESIGN.md sections 2 and 4). */
 export class RuncRuntime implements UnitRuntime {
   private readonly paths: UnitPaths;
