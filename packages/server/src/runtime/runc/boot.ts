@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { waitForAgent } from "../agent-client.js";
+import { waitForAgent } from "../../agent/health.js";
 import type { BootSpec, RuntimeState } from "../runtime.js";
 import { withAgentListener } from "./agent-listener.js";
 import { protectAgent } from "./agent-protection.js";
