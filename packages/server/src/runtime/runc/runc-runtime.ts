@@ -27,7 +27,7 @@ import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
 
-/** Units as runc containers on btrfs snapshots (DESIGN.md sections 2 and 4). */
+/** Units as runc containers on btrfs snapshots (docs/ARCHITECTURE.md sections 1 and 4). */
 export class RuncRuntime implements UnitRuntime {
   private readonly paths: UnitPaths;
   private readonly runc: Runc;
@@ -243,7 +243,7 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async close(): Promise<void> {
-    // Running units outlive the server (DESIGN.md section 3): only ums's own helper process stops.
+    // Running units outlive the server (docs/ARCHITECTURE.md section 8): only ums's own helper process stops.
     this.egress.close();
     this.weights.stop();
     // The units' parent cgroups go if no unit is left in them (rmdir fails on the others).
