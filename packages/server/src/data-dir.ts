@@ -6,7 +6,7 @@ import { join } from "node:path";
  * The data dir (issue #19 finding 10; docs/SECURITY.md): its files hold the database, the master
  * key, the cookie key and the pool, so they are the host root's alone: files 0600. The directory
  * itself is 0711, not 0700: runc, as a unit's root (host uid 100000, "other" here), must traverse
- * it to reach `<data>/run/<id>` (see allowTraversal in runtime/runc/runc-runtime.ts); x without r
+ * it to reach `<data>/run/<id>` (see allowTraversal in runtime/runc/host-setup.ts); x without r
  * lists nothing and opens no name it is not given.
  */
 export const DATA_DIR_MODE = 0o711;

@@ -9,18 +9,15 @@ import { defaultImageName, type ImageVariant } from "./image/packages.js";
 import { UID_RANGE, UID_SHIFT } from "./image/shift.js";
 import { parseSubnet } from "./network/addresses.js";
 import { defaultUplinks } from "./network/uplinks.js";
+import type { UnitEgressOptions } from "./runc/config.js";
 import { RuncRuntime } from "./runc/runc-runtime.js";
 import type { UnitRuntime } from "./runtime.js";
 import { openPool } from "./storage/pool.js";
 
-export interface HostRuntimeOptions {
+export interface HostRuntimeOptions extends UnitEgressOptions {
   readonly dataDir: string;
   readonly poolDevice?: string | undefined;
   readonly unitSubnet: string;
-  /** The connectors gateway's port (units may reach it on their gateway address). */
-  readonly gatewayPort: number;
-  readonly egressRanges?: readonly string[] | undefined;
-  readonly uplinks?: readonly string[] | undefined;
   readonly imageVariant?: ImageVariant;
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
   readonly poolDir?: string | undefined;

@@ -13,11 +13,12 @@ const sqlite = testDialects[0];
 
 /** Issue: a unit is isolated from the host and from what it must not touch. */
 describe("unit isolation", () => {
+  /** What units must not reach on the host: a file and a service listening on every address. */
+  const marker = `/tmp/ums-host-marker-${process.pid}`;
+  const listener: Server = createServer((c) => c.end("host service\n"));
   let s: TestServer;
   let token: string;
   let unitId: string;
-  let listener: Server;
-  const marker = `/tmp/ums-host-marker-${process.pid}`;
   const sh = (script: string, opts = {}) => execHttp(s.url, token, "iso", ["sh", "-c", script], opts);
 
   before(async () => {
@@ -26,10 +27,10 @@ describe("unit isolation", () => {
     token = await s.token("iso");
     unitId = (await s.api("POST", "/v1/units", { token, json: { name: "iso" } })).body.id;
     await writeFile(marker, "host secret");
-    listener = createServer((c) => c.end("host service\n")).listen(0, "0.0.0.0");
+    listener.listen(0, "0.0.0.0");
   });
   after(async () => {
-    listener?.close();
+    listener.close();
     await rm(marker, { force: true });
     await s?.close();
   });

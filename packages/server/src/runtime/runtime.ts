@@ -50,7 +50,7 @@ export interface UnitStats {
 }
 
 /**
- * How units run on a host (DESIGN.md section 2). One implementation per folder: `runc/` today;
+ * How units run on a host (docs/ARCHITECTURE.md section 1). One implementation per folder: `runc/` today;
  * a microVM or gVisor runtime fits behind the same interface.
  */
 export interface UnitRuntime {

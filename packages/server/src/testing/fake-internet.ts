@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { run } from "../runtime/exec/host-command.js";
+import { linkNamespace } from "../runtime/network/veth.js";
 import { tryPidLock } from "./pid-lock.js";
 
 /**
@@ -92,22 +93,13 @@ export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInt
     if (!(await tryPidLock(sliceLock(k)))) throw new Error(`fake internet slice ${k} was taken meanwhile`);
     for (const net of [linkNet, serverNet]) await run("ip", ["route", "add", "unreachable", net, "metric", "4000"]);
     await run("ip", ["netns", "add", ns]);
-    await run("ip", ["-batch", "-"], {
-      input: [
-        `link add ${hostIf} type veth peer name eth0 netns ${ns}`,
-        `addr add ${hostLinkIp}/30 dev ${hostIf}`,
-        `link set ${hostIf} up`,
-        `route add ${serverNet} via ${nsLinkIp} dev ${hostIf} metric 100`,
-      ].join("\n"),
-    });
-    await run("ip", ["-n", ns, "-batch", "-"], {
-      input: [
-        "link set lo up",
-        `addr add ${nsLinkIp}/30 dev eth0`,
-        "link set eth0 up",
-        `route add default via ${hostLinkIp}`,
-        ...[dnsIp, rawIp, ...Object.values(hosts)].map((ip) => `addr add ${ip}/32 dev lo`),
-      ].join("\n"),
+    await linkNamespace({
+      netns: ns,
+      hostIf,
+      hostIp: hostLinkIp,
+      nsIp: nsLinkIp,
+      hostLines: [`route add ${serverNet} via ${nsLinkIp} dev ${hostIf} metric 100`],
+      nsLines: [dnsIp, rawIp, ...Object.values(hosts)].map((ip) => `addr add ${ip}/32 dev lo`),
     });
     // Replies to units' (masqueraded) connections arrive here and are routed on to the unit.
     await run("sh", ["-c", `echo 1 > /proc/sys/net/ipv4/conf/${hostIf}/forwarding`]);

@@ -7,7 +7,9 @@ import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
-import { RuncRuntime, removeCgroups, unguardSubnet } from "../runtime/runc/runc-runtime.js";
+import { unguardSubnet } from "../runtime/network/subnet-guard.js";
+import { removeCgroups } from "../runtime/runc/cgroups.js";
+import { RuncRuntime } from "../runtime/runc/runc-runtime.js";
 import { tryPidLock } from "./pid-lock.js";
 
 /**

@@ -1,58 +1,15 @@
-import { spawn } from "node:child_process";
-import { access, chmod, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
-import { run, toolEnv } from "../exec/host-command.js";
-import { createSubvolume, deleteSubvolume, isReadonly, isSubvolume, setReadonly } from "../storage/btrfs.js";
+import { mkdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { run } from "../exec/host-command.js";
+import { createSubvolume, deleteSubvolume, isSubvolume, setReadonly } from "../storage/btrfs.js";
 import { withFileLock } from "../storage/lock.js";
 import { unmountBelow } from "../storage/mounts.js";
 import type { Pool } from "../storage/pool.js";
+import { bootstrap } from "./bootstrap.js";
 import { readFileCapabilities, writeNamespacedCapabilities } from "./caps.js";
-import {
-  DEBIAN_SUITE,
-  debianSources,
-  IMAGE_PACKAGES,
-  IMAGE_VARIANTS,
-  type ImageVariant,
-  imageNameProblem,
-} from "./packages.js";
-import { shiftTree, UID_RANGE, UID_SHIFT } from "./shift.js";
-
-/**
- * Version of what the build puts into an image beyond the Debian packages (the user, sudoers, the
- * placeholders, the uid shift). Bump it when that changes: cached images of an older version are
- * rebuilt.
- */
-export const IMAGE_CONTENT_VERSION = 1;
-
-/** The user units run commands as by default. */
-export const UNIT_USER = Object.freeze({ name: "unit", uid: 1000, gid: 1000, home: "/home/unit", shell: "/bin/bash" });
-
-/** The hostname the image ships in /etc/hostname and /etc/hosts until the runtime writes the unit's name. */
-export const PLACEHOLDER_HOSTNAME = "unit";
-
-export interface ImageManifest {
-  name: string;
-  variant: ImageVariant;
-  contentVersion: number;
-  suite: string;
-  /** apt sources it was built from (also in the image's /etc/apt/sources.list). */
-  sources: string[];
-  /** Packages asked for on top of minbase. */
-  packages: string[];
-  /** Every installed package and its version. */
-  installed: Record<string, string>;
-  /** Host id of the image's root; the image's ids 0..uidRange-1 are stored as uidShift+id. */
-  uidShift: number;
-  uidRange: number;
-  user: typeof UNIT_USER;
-  builtAt: string;
-  buildSeconds: number;
-  /** Files, directories and links in the image. */
-  entries: number;
-  /** Apparent size of its regular files. */
-  bytes: number;
-}
+import { cacheProblem, IMAGE_CONTENT_VERSION, type ImageManifest, type ImagePaths, imagePaths } from "./image-store.js";
+import { DEBIAN_SUITE, debianSources, IMAGE_PACKAGES, IMAGE_VARIANTS, type ImageVariant } from "./packages.js";
+import { configureRootfs, installedPackages, UNIT_USER } from "./rootfs-config.js";
+import { type ShiftStats, shiftTree, UID_RANGE, UID_SHIFT } from "./shift.js";
 
 export type BuildStep = "cache" | "wait" | "prepare" | "bootstrap" | "configure" | "shift" | "finalize" | "done";
 
@@ -76,97 +33,6 @@ export interface BuildImageOptions {
   onProgress?: (progress: BuildProgress) => void;
   /** Aborting kills mmdebstrap and removes the half-built image. */
   signal?: AbortSignal;
-}
-
-export interface ImagePaths {
-  /** The read-only image subvolume. */
-  path: string;
-  /** `<pool>/images/<name>.json`. */
-  manifest: string;
-  /** The writable subvolume a build works in. */
-  building: string;
-  /** TMPDIR of the build's mmdebstrap, removed with the build (a killed mmdebstrap leaves files there). */
-  tmp: string;
-  lock: string;
-}
-
-export function imagePaths(pool: Pick<Pool, "path"> | string, name: string): ImagePaths {
-  const problem = imageNameProblem(name);
-  if (problem) throw new Error(`image name '${name}' ${problem}`);
-  const images = join(typeof pool === "string" ? pool : pool.path, "images");
-  return {
-    path: join(images, name),
-    manifest: join(images, `${name}.json`),
-    building: join(images, `.${name}.building`),
-    tmp: join(images, `.${name}.tmp`),
-    lock: join(images, `.${name}.lock`),
-  };
-}
-
-export async function readImageManifest(
-  pool: Pick<Pool, "path"> | string,
-  name: string,
-): Promise<ImageManifest | undefined> {
-  try {
-    return JSON.parse(await readFile(imagePaths(pool, name).manifest, "utf8")) as ImageManifest;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Why a cached image cannot be used (undefined: it can): it must be a read-only subvolume with a
- * manifest of the current content version and the asked variant.
- */
-async function cacheProblem(paths: ImagePaths, variant: ImageVariant): Promise<string | undefined> {
-  if (!(await isSubvolume(paths.path))) return "not built yet";
-  let manifest: ImageManifest;
-  try {
-    manifest = JSON.parse(await readFile(paths.manifest, "utf8"));
-  } catch {
-    return "no manifest (an interrupted build)";
-  }
-  if (manifest.contentVersion !== IMAGE_CONTENT_VERSION) {
-    return `content version ${manifest.contentVersion}, current is ${IMAGE_CONTENT_VERSION}`;
-  }
-  if (manifest.variant !== variant) return `it is the ${manifest.variant} variant`;
-  if (!(await isReadonly(paths.path))) return "it is not read-only";
-  return undefined;
-}
-
-/** The path of a valid cached image, or undefined. */
-export async function cachedImage(
-  pool: Pick<Pool, "path"> | string,
-  name: string,
-  variant: ImageVariant,
-): Promise<string | undefined> {
-  const paths = imagePaths(pool, name);
-  return (await cacheProblem(paths, variant)) === undefined ? paths.path : undefined;
-}
-
-/** Removes an image (subvolume and manifest). Units already made from it are independent snapshots and stay. */
-export async function deleteImage(pool: Pick<Pool, "path"> | string, name: string): Promise<void> {
-  const paths = imagePaths(pool, name);
-  await withFileLock(paths.lock, async () => {
-    await rm(paths.manifest, { force: true });
-    if (await isSubvolume(paths.path)) await deleteSubvolume(paths.path);
-  });
-}
-
-/** Milestones of mmdebstrap's `I:` lines and the overall percentage they stand for. */
-const BOOTSTRAP_MILESTONES: Array<[RegExp, number]> = [
-  [/^I: running apt-get update/, 5],
-  [/^I: downloading packages/, 12],
-  [/^I: extracting archives/, 35],
-  [/^I: installing essential packages/, 45],
-  [/^I: installing remaining packages/, 60],
-  [/^I: cleaning package lists/, 80],
-  [/^I: success/, 84],
-];
-
-/** The percentage for an mmdebstrap output line, or undefined when it is not a milestone. */
-export function bootstrapPercent(line: string): number | undefined {
-  return BOOTSTRAP_MILESTONES.find(([re]) => re.test(line))?.[1];
 }
 
 /**
@@ -236,29 +102,11 @@ async function build(
     const installed = await installedPackages(paths.building);
     opts.signal?.throwIfAborted();
 
-    report({ step: "shift", message: `shifting owners by ${UID_SHIFT}`, percent: 90 });
-    const t0 = Date.now();
-    const caps = await readFileCapabilities(paths.building);
-    const shifted = await shiftTree(paths.building);
-    if (caps) await writeNamespacedCapabilities(paths.building, caps, UID_SHIFT);
-    else report({ step: "shift", message: "no python3 in the image: file capabilities were not kept", percent: 95 });
-    report({
-      step: "shift",
-      message: `${shifted.changed} of ${shifted.entries} entries shifted in ${Date.now() - t0} ms${
-        caps && Object.keys(caps).length ? `; file capabilities kept on ${Object.keys(caps).join(", ")}` : ""
-      }`,
-      percent: 96,
-    });
+    const shifted = await shiftOwners(paths.building, report);
     opts.signal?.throwIfAborted();
 
     report({ step: "finalize", message: `making ${paths.path} read-only`, percent: 97 });
-    await setReadonly(paths.building, true);
-    await rm(paths.manifest, { force: true });
-    if (await isSubvolume(paths.path)) await deleteSubvolume(paths.path);
-    else await rm(paths.path, { recursive: true, force: true });
-    // A read-only subvolume can be renamed within its parent directory.
-    await rename(paths.building, paths.path);
-    await run("btrfs", ["filesystem", "sync", paths.path]);
+    await putInPlace(paths);
     const manifest: ImageManifest = {
       name: opts.name,
       variant: opts.variant,
@@ -286,153 +134,31 @@ async function build(
   }
 }
 
-/** Runs mmdebstrap into `target` (an empty directory), streaming its lines as progress. */
-async function bootstrap(
-  target: string,
-  tmpdir: string,
-  packages: string[],
-  sources: string[],
-  report: (p: BuildProgress) => void,
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  const args = [
-    "--variant=minbase",
-    "--mode=root",
-    "--format=directory",
-    // The build dir sits in a root-only data dir that apt's _apt user cannot enter: download as root
-    // (as apt would anyway, after a warning).
-    '--aptopt=APT::Sandbox::User "root"',
-    `--include=${packages.join(",")}`,
-    DEBIAN_SUITE,
-    target,
-    ...sources,
-  ];
-  report({ step: "bootstrap", message: `mmdebstrap ${args.join(" ")}`, percent: 2 });
-  let percent = 2;
-  const tail: string[] = [];
-  signal?.throwIfAborted();
-  const child = spawn("mmdebstrap", args, {
-    env: toolEnv({ TMPDIR: tmpdir }),
-    // mmdebstrap reads apt sources from stdin when it is not a terminal: give it nothing.
-    stdio: ["ignore", "pipe", "pipe"],
-    // Its own process group, so that an abort stops apt and dpkg too, not just mmdebstrap.
-    detached: true,
+/** The shift step: every owner moved into the units' id range, file capabilities kept where python3 can read them. */
+async function shiftOwners(root: string, report: (p: BuildProgress) => void): Promise<ShiftStats> {
+  report({ step: "shift", message: `shifting owners by ${UID_SHIFT}`, percent: 90 });
+  const t0 = Date.now();
+  const caps = await readFileCapabilities(root);
+  const shifted = await shiftTree(root);
+  if (caps) await writeNamespacedCapabilities(root, caps, UID_SHIFT);
+  else report({ step: "shift", message: "no python3 in the image: file capabilities were not kept", percent: 95 });
+  report({
+    step: "shift",
+    message: `${shifted.changed} of ${shifted.entries} entries shifted in ${Date.now() - t0} ms${
+      caps && Object.keys(caps).length ? `; file capabilities kept on ${Object.keys(caps).join(", ")}` : ""
+    }`,
+    percent: 96,
   });
-  let killTimer: NodeJS.Timeout | undefined;
-  const onAbort = () => {
-    const kill = (sig: NodeJS.Signals) => {
-      try {
-        if (child.pid) process.kill(-child.pid, sig);
-      } catch {}
-    };
-    kill("SIGTERM");
-    killTimer = setTimeout(() => kill("SIGKILL"), 5000);
-  };
-  signal?.addEventListener("abort", onAbort, { once: true });
-  const onLine = (line: string) => {
-    if (!line.trim()) return;
-    tail.push(line);
-    if (tail.length > 40) tail.shift();
-    percent = bootstrapPercent(line) ?? percent;
-    report({ step: "bootstrap", message: line, percent });
-  };
-  createInterface({ input: child.stdout }).on("line", onLine);
-  createInterface({ input: child.stderr }).on("line", onLine);
-  const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.on("error", (err) => {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") {
-        reject(new Error("mmdebstrap is not installed (apt-get install mmdebstrap)"));
-      } else reject(err);
-    });
-    child.on("close", (c, s) => resolve([c, s]));
-  }).finally(() => {
-    signal?.removeEventListener("abort", onAbort);
-    clearTimeout(killTimer);
-  });
-  signal?.throwIfAborted();
-  if (code !== 0) {
-    throw new Error(`mmdebstrap failed (${sig ? `signal ${sig}` : `exit ${code}`}):\n${tail.join("\n")}`);
-  }
+  return shifted;
 }
 
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
-}
-
-/** Plain file writes inside the rootfs (the build owns it; nothing in it is a link we did not make). */
-async function put(root: string, rel: string, content: string, mode = 0o644): Promise<void> {
-  const path = join(root, rel);
-  await rm(path, { force: true });
-  await writeFile(path, content, { mode });
-  await chmod(path, mode);
-}
-
-export const PLACEHOLDER_HOSTS = [
-  "127.0.0.1\tlocalhost",
-  `127.0.1.1\t${PLACEHOLDER_HOSTNAME}`,
-  "::1\tlocalhost ip6-localhost ip6-loopback",
-  "ff02::1\tip6-allnodes",
-  "ff02::2\tip6-allrouters",
-  "",
-].join("\n");
-
-/** Step b: the user, sudo, the placeholders the runtime fills at boot, and less weight. */
-async function configureRootfs(root: string): Promise<void> {
-  const u = UNIT_USER;
-  await run("chroot", [root, "groupadd", "--gid", String(u.gid), u.name]);
-  await run("chroot", [
-    root,
-    "useradd",
-    "--uid",
-    String(u.uid),
-    "--gid",
-    String(u.gid),
-    "--create-home",
-    "--home-dir",
-    u.home,
-    "--shell",
-    u.shell,
-    "--comment",
-    "unit user",
-    u.name,
-  ]);
-  await mkdir(join(root, "etc/sudoers.d"), { recursive: true, mode: 0o755 });
-  await put(root, "etc/sudoers.d/unit", `${u.name} ALL=(ALL) NOPASSWD:ALL\n`, 0o440);
-  if (await exists(join(root, "usr/sbin/visudo"))) {
-    await run("chroot", [root, "visudo", "--check", "--quiet", "--file", "/etc/sudoers.d/unit"]);
-  }
-  // The runtime writes the unit's name into these two before every boot.
-  await put(root, "etc/hostname", `${PLACEHOLDER_HOSTNAME}\n`);
-  await put(root, "etc/hosts", PLACEHOLDER_HOSTS);
-  // The runtime binds or writes the unit's resolver here.
-  await put(root, "etc/resolv.conf", "");
-  // Mount point of the runtime's /.unit (agent, node, init, agent socket).
-  await mkdir(join(root, ".unit"), { mode: 0o755 });
-  await chmod(join(root, ".unit"), 0o755);
-  if (await exists(join(root, "usr/sbin/locale-gen"))) {
-    await put(root, "etc/locale.gen", "en_US.UTF-8 UTF-8\n");
-    await run("chroot", [root, "locale-gen"]);
-  }
-  await put(root, "etc/default/locale", "LANG=C.UTF-8\n");
-  // apt lists and caches: `apt-get update` brings them back when a unit needs them.
-  await rm(join(root, "var/lib/apt/lists"), { recursive: true, force: true });
-  await mkdir(join(root, "var/lib/apt/lists/partial"), { recursive: true, mode: 0o700 });
-  for (const f of ["pkgcache.bin", "srcpkgcache.bin"]) await rm(join(root, "var/cache/apt", f), { force: true });
-  await rm(join(root, "var/log/apt/eipp.log.xz"), { force: true });
-}
-
-/** Installed packages and versions, from dpkg's status file. */
-async function installedPackages(root: string): Promise<Record<string, string>> {
-  const text = await readFile(join(root, "var/lib/dpkg/status"), "utf8");
-  const out: Record<string, string> = {};
-  for (const para of text.split(/\n\n+/)) {
-    const name = /^Package: (.+)$/m.exec(para)?.[1];
-    const version = /^Version: (.+)$/m.exec(para)?.[1];
-    const status = /^Status: (.+)$/m.exec(para)?.[1];
-    if (name && version && status?.endsWith(" installed")) out[name] = version;
-  }
-  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => (a < b ? -1 : 1)));
+/** The finished build, read-only, replaces the image (and its manifest, written afterwards). */
+async function putInPlace(paths: ImagePaths): Promise<void> {
+  await setReadonly(paths.building, true);
+  await rm(paths.manifest, { force: true });
+  if (await isSubvolume(paths.path)) await deleteSubvolume(paths.path);
+  else await rm(paths.path, { recursive: true, force: true });
+  // A read-only subvolume can be renamed within its parent directory.
+  await rename(paths.building, paths.path);
+  await run("btrfs", ["filesystem", "sync", paths.path]);
 }

@@ -1,19 +1,13 @@
+export { type BuildImageOptions, type BuildProgress, type BuildStep, buildImage } from "./build.js";
 export {
-  type BuildImageOptions,
-  type BuildProgress,
-  type BuildStep,
-  buildImage,
   cachedImage,
   deleteImage,
   IMAGE_CONTENT_VERSION,
   type ImageManifest,
   type ImagePaths,
   imagePaths,
-  PLACEHOLDER_HOSTNAME,
-  PLACEHOLDER_HOSTS,
   readImageManifest,
-  UNIT_USER,
-} from "./build.js";
+} from "./image-store.js";
 export {
   DEBIAN_SUITE,
   debianSources,
@@ -23,5 +17,6 @@ export {
   type ImageVariant,
   imageNameProblem,
 } from "./packages.js";
+export { PLACEHOLDER_HOSTNAME, PLACEHOLDER_HOSTS, UNIT_USER } from "./rootfs-config.js";
 export { shiftId, shiftTree, UID_RANGE, UID_SHIFT, unshiftId } from "./shift.js";
 export { DEFAULT_TEST_POOL_DIR, TEST_IMAGE_NAME, type TestImage, testImage, testPoolDir } from "./test-image.js";

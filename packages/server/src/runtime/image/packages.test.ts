@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { bootstrapPercent } from "./build.js";
+import { bootstrapPercent } from "./bootstrap.js";
 import { toNamespacedCapability } from "./caps.js";
 import { debianSources, defaultImageName, IMAGE_PACKAGES, imageNameProblem } from "./packages.js";
 

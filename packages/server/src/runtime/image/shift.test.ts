@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { chmod, chown, lchown, lstat, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, chown, lchown, lstat, mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
+import { suiteTempDir } from "../../testing/temp-dir.js";
 import { shiftId, shiftTree, UID_RANGE, UID_SHIFT, unshiftId } from "./shift.js";
 
 describe("shiftId", () => {
@@ -33,16 +33,10 @@ describe("shiftId", () => {
 });
 
 describe("shiftTree", { skip: process.getuid?.() === 0 ? false : "needs root (chown)" }, () => {
-  let dir: string;
-  before(async () => {
-    dir = await mkdtemp(join(tmpdir(), "ums-shift-"));
-  });
-  after(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = suiteTempDir("ums-shift-");
 
   it("shifts every owner with lchown, keeps setuid/setgid bits, and is idempotent", async () => {
-    const root = join(dir, "root");
+    const root = join(dir(), "root");
     await mkdir(join(root, "home/unit"), { recursive: true });
     await chown(join(root, "home/unit"), 1000, 1000);
     await writeFile(join(root, "home/unit/.bashrc"), "# hi\n");
@@ -84,7 +78,7 @@ describe("shiftTree", { skip: process.getuid?.() === 0 ? false : "needs root (ch
   });
 
   it("reports an id it cannot map with its path", async () => {
-    const root = join(dir, "bad");
+    const root = join(dir(), "bad");
     await mkdir(root);
     await writeFile(join(root, "f"), "x");
     await chown(join(root, "f"), 70000, 0);

@@ -1,5 +1,6 @@
 import { openPool, type Pool } from "../storage/pool.js";
-import { type BuildProgress, buildImage, type ImageManifest, readImageManifest } from "./build.js";
+import { type BuildProgress, buildImage } from "./build.js";
+import { type ImageManifest, readImageManifest } from "./image-store.js";
 
 /**
  * The shared test image: the "test" variant, built once into a pool that persists across test runs

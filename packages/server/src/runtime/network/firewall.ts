@@ -2,7 +2,7 @@ import { run } from "../exec/host-command.js";
 
 /**
  * ums's own nftables table (one per server, named after its runtime id; no other rule is ever
- * touched). What it enforces (issue #6, DESIGN.md section 2 "egress policy"):
+ * touched). What it enforces (issue #6, docs/ARCHITECTURE.md section 7 "nftables"):
  * - prerouting (raw): a unit's packets must carry its own address (`sources`: host veth . unit
  *   address) and be IPv4; a unit-subnet source arriving on any other interface but lo is dropped.
  *   So a source address in the unit subnet names exactly one unit (see `unitOfAddress`).

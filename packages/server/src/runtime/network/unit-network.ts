@@ -1,5 +1,6 @@
 import { run } from "../exec/host-command.js";
 import { type Subnet, slotAddresses } from "./addresses.js";
+import { linkNamespace } from "./veth.js";
 
 export interface UnitNetwork {
   readonly slot: number;
@@ -26,22 +27,8 @@ export async function setUpUnitNetwork(rid: string, subnet: Subnet, slot: number
   await tearDown(netns, hostIf);
   await run("ip", ["netns", "add", netns]);
   try {
-    await run("ip", ["-batch", "-"], {
-      input: [
-        `link add ${hostIf} type veth peer name eth0 netns ${netns}`,
-        `addr add ${hostIp}/30 dev ${hostIf}`,
-        `link set ${hostIf} up`,
-      ].join("\n"),
-    });
-    await run("ip", ["-n", netns, "-batch", "-"], {
-      // The default route leads to the host, whose firewall decides what goes further (firewall.ts).
-      input: [
-        "link set lo up",
-        `addr add ${unitIp}/30 dev eth0`,
-        "link set eth0 up",
-        `route add default via ${hostIp}`,
-      ].join("\n"),
-    });
+    // The default route leads to the host, whose firewall decides what goes further (firewall.ts).
+    await linkNamespace({ netns, hostIf, hostIp, nsIp: unitIp });
   } catch (err) {
     await tearDown(netns, hostIf);
     throw err;

@@ -29,6 +29,27 @@ describe("recovery of interrupted checkpoint work", () => {
     return id;
   }
 
+  /**
+   * What a restore killed midway leaves: its journal and, if it got that far, the old rootfs moved
+   * aside and the checkpoint's copy at `copyAt`.
+   */
+  async function crashedRestore(id: string, journal: object, copyAt?: "rootfs" | "rootfs.new"): Promise<void> {
+    const dir = unitDir(id);
+    await writeFile(join(dir, "restore.json"), JSON.stringify(journal));
+    if (!copyAt) return;
+    await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
+    await snapshot(join(dir, "checkpoints", "v0"), join(dir, copyAt));
+  }
+
+  /** recover() on a database that knows checkpoint v0 of `id` and no other unit. */
+  const recoverKnowing = (id: string) => rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
+
+  async function assertRolledBack(id: string): Promise<void> {
+    assert.equal(await readFile(file(id), "utf8"), "current", "the old state is back");
+    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"])
+      assert.equal(existsSync(join(unitDir(id), leftover)), false, leftover);
+  }
+
   before(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "ums-recover-"));
     rt = await openTestRuntime(dataDir);
@@ -41,48 +62,31 @@ describe("recovery of interrupted checkpoint work", () => {
 
   it("rolls back a restore that crashed before the new files were in place", async () => {
     const id = await unitWithCheckpoint();
-    const dir = unitDir(id);
-    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replacing" }));
-    await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
-    await snapshot(join(dir, "checkpoints", "v0"), join(dir, "rootfs.new"));
-    const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
-    assert.deepEqual(forward, []);
-    assert.equal(await readFile(file(id), "utf8"), "current", "the old state is back");
-    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"])
-      assert.equal(existsSync(join(dir, leftover)), false, leftover);
+    await crashedRestore(id, { checkpoint: "v0", phase: "replacing" }, "rootfs.new");
+    assert.deepEqual(await recoverKnowing(id), []);
+    await assertRolledBack(id);
   });
 
   it("rolls back a restore whose new files were moved in but not yet journaled as replaced", async () => {
     const id = await unitWithCheckpoint();
-    const dir = unitDir(id);
-    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replacing" }));
-    await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
-    await snapshot(join(dir, "checkpoints", "v0"), join(dir, "rootfs"));
-    const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
-    assert.deepEqual(forward, []);
-    assert.equal(await readFile(file(id), "utf8"), "current", "the old state is back");
-    for (const leftover of ["rootfs.old", "rootfs.new", "restore.json"])
-      assert.equal(existsSync(join(dir, leftover)), false, leftover);
+    await crashedRestore(id, { checkpoint: "v0", phase: "replacing" }, "rootfs");
+    assert.deepEqual(await recoverKnowing(id), []);
+    await assertRolledBack(id);
   });
 
   it("rolls back a journal that names no phase, and keeps the files untouched when nothing moved", async () => {
     const id = await unitWithCheckpoint();
-    const dir = unitDir(id);
-    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0" }));
-    const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
-    assert.deepEqual(forward, []);
+    await crashedRestore(id, { checkpoint: "v0" });
+    assert.deepEqual(await recoverKnowing(id), []);
     assert.equal(await readFile(file(id), "utf8"), "current");
-    assert.equal(existsSync(join(dir, "restore.json")), false);
+    assert.equal(existsSync(join(unitDir(id), "restore.json")), false);
   });
 
   it("rolls forward a restore that crashed after the new files were in place", async () => {
     const id = await unitWithCheckpoint();
     const dir = unitDir(id);
-    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replaced" }));
-    await rename(join(dir, "rootfs"), join(dir, "rootfs.old"));
-    await snapshot(join(dir, "checkpoints", "v0"), join(dir, "rootfs"));
-    const forward = await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
-    assert.deepEqual(forward, [{ unitId: id, checkpoint: "v0" }]);
+    await crashedRestore(id, { checkpoint: "v0", phase: "replaced" }, "rootfs");
+    assert.deepEqual(await recoverKnowing(id), [{ unitId: id, checkpoint: "v0" }]);
     await rt.runtime.completeRestore(id);
     assert.equal(await readFile(file(id), "utf8"), "old", "the new state stays");
     assert.equal(existsSync(join(dir, "rootfs.old")), false);
@@ -93,7 +97,7 @@ describe("recovery of interrupted checkpoint work", () => {
     const id = await unitWithCheckpoint();
     await rt.runtime.checkpoint(id, "v1");
     const stranger = await unitWithCheckpoint();
-    await rt.runtime.recover(async (u) => (u === id ? new Set(["v0"]) : undefined));
+    await recoverKnowing(id);
     assert.equal(rt.runtime.hasCheckpoint(id, "v0"), true);
     assert.equal(rt.runtime.hasCheckpoint(id, "v1"), false, "an orphan from a crash before its row was written");
     assert.equal(rt.runtime.hasCheckpoint(stranger, "v0"), true);

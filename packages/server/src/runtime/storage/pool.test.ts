@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from "node:fs/pro
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { suiteTempDir } from "../../testing/temp-dir.js";
 import {
   createSubvolume,
   deleteSubvolume,
@@ -61,16 +62,10 @@ describe("parseSubvolumeList", () => {
 });
 
 describe("withFileLock", () => {
-  let dir: string;
-  before(async () => {
-    dir = await mkdtemp(join(tmpdir(), "ums-lock-"));
-  });
-  after(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  const dir = suiteTempDir("ums-lock-");
 
   it("serialises holders and takes over a lock left by a dead process", async () => {
-    const lock = join(dir, "l.lock");
+    const lock = join(dir(), "l.lock");
     const events: string[] = [];
     await Promise.all(
       [1, 2, 3].map((n) =>

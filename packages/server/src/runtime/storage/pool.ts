@@ -20,7 +20,7 @@ export interface OpenPoolOptions {
   sizeBytes?: number;
 }
 
-/** A mounted btrfs pool (DESIGN.md section 4). */
+/** A mounted btrfs pool (docs/ARCHITECTURE.md section 4). */
 export interface Pool {
   readonly dataDir: string;
   /** The mount point, `<dataDir>/pool`. */

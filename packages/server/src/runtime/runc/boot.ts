@@ -1,0 +1,97 @@
+import { existsSync } from "node:fs";
+import { mkdir, open, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { waitForAgent } from "../../agent/health.js";
+import type { BootSpec, RuntimeState } from "../runtime.js";
+import { withAgentListener } from "./agent-listener.js";
+import { protectAgent } from "./agent-protection.js";
+import type { RuncRuntimeConfig } from "./config.js";
+import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
+import { policyDir, prepareRunDir, publishNetworkPolicy, writeResolvConf } from "./run-dir.js";
+import type { Runc } from "./runc.js";
+import type { UnitLinks } from "./unit-links.js";
+import type { UnitPaths } from "./unit-paths.js";
+import type { UnitResources } from "./unit-resources.js";
+
+/** What booting a unit needs of the runtime. */
+export interface BootContext {
+  readonly cfg: RuncRuntimeConfig;
+  readonly paths: UnitPaths;
+  readonly runc: Runc;
+  readonly links: UnitLinks;
+  readonly resources: UnitResources;
+  state(id: string): Promise<RuntimeState>;
+  /** Undoes a boot that failed halfway. */
+  stop(id: string): Promise<void>;
+}
+
+/**
+ * Boots a stopped unit that has its disk: its run dir, link and policy files, then the container
+ * (an OCI bundle for runc, the agent's listening socket handed to PID 1 as fd 3); returns once the
+ * agent answers. A failure after the container's pieces were set up stops the unit again.
+ */
+export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> {
+  const { cfg, paths } = ctx;
+  const id = spec.unitId;
+  const unit = paths.unit(id);
+  const runDir = unit.run;
+  await prepareRunDir(paths, id);
+  const net = await ctx.links.attach(id, spec.network);
+  await publishNetworkPolicy(paths, id, spec.network);
+  const resolvConf = await writeResolvConf(paths, id, net.hostIp);
+  const view = paths.checkpointView(id);
+  try {
+    await view.prepare();
+    const ociSpec = buildOciSpec({
+      hostname: spec.name,
+      rootfs: unit.rootfs,
+      idShift: cfg.idShift,
+      idCount: cfg.idCount,
+      netnsPath: net.netnsPath,
+      cgroupsPath: unit.cgroup,
+      hostPaths: {
+        ...cfg.hostPaths,
+        nodePty: cfg.hostPaths.nodePty,
+        run: unit.exposed,
+        checkpoints: view.dir,
+        resolvConf,
+        policy: policyDir(paths, id),
+      },
+      env: {
+        UMS_UNIT_NAME: spec.name,
+        UMS_UNIT_URL: spec.url,
+        UMS_AGENT_LISTEN_FD: "3",
+        UMS_INTERNAL_API_SOCKET: UNIT_PATHS.apiSocket,
+        UMS_HOST_SOCKET: UNIT_PATHS.hostSocket,
+        HOME: "/root",
+      },
+      memoryLimitBytes: ctx.resources.memoryBytes(spec.resources),
+      pidsLimit: ctx.resources.pids(spec.resources),
+      cpu: ctx.resources.cpu(spec.resources),
+      privileges: {
+        profile: spec.privileges.profile ?? "standard",
+        noNewPrivileges: spec.privileges.no_new_privileges ?? false,
+        // Devices the host lacks are left out rather than failing the boot.
+        devices: (spec.privileges.devices ?? []).flatMap((d) => {
+          const rule = ALLOWED_DEVICES[d];
+          return rule && existsSync(rule.path) ? [rule] : [];
+        }),
+      },
+    });
+    const bundle = join(runDir, "bundle");
+    await mkdir(bundle, { recursive: true });
+    await writeFile(join(bundle, "config.json"), JSON.stringify(ociSpec));
+    const pidFile = join(runDir, "init.pid");
+    const log = await open(join(runDir, "agent.log"), "a");
+    try {
+      await withAgentListener(unit.agentSocket, (fd) => ctx.runc.start(id, bundle, log.fd, pidFile, [fd]));
+    } finally {
+      await log.close();
+    }
+    await waitForAgent(unit.agentSocket, cfg.bootTimeoutMs, async () => (await ctx.state(id)) === "running");
+    await protectAgent(pidFile);
+  } catch (err) {
+    await ctx.stop(id).catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,89 @@
+import { existsSync } from "node:fs";
+import { readdir, readFile, rmdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { UnitStats } from "../runtime.js";
+
+/** Where the cgroup v1 controllers are mounted (one hierarchy each). */
+export const CGROUP_ROOT = "/sys/fs/cgroup";
+
+/** cgroup v1 freezer (kernel docs, cgroup-v1/freezer-subsystem): false when the file is missing. */
+export async function setFrozen(cgroupsPath: string, frozen: boolean): Promise<boolean> {
+  const file = join(CGROUP_ROOT, "freezer", cgroupsPath, "freezer.state");
+  if (!existsSync(file)) return false;
+  await writeFile(file, frozen ? "FROZEN" : "THAWED");
+  if (!frozen) return true;
+  // FREEZING until every task has stopped; give up (and thaw) if it does not settle.
+  for (let i = 0; i < 400; i++) {
+    if ((await readFile(file, "utf8")).trim() === "FROZEN") return true;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  await writeFile(file, "THAWED");
+  throw new Error(`could not freeze ${cgroupsPath}: tasks did not stop within 2 s`);
+}
+
+/**
+ * SIGKILLs every task of a unit's cgroup and waits until none is left. Frozen first (a paused
+ * unit already is): a frozen task cannot fork, so one pass over cgroup.procs reaches every task of
+ * even a fork bomb; the kills are pending until the thaw, when all die at once. Without the
+ * freezer (or if it cannot settle, a task stuck in the kernel) it kills in passes until none is left.
+ * The unit's CPU quota goes first: freezing and dying take each task some CPU time, which a
+ * storm's throttled cgroup would hand out over seconds.
+ */
+export async function killCgroup(cgroupsPath: string): Promise<void> {
+  const procsFile = join(CGROUP_ROOT, "pids", cgroupsPath, "cgroup.procs");
+  if (!existsSync(procsFile)) return;
+  // -1: no quota of its own; the units' parent cgroup still caps it (cpu-share.ts).
+  await writeFile(join(CGROUP_ROOT, "cpu", cgroupsPath, "cpu.cfs_quota_us"), "-1").catch(() => {});
+  const frozen = await setFrozen(cgroupsPath, true).catch(() => false);
+  const tasks = async () => (await readFile(procsFile, "utf8").catch(() => "")).split("\n").filter(Boolean).map(Number);
+  const killAll = (pids: number[]) => {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+  };
+  if (frozen) {
+    killAll(await tasks());
+    await setFrozen(cgroupsPath, false).catch(() => {});
+  }
+  for (let i = 0; i < 1000; i++) {
+    const pids = await tasks();
+    if (pids.length === 0) return;
+    killAll(pids);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** Whether the cgroup has a task (no process spawned); undefined without a v1 pids cgroup to read. */
+export async function cgroupHasTasks(cgroupsPath: string): Promise<boolean | undefined> {
+  try {
+    const procs = await readFile(join(CGROUP_ROOT, "pids", cgroupsPath, "cgroup.procs"), "utf8");
+    return procs.trim() !== "";
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU time (cpuacct) and resident memory (memory.stat rss) of the cgroup's tasks. */
+export async function cgroupStats(cgroupsPath: string): Promise<UnitStats | undefined> {
+  try {
+    const [cpu, memStat] = await Promise.all([
+      readFile(join(CGROUP_ROOT, "cpuacct", cgroupsPath, "cpuacct.usage"), "utf8"),
+      readFile(join(CGROUP_ROOT, "memory", cgroupsPath, "memory.stat"), "utf8"),
+    ]);
+    const rss = /^total_rss (\d+)$/m.exec(memStat)?.[1] ?? /^rss (\d+)$/m.exec(memStat)?.[1] ?? "0";
+    return { cpuNs: Number(cpu.trim()), rssBytes: Number(rss) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Removes this runtime's (empty) parent cgroups; runc removes each unit's own on delete. */
+export async function removeCgroups(rid: string): Promise<void> {
+  let controllers: string[] = [];
+  try {
+    controllers = await readdir(CGROUP_ROOT);
+  } catch {}
+  for (const c of controllers) await rmdir(join(CGROUP_ROOT, c, `ums-${rid}`)).catch(() => {});
+}

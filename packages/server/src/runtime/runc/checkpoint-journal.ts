@@ -1,0 +1,53 @@
+import { existsSync } from "node:fs";
+import { open, readFile, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+
+/**
+ * The restore journal, `restore.json` in the unit's disk directory: which checkpoint a restore
+ * puts in place and how far it got (restore.ts). `replacing` until the new files are at rootfs,
+ * then `replaced`.
+ */
+export interface RestoreJournal {
+  readonly checkpoint: string;
+  readonly phase: "replacing" | "replaced";
+}
+
+const FILE = "restore.json";
+const TMP = "restore.json.tmp";
+
+export function hasJournal(dir: string): boolean {
+  return existsSync(join(dir, FILE));
+}
+
+/** Replaces the journal atomically (written aside, synced, renamed over). */
+export async function writeJournal(dir: string, entry: RestoreJournal): Promise<void> {
+  const tmp = join(dir, TMP);
+  const fh = await open(tmp, "w");
+  try {
+    await fh.writeFile(JSON.stringify(entry));
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, join(dir, FILE));
+}
+
+/** Undefined when the journal is unreadable (torn write of the first phase): roll back. */
+export async function readJournal(dir: string): Promise<RestoreJournal | undefined> {
+  try {
+    const entry = JSON.parse(await readFile(join(dir, FILE), "utf8")) as Partial<RestoreJournal>;
+    if (typeof entry.checkpoint !== "string") return undefined;
+    return { checkpoint: entry.checkpoint, phase: entry.phase === "replaced" ? "replaced" : "replacing" };
+  } catch {
+    return undefined;
+  }
+}
+
+export async function removeJournal(dir: string): Promise<void> {
+  await rm(join(dir, FILE), { force: true });
+}
+
+/** A journal written aside that a crash kept from being renamed in. */
+export async function removeJournalLeftover(dir: string): Promise<void> {
+  await rm(join(dir, TMP), { force: true });
+}

@@ -1,0 +1,75 @@
+import { existsSync } from "node:fs";
+import { mkdir, readdir } from "node:fs/promises";
+import { failpoint } from "../../failpoints/failpoints.js";
+import type { RuntimeState } from "../runtime.js";
+import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import type { UnitPaths } from "./unit-paths.js";
+
+/** What taking a checkpoint needs of the runtime: a unit's state, and freezing and thawing it. */
+export interface Freezable {
+  state(id: string): Promise<RuntimeState>;
+  pause(id: string): Promise<void>;
+  resume(id: string): Promise<void>;
+}
+
+/** A read-only snapshot of the unit's rootfs as checkpoint `cpId`; the unit must have its disk. */
+export async function takeCheckpoint(
+  paths: UnitPaths,
+  unit: Freezable,
+  id: string,
+  cpId: string,
+): Promise<{ frozenMs: number }> {
+  const { checkpoints, rootfs } = paths.unit(id);
+  await mkdir(checkpoints, { recursive: true });
+  const dst = paths.checkpoint(id, cpId);
+  const running = (await unit.state(id)) === "running";
+  const started = performance.now();
+  // Freeze (a no-op for a paused or stopped unit) so that no process moves on while the snapshot
+  // is taken. A btrfs snapshot is atomic either way (crash-consistent): if the freeze cannot
+  // settle (a task stuck in the kernel), the snapshot is taken unfrozen rather than failing.
+  let frozen = running;
+  if (running) {
+    try {
+      await unit.pause(id);
+    } catch {
+      frozen = false;
+    }
+  }
+  let frozenMs = 0;
+  try {
+    if (frozen) failpoint("checkpoint.frozen");
+    await snapshot(rootfs, dst, { readonly: true });
+  } finally {
+    if (frozen) await unit.resume(id);
+    frozenMs = frozen ? performance.now() - started : 0;
+  }
+  await paths.checkpointView(id).refresh();
+  return { frozenMs };
+}
+
+export async function deleteCheckpoint(paths: UnitPaths, id: string, cpId: string): Promise<void> {
+  const path = paths.checkpoint(id, cpId);
+  // Unbind it from the unit's view first: a mounted snapshot cannot be deleted.
+  await paths.checkpointView(id).hide(cpId);
+  failpoint("delete.hidden");
+  if (existsSync(path)) await deleteSubvolume(path);
+  await paths.checkpointView(id).refresh();
+}
+
+/** Deletes the unit's checkpoint snapshots not in `wanted` (orphans of a crash before their row was written). */
+export async function removeUnknownCheckpoints(
+  paths: UnitPaths,
+  id: string,
+  wanted: ReadonlySet<string>,
+): Promise<void> {
+  let cps: string[] = [];
+  try {
+    cps = await readdir(paths.unit(id).checkpoints);
+  } catch {}
+  for (const cp of cps) {
+    if (wanted.has(cp)) continue;
+    // A crash after the snapshot was shown in the unit's view leaves it bound there.
+    await paths.checkpointView(id).hide(cp);
+    await deleteSubvolume(paths.checkpoint(id, cp));
+  }
+}

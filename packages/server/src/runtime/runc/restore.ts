@@ -1,0 +1,89 @@
+import { existsSync } from "node:fs";
+import { readdir, rename } from "node:fs/promises";
+import { join } from "node:path";
+import { failpoint } from "../../failpoints/failpoints.js";
+import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import { hasJournal, readJournal, removeJournal, removeJournalLeftover, writeJournal } from "./checkpoint-journal.js";
+import { removeUnknownCheckpoints } from "./checkpoints.js";
+import type { UnitPaths } from "./unit-paths.js";
+
+/**
+ * Replaces a stopped unit's rootfs with a writable snapshot of checkpoint `cpId`. The journal makes
+ * it all-or-nothing: written first (phase `replacing`); then rootfs → rootfs.old (rename), a
+ * writable snapshot of the checkpoint as rootfs.new → rootfs (rename), and only then the journal's
+ * phase becomes `replaced` (an atomic rename). `completeRestore` deletes rootfs.old and the
+ * journal. `recoverDisks` rolls back any restore still `replacing` and rolls forward one that is
+ * `replaced`.
+ */
+export async function restoreDisk(paths: UnitPaths, id: string, cpId: string): Promise<void> {
+  const src = paths.checkpoint(id, cpId);
+  if (!existsSync(src)) throw new Error(`checkpoint ${cpId} has no snapshot`);
+  const { disk: dir, rootfs } = paths.unit(id);
+  await writeJournal(dir, { checkpoint: cpId, phase: "replacing" });
+  failpoint("restore.journaled");
+  if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
+  if (existsSync(rootfs)) await rename(rootfs, join(dir, "rootfs.old"));
+  failpoint("restore.old-moved");
+  await snapshot(src, join(dir, "rootfs.new"), { readonly: false });
+  failpoint("restore.new-snapshotted");
+  await rename(join(dir, "rootfs.new"), rootfs);
+  failpoint("restore.new-moved");
+  await writeJournal(dir, { checkpoint: cpId, phase: "replaced" });
+}
+
+export async function completeRestore(paths: UnitPaths, id: string): Promise<void> {
+  const dir = paths.unit(id).disk;
+  if (existsSync(join(dir, "rootfs.old"))) await deleteSubvolume(join(dir, "rootfs.old"));
+  await removeJournal(dir);
+}
+
+/**
+ * Settles a restore a crash interrupted: one still `replacing` is rolled back (whatever is at
+ * rootfs while rootfs.old exists is the new copy); returns the checkpoint of one that is
+ * `replaced`, to be rolled forward by the caller.
+ */
+async function settleRestore(paths: UnitPaths, id: string): Promise<string | undefined> {
+  const { disk: dir, rootfs } = paths.unit(id);
+  let forward: string | undefined;
+  if (hasJournal(dir)) {
+    const entry = await readJournal(dir);
+    if (entry?.phase === "replaced") {
+      forward = entry.checkpoint;
+    } else {
+      if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
+      if (existsSync(join(dir, "rootfs.old"))) {
+        if (existsSync(rootfs)) await deleteSubvolume(rootfs);
+        await rename(join(dir, "rootfs.old"), rootfs);
+      }
+      await removeJournal(dir);
+    }
+  }
+  await removeJournalLeftover(dir);
+  return forward;
+}
+
+/**
+ * After a crash (`UnitRuntime.recover`): settles every interrupted restore of this server's units
+ * and removes their checkpoint snapshots the database does not know (`known` answers per unit;
+ * undefined: another server's unit on a shared pool). Returns the restores to roll forward.
+ */
+export async function recoverDisks(
+  paths: UnitPaths,
+  known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
+): Promise<{ unitId: string; checkpoint: string }[]> {
+  const forward: { unitId: string; checkpoint: string }[] = [];
+  let ids: string[] = [];
+  try {
+    ids = await readdir(paths.unitsDir);
+  } catch {}
+  for (const id of ids) {
+    const unit = paths.unit(id);
+    if (!existsSync(unit.checkpoints) && !hasJournal(unit.disk)) continue;
+    const wanted = await known(id);
+    if (!wanted) continue; // another server's unit on a shared pool
+    const checkpoint = await settleRestore(paths, id);
+    if (checkpoint !== undefined) forward.push({ unitId: id, checkpoint });
+    await removeUnknownCheckpoints(paths, id, wanted);
+  }
+  return forward;
+}
