@@ -5,12 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ErrorCode } from "@ums/protocol";
-import { type FakeOAuth, fakeBearerApi, fakeOAuth } from "../api/connectors/fake-providers.js";
-import { GATEWAY_CLIENT } from "../api/gateway/gateway-client.js";
-import { openWebsocket, request, startUnitApp } from "../api/proxy/test-app.js";
 import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
+import { type FakeOAuth, fakeBearerApi, fakeOAuth } from "../testing/fake-providers.js";
+import { GATEWAY_CLIENT } from "../testing/gateway-client.js";
 import { startTestServer, type TestServer } from "../testing/server.js";
+import { openWebsocket, request, startUnitApp } from "../testing/unit-app.js";
 
 // Issue 19, "cross-organization access on every route": organizations A and B; B has a unit named like
 // A's ("shared") and one A lacks ("bonly"), with files, services, checkpoints, policies, labels, exec

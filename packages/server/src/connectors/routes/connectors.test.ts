@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../../testing/dialects.js";
+import { type FakeOAuth, fakeBearerApi, fakeOAuth } from "../../testing/fake-providers.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { type FakeOAuth, fakeBearerApi, fakeOAuth } from "./fake-providers.js";
 
 /** Spec 4.8 against fake providers on loopback, for every database. */
 for (const dialect of testDialects) {

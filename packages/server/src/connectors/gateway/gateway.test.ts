@@ -10,9 +10,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
+import { type FakeOAuth, fakeBearerApi, fakeOAuth, fakeS3 } from "../../testing/fake-providers.js";
+import { GATEWAY_CLIENT } from "../../testing/gateway-client.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { type FakeOAuth, fakeBearerApi, fakeOAuth, fakeS3 } from "../connectors/fake-providers.js";
-import { GATEWAY_CLIENT } from "./gateway-client.js";
 
 const sqlite = testDialects[0];
 const execFileP = promisify(execFile);
