@@ -27,6 +27,10 @@ export interface ApiOpts {
   json?: unknown;
   body?: string | Uint8Array;
   headers?: Record<string, string>;
+  /** Fails the request after this long: a test must fail, not hang, when the API does. */
+  timeoutMs?: number;
+  /** fetch's redirect mode (default "follow"). */
+  redirect?: "follow" | "manual" | "error";
 }
 
 export interface ApiResponse {
@@ -112,24 +116,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       });
       return secret;
     },
-    async api(method, path, opts = {}) {
-      const headers: Record<string, string> = { ...opts.headers };
-      if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-      let body: string | Uint8Array | undefined = opts.body;
-      if (opts.json !== undefined) {
-        body = JSON.stringify(opts.json);
-        headers["content-type"] ??= "application/json";
-      }
-      const res = await fetch(server.url + path, { method, headers, ...(body !== undefined && { body }) });
-      const text = await res.text();
-      let parsed: unknown;
-      try {
-        parsed = text ? JSON.parse(text) : undefined;
-      } catch {
-        parsed = undefined;
-      }
-      return { status: res.status, headers: res.headers, text, body: parsed };
-    },
+    api: (method, path, opts) => apiRequest(server.url, method, path, opts),
     async close() {
       // Every unit this server made goes, with all its host resources.
       const units = await server.store.units.withStatus(["cold", "warm", "running"]);
@@ -144,4 +131,30 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       if (failures.length > 0) throw new AggregateError(failures, "test server cleanup failed");
     },
   };
+}
+
+/** A request to the API at `base` with the bearer token (when given) and JSON body handling. */
+export async function apiRequest(base: string, method: string, path: string, opts: ApiOpts = {}): Promise<ApiResponse> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | Uint8Array | undefined = opts.body;
+  if (opts.json !== undefined) {
+    body = JSON.stringify(opts.json);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    ...(body !== undefined && { body }),
+    ...(opts.redirect && { redirect: opts.redirect }),
+    ...(opts.timeoutMs !== undefined && { signal: AbortSignal.timeout(opts.timeoutMs) }),
+  });
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, body: parsed };
 }
