@@ -5,12 +5,9 @@
 // Against a real server and a real unit whose agent the unit's root stops.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
+import { startWithUnit, type TestServer } from "../testing/server.js";
 import { upgradeAnswer } from "../testing/ws-upgrade.js";
-
-const sqlite = testDialects[0];
 
 /** The server's default bound on one call to a stuck agent (connect 5 s + answer 10 s), and slack. */
 const BOUND_MS = 15_000 + 5000;
@@ -73,10 +70,7 @@ describe("a stuck agent does not hang the API (issue #19 finding 8)", () => {
   const wsExec = () => upgradeAnswer(`${s.url.replace("http", "ws")}/v1/units/${unit}/exec?cmd=true`, token, 60_000);
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("stuck-agent");
-    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: unit } })).status, 201);
+    ({ s, token } = await startWithUnit("stuck-agent", unit));
     assert.equal((await run(["true"])).exitCode, 0);
   });
   after(async () => {
