@@ -2,6 +2,7 @@ import { chmodSync, lstatSync, mkdirSync, unlinkSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { dirname } from "node:path";
 import type { Duplex } from "node:stream";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import type { AgentConfig } from "./config.js";
 import { killSession } from "./exec/kill.js";
 import { SessionTable } from "./exec/registry.js";
@@ -45,7 +46,7 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
   const server = createServer((req, res) => {
     handleRequest(req, res).catch((err) => {
       if (!res.headersSent)
-        sendJson(res, 500, { error: `internal error: ${(err as Error).message}`, code: "UMS_INTERNAL" });
+        sendJson(res, 500, { error: `internal error: ${(err as Error).message}`, code: AgentErrorCode.Internal });
       else res.destroy();
     });
   });

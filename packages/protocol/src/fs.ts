@@ -1,4 +1,4 @@
-import { type Static, Type } from "@sinclair/typebox";
+import { type Static, type TProperties, Type } from "@sinclair/typebox";
 
 /**
  * Filesystem API wire shapes (spec 2.9 and 4.4, DESIGN.md section 8).
@@ -40,6 +40,14 @@ const WorkingDir = Type.String({
   description: "Absolute directory that relative paths resolve against",
 });
 const Flag = (description: string) => Type.Optional(Type.Boolean({ default: false, description }));
+const AsRoot = Flag("Run as the unit's root");
+
+/** chmod and chown: what they change, and how far. */
+const ChangeTarget = { path: FsPath("Path to change"), workingDir: WorkingDir };
+const ChangeScope = { recursive: Flag("Also everything below a directory"), asRoot: AsRoot };
+/** chmod and chown: each path changed, with its new attributes. */
+const Changed = <T extends TProperties>(attributes: T) =>
+  Type.Object({ affected: Type.Array(Type.Object(attributes)), count: Type.Integer() });
 
 /** Spec 2.9: one directory item. `mode` is the permission bits in octal ("0644"). */
 export const FsEntry = Type.Object(
@@ -104,21 +112,12 @@ export const FsWriteResponse = Type.Object({ path: Type.String(), size: Type.Int
 export type FsWriteResponse = Static<typeof FsWriteResponse>;
 
 export const FsChmodBody = Type.Object(
-  {
-    path: FsPath("Path to change"),
-    workingDir: WorkingDir,
-    mode: OctalMode,
-    recursive: Flag("Also everything below a directory"),
-    asRoot: Flag("Run as the unit's root"),
-  },
+  { ...ChangeTarget, mode: OctalMode, ...ChangeScope },
   { additionalProperties: false },
 );
 export type FsChmodBody = Static<typeof FsChmodBody>;
 
-export const FsChmodResponse = Type.Object({
-  affected: Type.Array(Type.Object({ path: Type.String(), mode: Type.String() })),
-  count: Type.Integer(),
-});
+export const FsChmodResponse = Changed({ path: Type.String(), mode: Type.String() });
 export type FsChmodResponse = Static<typeof FsChmodResponse>;
 
 /** A numeric id, or a user/group name of the unit's /etc/passwd or /etc/group. */
@@ -128,22 +127,12 @@ const OwnerId = Type.Union([
 ]);
 
 export const FsChownBody = Type.Object(
-  {
-    path: FsPath("Path to change"),
-    workingDir: WorkingDir,
-    uid: Type.Optional(OwnerId),
-    gid: Type.Optional(OwnerId),
-    recursive: Flag("Also everything below a directory"),
-    asRoot: Flag("Run as the unit's root"),
-  },
+  { ...ChangeTarget, uid: Type.Optional(OwnerId), gid: Type.Optional(OwnerId), ...ChangeScope },
   { additionalProperties: false },
 );
 export type FsChownBody = Static<typeof FsChownBody>;
 
-export const FsChownResponse = Type.Object({
-  affected: Type.Array(Type.Object({ path: Type.String(), uid: Type.Integer(), gid: Type.Integer() })),
-  count: Type.Integer(),
-});
+export const FsChownResponse = Changed({ path: Type.String(), uid: Type.Integer(), gid: Type.Integer() });
 export type FsChownResponse = Static<typeof FsChownResponse>;
 
 export const FsCopyBody = Type.Object(
@@ -153,7 +142,7 @@ export const FsCopyBody = Type.Object(
     workingDir: WorkingDir,
     recursive: Flag("Copy a directory and everything below it"),
     preserveAttrs: Flag("Keep mode, owner and times"),
-    asRoot: Flag("Run as the unit's root"),
+    asRoot: AsRoot,
   },
   { additionalProperties: false },
 );
@@ -171,7 +160,7 @@ export const FsDeleteBody = Type.Object(
     path: FsPath("Path to delete"),
     workingDir: WorkingDir,
     recursive: Flag("Delete a non-empty directory and everything below it"),
-    asRoot: Flag("Run as the unit's root"),
+    asRoot: AsRoot,
   },
   { additionalProperties: false },
 );
@@ -185,7 +174,7 @@ export const FsRenameBody = Type.Object(
     source: FsPath("Path to rename"),
     dest: FsPath("New path"),
     workingDir: WorkingDir,
-    asRoot: Flag("Run as the unit's root"),
+    asRoot: AsRoot,
   },
   { additionalProperties: false },
 );

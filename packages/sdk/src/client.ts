@@ -34,67 +34,26 @@ export class UmsClient {
    * `path` starts with `/v1/`; path segments must already be encoded (see `encodePath`).
    */
   async request<T>(method: HttpMethod, path: string, opts: ApiRequestOpts = {}): Promise<T> {
-    const url = new URL(this.config.baseUrl + path);
-    addQuery(url, opts.query);
-    const headers: Record<string, string> = {
-      accept: "application/json",
-      "user-agent": `ums-sdk-js/${SDK_VERSION}`,
-      ...this.config.headers,
-      authorization: `Bearer ${this.config.token}`,
-    };
     // The server rejects an empty body declared as JSON, so bodiless requests send no Content-Type.
-    let body: string | undefined;
-    if (opts.body !== undefined) {
-      body = JSON.stringify(opts.body);
-      headers["content-type"] = "application/json";
-    }
-
-    const timeoutMs = checkTimeout(opts.timeoutMs ?? this.config.timeoutMs, "timeoutMs");
-    const timeout = timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined;
-    const signals = [timeout, opts.signal].filter((s): s is AbortSignal => s !== undefined);
-    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
-
-    let res: Response;
-    let text: string;
+    const json = opts.body !== undefined;
+    const res = await this.open(method, path, {
+      timeoutMs: opts.timeoutMs,
+      signal: opts.signal,
+      query: opts.query,
+      headers: { accept: "application/json", ...(json && { "content-type": "application/json" }) },
+      body: json ? JSON.stringify(opts.body) : undefined,
+    });
+    const text = await res.text();
+    if (text === "") return undefined as T;
     try {
-      res = await this.config.fetch(url, {
-        method,
-        headers,
-        ...(body !== undefined && { body }),
-        signal: signal ?? null,
-      });
-      text = await res.text();
-    } catch (err) {
-      if (opts.signal?.aborted) throw opts.signal.reason;
-      if (timeout?.aborted) {
-        throw new TimeoutError(`${method} ${path} did not finish within ${timeoutMs} ms`, SdkErrorCode.Timeout, {
-          cause: err,
-        });
-      }
-      throw new ConnectionError(`${method} ${url.origin}${path} failed: ${describe(err)}`, SdkErrorCode.Connection, {
-        cause: err,
-      });
-    }
-
-    let parsed: unknown;
-    let isJson = false;
-    if (text !== "") {
-      try {
-        parsed = JSON.parse(text);
-        isJson = true;
-      } catch {
-        parsed = undefined;
-      }
-    }
-    if (!res.ok) throw errorFromResponse(res.status, res.statusText, parsed, text);
-    if (text !== "" && !isJson) {
+      return JSON.parse(text) as T;
+    } catch {
       throw new UmsError(
         `${method} ${path} answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
         SdkErrorCode.BadResponse,
         { status: res.status },
       );
     }
-    return parsed as T;
   }
 
   /**

@@ -1,3 +1,4 @@
+import { type ExecQuery, type OutputStream, StreamId } from "@ums/protocol";
 import type { UmsClient } from "./client.js";
 import type { RequestOpts } from "./config.js";
 import { SdkErrorCode, UmsError } from "./errors.js";
@@ -25,11 +26,6 @@ export interface CommandResult {
   exitCode: number;
 }
 
-// DESIGN.md section 8: stream ids of the exec frames.
-const STDOUT = 1;
-const STDERR = 2;
-const EXIT = 3;
-
 /** `unit.commands`: runs commands in the unit (spec 4.3, HTTP exec). */
 export class Commands {
   constructor(
@@ -47,12 +43,12 @@ export class Commands {
     const argv = typeof cmd === "string" ? ["bash", "-c", cmd] : cmd;
     if (argv.length === 0) throw new UmsError("cmd must name a program", SdkErrorCode.InvalidConfig);
     const stdin = typeof opts.stdin === "string" ? new TextEncoder().encode(opts.stdin) : opts.stdin;
-    const decoders = { [STDOUT]: new TextDecoder(), [STDERR]: new TextDecoder() };
-    const out = { [STDOUT]: "", [STDERR]: "" };
-    const callbacks = { [STDOUT]: opts.onStdout, [STDERR]: opts.onStderr };
+    const decoders = { [StreamId.Stdout]: new TextDecoder(), [StreamId.Stderr]: new TextDecoder() };
+    const out = { [StreamId.Stdout]: "", [StreamId.Stderr]: "" };
+    const callbacks = { [StreamId.Stdout]: opts.onStdout, [StreamId.Stderr]: opts.onStderr };
     let exitCode: number | undefined;
 
-    const emit = (id: typeof STDOUT | typeof STDERR, text: string) => {
+    const emit = (id: OutputStream, text: string) => {
       if (text === "") return;
       out[id] += text;
       callbacks[id]?.(text);
@@ -66,21 +62,22 @@ export class Commands {
         dir: opts.cwd,
         user: opts.user,
         stdin: stdin !== undefined ? true : undefined,
-      },
+      } satisfies ExecQuery,
       body: stdin,
       onChunk: (frame) => {
         const id = frame[0];
-        if (id === STDOUT || id === STDERR) emit(id, decoders[id].decode(frame.subarray(1), { stream: true }));
-        else if (id === EXIT) exitCode = frame[1] ?? 0;
+        if (id === StreamId.Stdout || id === StreamId.Stderr)
+          emit(id, decoders[id].decode(frame.subarray(1), { stream: true }));
+        else if (id === StreamId.Exit) exitCode = frame[1] ?? 0;
       },
     });
-    emit(STDOUT, decoders[STDOUT].decode());
-    emit(STDERR, decoders[STDERR].decode());
+    emit(StreamId.Stdout, decoders[StreamId.Stdout].decode());
+    emit(StreamId.Stderr, decoders[StreamId.Stderr].decode());
     if (exitCode === undefined) {
       throw new UmsError("the exec stream ended without the process's exit code", SdkErrorCode.BadResponse, {
         status: 200,
       });
     }
-    return { stdout: out[STDOUT], stderr: out[STDERR], exitCode };
+    return { stdout: out[StreamId.Stdout], stderr: out[StreamId.Stderr], exitCode };
   }
 }

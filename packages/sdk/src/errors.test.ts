@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import * as sdk from "./index.js";
 import {
   AuthenticationError,
   ConflictError,
@@ -158,6 +159,26 @@ describe("errorFromResponse for answers that are not the API's error bodies", ()
     assert.equal(e.constructor, UmsError);
     assert.equal(e.code, "UMS_UNSUPPORTED_MEDIA_TYPE");
     assert.equal(e.message, "unsupported Content-Type");
+  });
+
+  it("every server code has its class; a code answered with several statuses goes by the status", () => {
+    const classOf = (status: number, code: string) =>
+      errorFromResponse(status, "", { error: "x", code }, "").constructor;
+    assert.equal(classOf(409, "UMS_RUNNING_LIMIT"), ConflictError);
+    assert.equal(classOf(404, "UMS_TASK_NOT_FOUND"), NotFoundError);
+    assert.equal(classOf(401, "UMS_GATEWAY_UNAUTHORIZED"), AuthenticationError);
+    assert.equal(classOf(504, "UMS_AGENT_TIMEOUT"), ServerError);
+    assert.equal(classOf(403, "UMS_FORBIDDEN"), UmsError);
+    assert.equal(classOf(400, "UMS_PROVIDER_FAILED"), ValidationError);
+    assert.equal(classOf(502, "UMS_PROVIDER_FAILED"), ServerError);
+  });
+
+  it("every error class is named after itself", () => {
+    const classes = Object.entries(sdk).filter(
+      (e): e is [string, typeof UmsError] => typeof e[1] === "function" && e[1].prototype instanceof Error,
+    );
+    assert.ok(classes.length >= 11, classes.map(([name]) => name).join());
+    for (const [name, Class] of classes) assert.equal(new Class("m", "c").name, name);
   });
 
   it("a 400 without a list still has `errors`", () => {

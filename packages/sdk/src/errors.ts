@@ -39,7 +39,6 @@ export interface UmsErrorOpts {
  * message (meant for people).
  */
 export class UmsError extends Error {
-  override name = "UmsError";
   /** HTTP status, or undefined for failures detected in the SDK (timeouts, unreachable server). */
   readonly status: number | undefined;
   /** The server's `code` (`ErrorCode`, e.g. `UMS_UNIT_NOT_FOUND`) or an `SdkErrorCode`. */
@@ -59,28 +58,19 @@ export class UmsError extends Error {
 }
 
 /** 401: the token is missing, unknown or revoked; or no token was configured. */
-export class AuthenticationError extends UmsError {
-  override name = "AuthenticationError";
-}
+export class AuthenticationError extends UmsError {}
 
 /** 404: no such unit in the token's organization (`UMS_UNIT_NOT_FOUND`) or no such route. */
-export class NotFoundError extends UmsError {
-  override name = "NotFoundError";
-}
+export class NotFoundError extends UmsError {}
 
 /** 409: a unit of that name already exists in the organization. */
-export class ConflictError extends UmsError {
-  override name = "ConflictError";
-}
+export class ConflictError extends UmsError {}
 
 /** 403: an organization limit (e.g. `max_sprites`) or a disabled organization forbids the operation. */
-export class LimitError extends UmsError {
-  override name = "LimitError";
-}
+export class LimitError extends UmsError {}
 
 /** 400: the request was invalid; `errors` names each bad field, e.g. `name: must be ...`. */
 export class ValidationError extends UmsError {
-  override name = "ValidationError";
   declare readonly errors: readonly string[];
 
   constructor(message: string, code: string, opts: UmsErrorOpts = {}) {
@@ -89,24 +79,16 @@ export class ValidationError extends UmsError {
 }
 
 /** 5xx: a fault of the server (or of a proxy in front of it). */
-export class ServerError extends UmsError {
-  override name = "ServerError";
-}
+export class ServerError extends UmsError {}
 
 /** 501: the operation is part of the interface but this server does not serve it yet. */
-export class NotImplementedError extends ServerError {
-  override name = "NotImplementedError";
-}
+export class NotImplementedError extends ServerError {}
 
 /** The request did not complete within its `timeoutMs`. */
-export class TimeoutError extends UmsError {
-  override name = "TimeoutError";
-}
+export class TimeoutError extends UmsError {}
 
 /** The server could not be reached at all. */
-export class ConnectionError extends UmsError {
-  override name = "ConnectionError";
-}
+export class ConnectionError extends UmsError {}
 
 /**
  * A stream (checkpoint, restore, service start/stop/restart/logs) answered 200 and then failed:
@@ -114,7 +96,6 @@ export class ConnectionError extends UmsError {
  * without its final event. `event` is the error event as received, when there was one.
  */
 export class StreamError extends UmsError {
-  override name = "StreamError";
   readonly event: Readonly<Record<string, unknown>> | undefined;
 
   constructor(message: string, event?: Readonly<Record<string, unknown>>, opts: UmsErrorOpts = {}) {
@@ -123,22 +104,67 @@ export class StreamError extends UmsError {
   }
 }
 
+// Each class's `name` is its own, on its prototype as for the built-in errors (not read from the
+// constructor: a minifier renames classes).
+const CLASSES = {
+  UmsError,
+  AuthenticationError,
+  NotFoundError,
+  ConflictError,
+  LimitError,
+  ValidationError,
+  ServerError,
+  NotImplementedError,
+  TimeoutError,
+  ConnectionError,
+  StreamError,
+};
+for (const [name, Class] of Object.entries(CLASSES)) {
+  Object.defineProperty(Class.prototype, "name", { value: name, writable: true, configurable: true });
+}
+
 type ErrorClass = new (message: string, code: string, opts?: UmsErrorOpts) => UmsError;
 
-/** The server's codes, each to its class. A code wins over the status. */
-const BY_CODE: Readonly<Record<string, ErrorClass>> = {
+/**
+ * Every server code, each to its class; a code wins over the status. `null`: the status decides (the
+ * code is answered with more than one status). The type makes a new `ErrorCode` fail to compile until
+ * it has its place here.
+ */
+const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.Validation]: ValidationError,
   [ErrorCode.BadJson]: ValidationError,
+  [ErrorCode.NetworkPolicyInvalid]: ValidationError,
   [ErrorCode.Unauthorized]: AuthenticationError,
+  [ErrorCode.GatewayUnauthorized]: AuthenticationError,
   [ErrorCode.LimitReached]: LimitError,
+  [ErrorCode.Forbidden]: UmsError,
+  [ErrorCode.FsReservedPath]: UmsError,
+  [ErrorCode.ConnectorPolicyDenied]: UmsError,
   [ErrorCode.RouteNotFound]: NotFoundError,
   [ErrorCode.UnitNotFound]: NotFoundError,
-  [ErrorCode.UnitExists]: ConflictError,
   [ErrorCode.CheckpointNotFound]: NotFoundError,
+  [ErrorCode.SessionNotFound]: NotFoundError,
   [ErrorCode.ServiceNotFound]: NotFoundError,
+  [ErrorCode.TaskNotFound]: NotFoundError,
+  [ErrorCode.ConnectionNotFound]: NotFoundError,
+  [ErrorCode.ProviderNotFound]: NotFoundError,
+  [ErrorCode.MethodNotAllowed]: UmsError,
+  [ErrorCode.UnitExists]: ConflictError,
   [ErrorCode.CheckpointActive]: ConflictError,
+  [ErrorCode.RunningLimit]: ConflictError,
+  [ErrorCode.ServicePortTaken]: ConflictError,
+  [ErrorCode.ServiceNeeded]: ConflictError,
+  [ErrorCode.ServiceNotRunning]: ConflictError,
+  [ErrorCode.PayloadTooLarge]: UmsError,
+  [ErrorCode.UnsupportedMediaType]: UmsError,
   [ErrorCode.NotImplemented]: NotImplementedError,
   [ErrorCode.Internal]: ServerError,
+  [ErrorCode.UnitNoListener]: ServerError,
+  [ErrorCode.UnitProxyFailed]: ServerError,
+  [ErrorCode.UnitTimeout]: ServerError,
+  [ErrorCode.AgentTimeout]: ServerError,
+  [ErrorCode.ProviderFailed]: null, // 400 from an OAuth callback, 502 from the gateway
+  [ErrorCode.UnitUnavailable]: null, // 502, or the 4xx of an agent answer that carried no code
 };
 
 /** For answers without a known code (e.g. from a proxy in front of the server). */
@@ -169,6 +195,6 @@ export function errorFromResponse(status: number, statusText: string, body: unkn
     message = `HTTP ${status}${statusText ? ` ${statusText}` : ""}${snippet ? `: ${snippet}` : ""}`;
   }
   const path = typeof b.path === "string" ? b.path : undefined;
-  const Class = BY_CODE[code] ?? classForStatus(status);
+  const Class = BY_CODE[code as ErrorCode] ?? classForStatus(status);
   return new Class(message, code, { status, errors, path });
 }

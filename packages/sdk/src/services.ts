@@ -69,35 +69,17 @@ export class Services {
 
   /** Starts a service (and the services it needs); resolves when the stream completes. */
   start(name: string, opts: ServiceStreamOpts = {}): Promise<ServiceEvent[]> {
-    return this.#stream(
-      "POST",
-      `${this.#svc(name)}/start`,
-      { duration: duration(opts.durationMs) },
-      opts,
-      opts.durationMs,
-    );
+    return this.#control(name, "start", opts);
   }
 
   /** Stops a service; it stays stopped (across boots too) until started again. */
   stop(name: string, opts: ServiceStreamOpts = {}): Promise<ServiceEvent[]> {
-    return this.#stream(
-      "POST",
-      `${this.#svc(name)}/stop`,
-      { duration: duration(opts.durationMs) },
-      opts,
-      opts.durationMs,
-    );
+    return this.#control(name, "stop", opts);
   }
 
   /** Stops the service if it runs, then starts it: `stopping`, `stopped`, `started`, output, `complete`. */
   restart(name: string, opts: ServiceStreamOpts = {}): Promise<ServiceEvent[]> {
-    return this.#stream(
-      "POST",
-      `${this.#svc(name)}/restart`,
-      { duration: duration(opts.durationMs) },
-      opts,
-      opts.durationMs,
-    );
+    return this.#control(name, "restart", opts);
   }
 
   /** The service's log as `stdout`/`stderr` events (then new lines for `followMs`), ending with `complete`. */
@@ -108,6 +90,17 @@ export class Services {
       { lines: opts.lines, duration: duration(opts.followMs) },
       opts,
       opts.followMs ?? 0,
+    );
+  }
+
+  /** start, stop and restart (spec 4.6): a POST whose stream follows the service for `durationMs`. */
+  #control(name: string, action: "start" | "stop" | "restart", opts: ServiceStreamOpts): Promise<ServiceEvent[]> {
+    return this.#stream(
+      "POST",
+      `${this.#svc(name)}/${action}`,
+      { duration: duration(opts.durationMs) },
+      opts,
+      opts.durationMs,
     );
   }
 

@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
-import { DEFAULT_AGENT_TIMEOUTS } from "./runtime/agent-client.js";
+import { DEFAULT_AGENT_TIMEOUTS } from "./agent/deadline.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {

@@ -16,12 +16,12 @@ import { type Finding, findFloatingPromises } from "./testing/floating-promises.
  */
 const ALLOWED: readonly { file: string; code: string; why: string }[] = [
   {
-    file: "lifecycle/keyed-mutex.ts",
+    file: "util/keyed-mutex.ts",
     code: "void tail.then(",
     why: "`tail` is `next.catch(() => {})`, which never rejects, and the callback only deletes from a Map",
   },
   {
-    file: "api/internal/host-sockets.ts",
+    file: "node/local/internal-api/host-sockets.ts",
     code: "void this.restore(unit, cp.id)",
     why: "restore() catches and logs every error of its own",
   },

@@ -3,16 +3,15 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
 import { buildApp } from "./api/app.js";
 import type { ApiInstance } from "./api/instance.js";
-import { HostSockets } from "./api/internal/host-sockets.js";
-import { HttpTargets } from "./api/proxy/target.js";
 import { unitUrl } from "./api/units/present.js";
-import { parseDnsServer, type ServerConfig } from "./config.js";
+import type { ServerConfig } from "./config.js";
 import { type Connectors, openConnectors } from "./connectors/index.js";
 import { secureDataDir } from "./data-dir.js";
-import { Lifecycle } from "./lifecycle/lifecycle.js";
+import type { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
-import { hostResolver, NetworkEgress } from "./network/egress.js";
-import { openHostRuntime } from "./runtime/host.js";
+import type { NetworkEgress } from "./network/egress.js";
+import type { LocalNode } from "./node/local/local-node.js";
+import { openLocalNode } from "./node/local/open.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
@@ -22,6 +21,8 @@ export interface RunningServer {
   readonly url: string;
   readonly port: number;
   readonly store: Store;
+  /** The node of this host (the API's only way to its units), and its parts, for tests and tools. */
+  readonly node: LocalNode;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
   readonly egress: NetworkEgress;
@@ -53,8 +54,8 @@ export interface StartOpts {
 }
 
 /**
- * Opens the store (migrating it) and the host runtime (pool, base image, runc), re-adopts the
- * units that kept running, builds the API and listens.
+ * Opens the store (migrating it) and this host's node (runtime, lifecycle, re-adopting the units
+ * that kept running), the connectors and their gateway, builds the API on the node and listens.
  */
 export async function startServer(config: ServerConfig, opts: StartOpts = {}): Promise<RunningServer> {
   const logger = opts.logger ?? createLogger();
@@ -68,52 +69,19 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       onIdleError: (err) => logger.warn({ err: err.message }, "idle database connection lost; it will be replaced"),
     }));
   let port = config.listenPort;
-  let runtime: UnitRuntime | undefined;
-  let lifecycle: Lifecycle | undefined;
-  let hostSockets: HostSockets | undefined;
-  let egress: NetworkEgress | undefined;
+  let node: LocalNode | undefined;
   let connectors: Connectors | undefined;
   let app: ApiInstance;
   try {
-    runtime =
-      opts.runtime ?? (await openHostRuntime({ ...config, ...(opts.signal && { signal: opts.signal }) }, logger));
-    lifecycle = new Lifecycle(
+    node = await openLocalNode({
+      config,
       store,
-      runtime,
-      {
-        idleWarmMs: config.idleWarmMs,
-        idleColdMs: config.idleColdMs,
-        sweepMs: opts.sweepMs ?? 1000,
-        busyCpu: 0.05,
-        agentTimeouts: { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
-      },
-      logger,
-      async (unit) => ({
-        unitId: unit.id,
-        name: unit.name,
-        url: unitUrl(config, port, unit.urlLabel),
-        resources: JSON.parse(unit.resources),
-        privileges: JSON.parse(unit.privileges),
-        network: unit.network,
-      }),
-    );
-    const httpTargets = new HttpTargets(runtime, lifecycle);
-    hostSockets = new HostSockets({ store, runtime, lifecycle, log: logger, httpTargets });
-    const sockets = hostSockets;
-    const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();
-    const net = new NetworkEgress({ store, runtime, upstream, log: logger });
-    egress = net;
-    lifecycle.setHooks({
-      running: async (id) => {
-        await sockets.open(id);
-        await net.open(id);
-      },
-      stopped: async (id) => {
-        await net.close(id);
-        await sockets.close(id);
-      },
+      log: logger,
+      unitUrl: (unit) => unitUrl(config, port, unit.urlLabel),
+      ...(opts.runtime && { runtime: opts.runtime }),
+      ...(opts.sweepMs !== undefined && { sweepMs: opts.sweepMs }),
+      ...(opts.signal && { signal: opts.signal }),
     });
-    await lifecycle.start();
     const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
       ? "127.0.0.1"
       : config.listenHost.includes(":")
@@ -122,29 +90,18 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     connectors = await openConnectors({
       config,
       store,
-      runtime,
+      runtime: node.runtime,
       log: logger,
       apiBase: () => `http://${apiHost}:${port}`,
     });
     const gatewayPort = await connectors.listen();
-    await runtime.allowGatewayPort?.(gatewayPort);
-    app = await buildApp({
-      store,
-      config,
-      logger: logger as FastifyBaseLogger,
-      runtime,
-      lifecycle,
-      httpTargets,
-      egress: net,
-      connectors,
-    });
+    await node.runtime.allowGatewayPort?.(gatewayPort);
+    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, node, connectors });
     // The files this start made (runtime id, keys, locks) are root's alone too.
     await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
-    await lifecycle?.stop().catch(() => {});
-    await hostSockets?.closeAll();
-    await egress?.closeAll();
+    await node?.close().catch(() => {});
     await connectors?.close();
     if (!opts.store) await store.close();
     throw err;
@@ -158,28 +115,24 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     "ums listening",
   );
   let closing: Promise<void> | undefined;
-  const rt = runtime;
-  const lc = lifecycle;
-  const hs = hostSockets;
-  const eg = egress as NetworkEgress;
+  const local = node;
   const cn = connectors;
   return {
     url,
     port,
     store,
-    runtime: rt,
-    lifecycle: lc,
-    egress: eg,
+    node: local,
+    runtime: local.runtime,
+    lifecycle: local.lifecycle,
+    egress: local.egress,
     app,
     gatewayPort: cn.gatewayPort(),
     close() {
-      // Units keep running when the server stops (DESIGN.md section 3).
+      // Units keep running when the server stops (docs/ARCHITECTURE.md section 8).
       closing ??= (async () => {
         await cn.close();
         await app.close();
-        await lc.stop();
-        await hs?.closeAll();
-        await eg.closeAll();
+        await local.close();
         if (!opts.store) await store.close();
       })();
       return closing;

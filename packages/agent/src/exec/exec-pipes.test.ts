@@ -4,7 +4,15 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { ExecClient, httpJson, query, type RunningAgent, run, startAgent, upgradeRejection } from "../test/harness.js";
+import {
+  ExecClient,
+  httpJson,
+  query,
+  type RunningAgent,
+  run,
+  startAgent,
+  upgradeRejection,
+} from "../testing/harness.js";
 
 const node = process.execPath;
 

@@ -1,7 +1,7 @@
 // End-to-end tests of TTY exec sessions (a real PTY from node-pty) against the real bundled agent.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { ExecClient, query, type RunningAgent, startAgent } from "../test/harness.js";
+import { ExecClient, query, type RunningAgent, startAgent } from "../testing/harness.js";
 
 describe("agent exec on a TTY", () => {
   let agent: RunningAgent;

@@ -1,8 +1,9 @@
+import type { ExecSession } from "@ums/protocol";
 import type { AgentConfig } from "../config.js";
 import type { SessionUser } from "../util/users.js";
 import { spawnSpec } from "./environment.js";
 import type { ExecRequest } from "./request.js";
-import { type Attachment, Session, type SessionListItem } from "./session.js";
+import { type Attachment, Session } from "./session.js";
 
 // The agent's table of exec sessions, numbered 1, 2, … for the life of the agent (spec 2.8, 4.3).
 
@@ -32,7 +33,7 @@ export class SessionTable {
     return this.sessions.get(id);
   }
 
-  list(): SessionListItem[] {
+  list(): ExecSession[] {
     return [...this.sessions.values()].sort((a, b) => a.id - b.id).map((s) => s.listItem());
   }
 

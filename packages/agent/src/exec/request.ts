@@ -1,5 +1,5 @@
 import { parseDuration } from "@ums/protocol/duration";
-import { isValidSize } from "./frames.js";
+import { isValidSize } from "@ums/protocol/exec";
 
 // Query parameters of a new exec websocket (DESIGN.md section 8; spec 4.3 for the shared HTTP exec ones):
 // cmd (repeatable, required), path, tty, stdin, cols, rows, env (repeatable KEY=VALUE), dir, user,

@@ -1,11 +1,13 @@
-import { RateMeter } from "../util/rate.js";
+import type { ExecSession } from "@ums/protocol";
 import {
   closeCodeForExit,
+  type ExitMessage,
   encodeExitFrame,
   encodeFrame,
   type OutputStream,
   type SessionInfoMessage,
-} from "./frames.js";
+} from "@ums/protocol/exec";
+import { RateMeter } from "../util/rate.js";
 import { OutputRing } from "./ring.js";
 import { type ChildHandle, type SpawnSpec, spawnProcess } from "./spawn.js";
 
@@ -16,7 +18,7 @@ import { type ChildHandle, type SpawnSpec, spawnProcess } from "./spawn.js";
 
 /** What a session needs from a connected client (a websocket, adapted in ws.ts). */
 export interface Attachment {
-  sendBinary(data: Buffer): void;
+  sendBinary(data: Uint8Array): void;
   sendText(text: string): void;
   close(code: number, reason: string): void;
   /** Bytes queued for this client and not yet written to its socket. */
@@ -34,17 +36,6 @@ export interface SessionOptions {
   ringBytes: number;
   /** Called once when the session is over and must leave the session table. */
   onRemove(session: Session): void;
-}
-
-export interface SessionListItem {
-  id: number;
-  command: string;
-  created: string;
-  is_active: boolean;
-  last_activity: string;
-  tty: boolean;
-  workdir: string;
-  bytes_per_second: number;
 }
 
 /** Output queued for a client above which the process's output is paused until the client catches up. */
@@ -118,7 +109,7 @@ export class Session {
     };
   }
 
-  listItem(): SessionListItem {
+  listItem(): ExecSession {
     return {
       id: this.id,
       command: this.command,
@@ -224,7 +215,7 @@ export class Session {
     }, this.opts.killGraceMs);
   }
 
-  private frame(stream: OutputStream, data: Buffer): Buffer {
+  private frame(stream: OutputStream, data: Buffer): Uint8Array {
     return this.tty ? data : encodeFrame(stream, data);
   }
 
@@ -260,7 +251,8 @@ export class Session {
 
   /** TTY: {"type":"exit"} then close; pipes: the two-byte exit frame then close (DESIGN.md section 8). */
   private sendExit(client: Attachment, code: number): void {
-    if (this.tty) client.sendText(JSON.stringify({ type: "exit", exit_code: code }));
+    const exit: ExitMessage = { type: "exit", exit_code: code };
+    if (this.tty) client.sendText(JSON.stringify(exit));
     else client.sendBinary(encodeExitFrame(code));
     client.close(closeCodeForExit(code), code === 0 ? "" : `exit code ${code}`);
   }

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
+import type { ExecSession } from "@ums/protocol";
 import {
   ExecClient,
   eventually,
@@ -12,26 +13,15 @@ import {
   type RunningAgent,
   sleep,
   startAgent,
-} from "../test/harness.js";
+} from "../testing/harness.js";
 
-interface Item {
-  id: number;
-  command: string;
-  created: string;
-  is_active: boolean;
-  last_activity: string;
-  tty: boolean;
-  workdir: string;
-  bytes_per_second: number;
-}
-
-async function list(agent: RunningAgent): Promise<Item[]> {
+async function list(agent: RunningAgent): Promise<ExecSession[]> {
   const r = await httpJson(agent, "GET", "/exec");
   assert.equal(r.status, 200);
-  return r.body as Item[];
+  return r.body as ExecSession[];
 }
 
-async function find(agent: RunningAgent, id: unknown): Promise<Item | undefined> {
+async function find(agent: RunningAgent, id: unknown): Promise<ExecSession | undefined> {
   return (await list(agent)).find((s) => s.id === id);
 }
 

@@ -1,8 +1,8 @@
 import { spawn as spawnChild } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { type OutputStream, StreamId } from "@ums/protocol/exec";
 import type { IPty } from "node-pty";
 import { exitCodeForSignal } from "../util/signals.js";
-import { type OutputStream, StreamId } from "./frames.js";
 import { preflight } from "./preflight.js";
 import { killSession, signalSession } from "./process-session.js";
 import { loadNodePty } from "./pty.js";

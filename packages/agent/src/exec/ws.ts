@@ -1,11 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
+import { decodeFrame, type PingMessage, type PortMessage, parseClientControl, StreamId } from "@ums/protocol/exec";
 import { type RawData, type WebSocket, WebSocketServer } from "ws";
 import type { AgentConfig } from "../config.js";
 import type { PortWatcher } from "../ports/watch.js";
 import { parseSignal } from "../util/signals.js";
 import type { SessionUser } from "../util/users.js";
-import { decodeFrame, type PortMessage, parseClientControl, StreamId } from "./frames.js";
 import type { SessionTable } from "./registry.js";
 import type { ExecRequest } from "./request.js";
 import type { Attachment, Session } from "./session.js";
@@ -13,6 +13,8 @@ import type { Attachment, Session } from "./session.js";
 // Exec websockets (DESIGN.md section 8): a new session at GET /exec, a re-attach at GET /exec/{id}.
 // Every exec websocket also carries keepalive text frames ({"type":"ping"}, at least every 20 s) and port
 // notifications (spec 6.5).
+
+const PING = JSON.stringify({ type: "ping" } satisfies PingMessage);
 
 export type ExecTarget =
   | { kind: "new"; request: ExecRequest; user: SessionUser }
@@ -48,7 +50,7 @@ export class ExecSockets {
           };
           client.sendText(JSON.stringify(msg));
         });
-    const ping = setInterval(() => client.sendText('{"type":"ping"}'), this.config.pingIntervalMs);
+    const ping = setInterval(() => client.sendText(PING), this.config.pingIntervalMs);
 
     let session: Session;
     if (target.kind === "new") {

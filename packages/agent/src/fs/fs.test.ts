@@ -6,7 +6,7 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
-import { type RunningAgent, startAgent } from "../test/harness.js";
+import { type RunningAgent, startAgent } from "../testing/harness.js";
 
 // The agent's /fs routes, run by the real bundle as root with the unit user 1000: asRoot work in the
 // agent, the rest in the unit user's worker process (worker.ts).

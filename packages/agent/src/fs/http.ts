@@ -3,6 +3,7 @@ import { type FileHandle, mkdir } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { dirname, isAbsolute } from "node:path";
 import { pipeline } from "node:stream/promises";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson, validation } from "../http/respond.js";
 import { FsOpError, fsFailure, statusOf, toFsError } from "./errors.js";
 import { Guard } from "./guard.js";
@@ -104,7 +105,7 @@ export async function handleFs(
       return sendJson(res, 200, await writeOp(at, req, mode, flag(q.get("mkdir")) || flag(q.get("mkdirParents"))));
     }
     if (method !== "POST")
-      return sendJson(res, 404, { error: `no route for ${method} /fs/${op}`, code: "UMS_NOT_FOUND" });
+      return sendJson(res, 404, { error: `no route for ${method} /fs/${op}`, code: AgentErrorCode.NotFound });
     const body = await readJson(req);
     at = typeof body.path === "string" ? body.path : typeof body.source === "string" ? body.source : "";
     switch (op) {
@@ -142,7 +143,7 @@ export async function handleFs(
       case "rename":
         return sendJson(res, 200, await renameOp(absPath(body.source, "source"), absPath(body.dest, "dest")));
       default:
-        return sendJson(res, 404, { error: `no route for ${method} /fs/${op}`, code: "UMS_NOT_FOUND" });
+        return sendJson(res, 404, { error: `no route for ${method} /fs/${op}`, code: AgentErrorCode.NotFound });
     }
   } catch (err) {
     sendFsError(res, err, at);

@@ -3,6 +3,7 @@ import type { IncomingMessage } from "node:http";
 import { isAbsolute, join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
 import type { FsWatchEvent } from "@ums/protocol";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { type RawData, type WebSocket, WebSocketServer } from "ws";
 import { FsOpError } from "./errors.js";
 import { pinSync } from "./guard.js";
@@ -211,7 +212,7 @@ export class FsWatchSockets {
       try {
         msg = JSON.parse(String(data));
       } catch {
-        return send({ type: "error", error: "messages must be JSON", code: "UMS_VALIDATION" });
+        return send({ type: "error", error: "messages must be JSON", code: AgentErrorCode.Validation });
       }
       const raw = Array.isArray(msg.paths) ? msg.paths : msg.path !== undefined ? [msg.path] : [];
       const wd = typeof msg.workingDir === "string" && isAbsolute(msg.workingDir) ? msg.workingDir : "/";
@@ -219,7 +220,7 @@ export class FsWatchSockets {
         return send({
           type: "error",
           error: "path: is required (a string, or paths: strings)",
-          code: "UMS_VALIDATION",
+          code: AgentErrorCode.Validation,
         });
       }
       const paths = (raw as string[]).map((p) => resolve(wd, p));
@@ -245,7 +246,7 @@ export class FsWatchSockets {
         }
         send({ type: "unsubscribed", paths });
       } else {
-        send({ type: "error", error: 'type: must be "subscribe" or "unsubscribe"', code: "UMS_VALIDATION" });
+        send({ type: "error", error: 'type: must be "subscribe" or "unsubscribe"', code: AgentErrorCode.Validation });
       }
     });
     ws.on("close", () => {

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, Agent as HttpAgent, type IncomingMessage, request, type ServerResponse } from "node:http";
 import { connect, createServer as createNetServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson } from "../http/respond.js";
 import { handleFs } from "./http.js";
 import { fsUpgrade } from "./raw-read.js";
@@ -129,7 +130,7 @@ export class FsWorker {
     });
     out.on("error", (err) => {
       if (!res.headersSent) {
-        sendJson(res, 500, { error: `filesystem worker failed: ${err.message}`, code: "UMS_INTERNAL" });
+        sendJson(res, 500, { error: `filesystem worker failed: ${err.message}`, code: AgentErrorCode.Internal });
       } else res.destroy();
     });
     res.on("close", () => {

@@ -1,5 +1,6 @@
 import { type ServerResponse, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 
 // JSON answers in the project's error shapes (DESIGN.md section 7): {"error","code"} or
 // {"errors":[...],"code"}.
@@ -23,13 +24,13 @@ export function rejectUpgrade(socket: Duplex, status: number, body: unknown): vo
 }
 
 export function notFound(what: string): { error: string; code: string } {
-  return { error: what, code: "UMS_NOT_FOUND" };
+  return { error: what, code: AgentErrorCode.NotFound };
 }
 
 export function sessionNotFound(id: string): { error: string; code: string } {
-  return { error: `exec session ${id} not found`, code: "UMS_SESSION_NOT_FOUND" };
+  return { error: `exec session ${id} not found`, code: AgentErrorCode.SessionNotFound };
 }
 
 export function validation(errors: string[]): { errors: string[]; code: string } {
-  return { errors, code: "UMS_VALIDATION" };
+  return { errors, code: AgentErrorCode.Validation };
 }

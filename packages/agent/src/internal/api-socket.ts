@@ -1,5 +1,6 @@
 import { chmodSync, unlinkSync } from "node:fs";
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from "node:http";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { serveServices } from "../services/http.js";
 import type { Supervisor } from "../services/supervisor.js";
 
@@ -15,7 +16,7 @@ export async function startInternalApi(socketPath: string, hostSocket: string, s
   const server = createServer((req, res) => {
     route(req, res, hostSocket, services).catch((err) => {
       if (res.headersSent) return res.destroy();
-      reply(res, 500, { error: `internal error: ${(err as Error).message}`, code: "UMS_INTERNAL" });
+      reply(res, 500, { error: `internal error: ${(err as Error).message}`, code: AgentErrorCode.Internal });
     });
   });
   try {
@@ -38,7 +39,7 @@ async function route(req: IncomingMessage, res: ServerResponse, hostSocket: stri
     const rest = path.slice("/v1/services".length);
     if (await serveServices(services, req, res, rest, url.searchParams, () => notifyHost(hostSocket))) return;
   }
-  reply(res, 404, { error: `no internal route ${req.method} ${path}`, code: "UMS_ROUTE_NOT_FOUND" });
+  reply(res, 404, { error: `no internal route ${req.method} ${path}`, code: AgentErrorCode.RouteNotFound });
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {
@@ -70,7 +71,10 @@ function forward(req: IncomingMessage, res: ServerResponse, hostSocket: string):
   );
   upstream.on("error", (err) => {
     if (res.headersSent) return res.destroy(err);
-    reply(res, 502, { error: `ums is not reachable from this unit: ${err.message}`, code: "UMS_UNAVAILABLE" });
+    reply(res, 502, {
+      error: `ums is not reachable from this unit: ${err.message}`,
+      code: AgentErrorCode.HostUnreachable,
+    });
   });
   req.pipe(upstream);
 }

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { ExecClient, query, type RunningAgent, startAgent } from "../test/harness.js";
+import { ExecClient, query, type RunningAgent, startAgent } from "../testing/harness.js";
 import { parseProcNetTcp } from "./watch.js";
 
 const SAMPLE_TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import type { PortMessage } from "@ums/protocol/exec";
 import { findSocketOwners } from "./owners.js";
 
 // Port notifications (spec 6.5, DESIGN.md section 8): the agent watches the unit's listening TCP sockets
@@ -7,11 +8,8 @@ import { findSocketOwners } from "./owners.js";
 // socket (any address, IPv4 or IPv6) has it. Watching runs only while someone is subscribed (an exec
 // websocket is open); the ports listening at subscription time are the baseline and are not reported.
 
-export interface PortEvent {
-  type: "port_opened" | "port_closed";
-  port: number;
-  pid: number;
-}
+/** A port notification before the agent adds the address it is reached at. */
+export type PortEvent = Omit<PortMessage, "address">;
 
 export interface ListeningSocket {
   port: number;

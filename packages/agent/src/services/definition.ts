@@ -1,3 +1,4 @@
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 // Service definitions (spec 2.7) as the agent keeps them, and the checks a create/update must pass
 // before anything changes (spec 4.6: 400 for a bad body; `needs` must name existing services and
 // form no cycle; ums: one `http_port` per unit, else 409).
@@ -29,7 +30,7 @@ export function checkDefinition(
   opts: { loading?: boolean } = {},
 ): Checked {
   const errors: string[] = [];
-  const bad = (e: string): Checked => ({ ok: false, status: 400, errors: [e], code: "UMS_VALIDATION" });
+  const bad = (e: string): Checked => ({ ok: false, status: 400, errors: [e], code: AgentErrorCode.Validation });
   if (!NAME_RE.test(name)) return bad("name: must be 1-63 letters, digits, '.', '_' or '-', not starting with '.'");
   if (typeof body !== "object" || body === null || Array.isArray(body)) return bad("body: must be a JSON object");
   const b = body as Record<string, unknown>;
@@ -65,7 +66,7 @@ export function checkDefinition(
     if (n === name) errors.push(`needs: a service cannot need itself ('${n}')`);
     else if (!others.has(n)) errors.push(`needs: unknown service '${n}'`);
   }
-  if (errors.length > 0) return { ok: false, status: 400, errors, code: "UMS_VALIDATION" };
+  if (errors.length > 0) return { ok: false, status: 400, errors, code: AgentErrorCode.Validation };
   const def: ServiceDefinition = { cmd: b.cmd as string, args, needs: [...new Set(needs)] };
   if (b.dir !== undefined) def.dir = b.dir as string;
   if (env) def.env = env;
@@ -81,7 +82,7 @@ export function checkDefinition(
           ok: false,
           status: 409,
           errors: [`http_port: ${def.http_port} is already the HTTP port of service '${other}'`],
-          code: "UMS_SERVICE_PORT_TAKEN",
+          code: AgentErrorCode.ServicePortTaken,
         };
     }
   }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ServiceEvent } from "@ums/protocol";
 import { parseDuration } from "@ums/protocol/duration";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson, validation } from "../http/respond.js";
 import { parseSignal } from "../util/signals.js";
 import { DependencyError, type Supervisor } from "./supervisor.js";
@@ -45,7 +46,9 @@ export async function serveServices(
   if (method === "PUT" && !action) return done(await put(sup, name, req, res, q, onChange));
   if (!sup.has(name)) {
     req.resume();
-    return done(sendJson(res, 404, { error: `no service '${name}' in this unit`, code: "UMS_SERVICE_NOT_FOUND" }));
+    return done(
+      sendJson(res, 404, { error: `no service '${name}' in this unit`, code: AgentErrorCode.ServiceNotFound }),
+    );
   }
   const duration = (dflt: number) => durationOf(q.get("duration"), dflt);
   if (method === "GET" && !action) return done(sendJson(res, 200, sup.describe(name)));
@@ -55,7 +58,7 @@ export async function serveServices(
       onChange();
     } catch (err) {
       if (!(err instanceof DependencyError)) throw err;
-      return done(sendJson(res, 409, { error: err.message, code: "UMS_SERVICE_NEEDED" }));
+      return done(sendJson(res, 409, { error: err.message, code: AgentErrorCode.ServiceNeeded }));
     }
     res.writeHead(204).end();
     return true;
@@ -112,15 +115,8 @@ async function put(
   onChange: () => void,
 ) {
   const ms = durationOf(q.get("duration"), DEFAULT_MONITOR_MS);
-  let body: unknown;
-  try {
-    body = JSON.parse(await readBody(req));
-  } catch {
-    return sendJson(res, 400, {
-      error: 'body: must be a JSON ServiceRequest like {"cmd": "..."}',
-      code: "UMS_BAD_JSON",
-    });
-  }
+  const body = await jsonBody(req, res, 'body: must be a JSON ServiceRequest like {"cmd": "..."}');
+  if (body === undefined) return;
   if (ms === null) return sendJson(res, 400, validation(["duration: must be seconds or a duration like 10s"]));
   const checked = await sup.put(name, body);
   if (!checked.ok) return sendJson(res, checked.status, { errors: checked.errors, code: checked.code });
@@ -164,26 +160,35 @@ async function stream(
 }
 
 async function signal(sup: Supervisor, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  let body: { name?: unknown; signal?: unknown };
-  try {
-    body = JSON.parse(await readBody(req));
-  } catch {
-    return sendJson(res, 400, {
-      error: 'body: must be JSON like {"name": "web", "signal": "TERM"}',
-      code: "UMS_BAD_JSON",
-    });
-  }
+  const body = (await jsonBody(req, res, 'body: must be JSON like {"name": "web", "signal": "TERM"}')) as
+    | { name?: unknown; signal?: unknown }
+    | undefined;
+  if (body === undefined) return;
   const errors: string[] = [];
   if (typeof body?.name !== "string" || body.name === "") errors.push("name: is required (the service)");
   const sig = typeof body?.signal === "string" ? parseSignal(body.signal) : null;
   if (!sig) errors.push("signal: must be a signal name such as TERM, KILL or HUP");
   if (errors.length > 0 || !sig) return sendJson(res, 400, validation(errors));
   const s = sup.service(body.name as string);
-  if (!s) return sendJson(res, 404, { error: `no service '${body.name}' in this unit`, code: "UMS_SERVICE_NOT_FOUND" });
+  if (!s)
+    return sendJson(res, 404, {
+      error: `no service '${body.name}' in this unit`,
+      code: AgentErrorCode.ServiceNotFound,
+    });
   const pid = s.pid;
   if (!s.alive || !s.signal(sig.name))
-    return sendJson(res, 409, { error: `service '${s.name}' is not running`, code: "UMS_SERVICE_NOT_RUNNING" });
+    return sendJson(res, 409, { error: `service '${s.name}' is not running`, code: AgentErrorCode.ServiceNotRunning });
   sendJson(res, 200, { name: s.name, signal: sig.name.replace(/^SIG/, ""), pid });
+}
+
+/** The request's body parsed as JSON; undefined, after answering 400 with `error`, when it is not JSON. */
+async function jsonBody(req: IncomingMessage, res: ServerResponse, error: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readBody(req)) as unknown;
+  } catch {
+    sendJson(res, 400, { error, code: AgentErrorCode.BadJson });
+    return undefined;
+  }
 }
 
 function readBody(req: IncomingMessage, limit = 1024 * 1024): Promise<string> {

@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ServiceState } from "@ums/protocol";
+import { StreamId } from "@ums/protocol/exec";
 import { sessionEnv } from "../exec/environment.js";
-import { StreamId } from "../exec/frames.js";
 import { type ChildHandle, spawnProcess } from "../exec/spawn.js";
 import { parseProcNetTcp } from "../ports/watch.js";
 import type { SessionUser } from "../util/users.js";

@@ -5,9 +5,7 @@ import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
-import type { Lifecycle } from "../lifecycle/lifecycle.js";
-import type { NetworkEgress } from "../network/egress.js";
-import type { UnitRuntime } from "../runtime/runtime.js";
+import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
@@ -19,7 +17,6 @@ import { organizationRoutes } from "./organization/routes.js";
 import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
-import { type HttpTargetPort, HttpTargets } from "./proxy/target.js";
 import { serviceRoutes } from "./services/routes.js";
 import { loadCookieKey } from "./unit-url/cookie.js";
 import { rewriteUnitHost, unitUrlRoutes } from "./unit-url/routes.js";
@@ -46,14 +43,8 @@ export interface AppDeps {
   readonly store: Store;
   readonly config: ServerConfig;
   readonly logger: FastifyBaseLogger;
-  readonly runtime: UnitRuntime;
-  readonly lifecycle: Lifecycle;
-  /** The units' egress policy and resolver (issue #6). */
-  readonly egress: NetworkEgress;
-  /** The port of a unit that its HTTP traffic goes to (spec 4.1); by default `httpTargets.port`. */
-  readonly httpTargetPort?: HttpTargetPort;
-  /** The per-unit cache of the `http_port` service's port (spec 2.7), shared with the host sockets. */
-  readonly httpTargets?: HttpTargets;
+  /** The node the units run on: the API's only way to them (docs/ARCHITECTURE.md section 2). */
+  readonly node: UnitNode;
   /** Connectors and OAuth (spec 4.8); the gateway itself listens on its own port. */
   readonly connectors?: Connectors;
 }
@@ -70,7 +61,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: true },
-    // Host routing before anything else (DESIGN.md section 7): a request for a unit's URL,
+    // Host routing before anything else (spec 4.1): a request for a unit's URL,
     // `<name>-<random>.<unit_host>`, only ever reaches the unit URL route, never the API.
     rewriteUrl: (req) => byHost(req) ?? unitRootUrl(req.url ?? "/"),
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -124,26 +115,21 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   await app.register(websocket, { options: { perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 } });
 
-  const httpTargets = deps.httpTargets ?? new HttpTargets(deps.runtime, deps.lifecycle);
-  const proxy = {
-    lifecycle: deps.lifecycle,
-    runtime: deps.runtime,
-    targetPort: deps.httpTargetPort ?? httpTargets.port,
-  };
+  const node = deps.node;
   let port = 0;
-  const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), deps.lifecycle);
+  const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), node);
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store));
     unitRoutes(api, units);
     organizationRoutes(api, deps.store);
-    policyRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
-    networkPolicyRoutes(api, { store: deps.store, units, egress: deps.egress });
-    checkpointRoutes(api, { store: deps.store, units, lifecycle: deps.lifecycle, runtime: deps.runtime });
-    await api.register(async (exec) => execRoutes(exec, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
-    await api.register(async (fs) => fsRoutes(fs, { units, lifecycle: deps.lifecycle, runtime: deps.runtime }));
-    serviceRoutes(api, { units, lifecycle: deps.lifecycle, runtime: deps.runtime, httpTargets });
-    await api.register(async (p) => proxyRoutes(p, { ...proxy, units, config: deps.config }));
+    policyRoutes(api, { store: deps.store, units, node });
+    networkPolicyRoutes(api, { store: deps.store, units, node });
+    checkpointRoutes(api, { store: deps.store, units, node });
+    await api.register(async (exec) => execRoutes(exec, { units, node }));
+    await api.register(async (fs) => fsRoutes(fs, { units, node }));
+    serviceRoutes(api, { units, node });
+    await api.register(async (p) => proxyRoutes(p, { node, units, config: deps.config }));
     if (deps.connectors) registerConnectorRoutes(api, deps.connectors);
   });
   const connectors = deps.connectors;
@@ -154,7 +140,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   });
   await app.register(async (u) =>
     unitUrlRoutes(u, {
-      ...proxy,
+      node,
       store: deps.store,
       config: deps.config,
       cookieKey: loadCookieKey(deps.config.dataDir),

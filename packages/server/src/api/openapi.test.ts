@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { startSqliteServer, type TestServer } from "../testing/server.js";
+import { openApiDocument } from "./openapi-document.js";
 
 describe("OpenAPI document", () => {
   let s: TestServer;
@@ -41,5 +42,9 @@ describe("OpenAPI document", () => {
     const list = doc.paths["/v1/units"].get;
     const maxResults = list.parameters.find((x: { name: string }) => x.name === "max_results");
     assert.deepEqual([maxResults.schema.minimum, maxResults.schema.maximum, maxResults.schema.default], [1, 500, 50]);
+  });
+
+  it("is the document built without units that docs/API.md is rendered from", async () => {
+    assert.deepEqual(await openApiDocument(), doc);
   });
 });

@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { FS_RESERVED_PATH, type FsAccess, isReservedPath } from "@ums/protocol";
 import fc from "fast-check";
 import WebSocket from "ws";
-import { resolveIn } from "../api/fs/routes.js";
+import { resolveIn } from "../api/fs/paths.js";
 import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
 import { type ApiResponse, startTestServer, type TestServer } from "../testing/server.js";

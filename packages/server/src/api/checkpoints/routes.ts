@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
-import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ErrorCode } from "@ums/protocol";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { UnitRuntime } from "../../runtime/runtime.js";
+import { CheckpointInfo, CreateCheckpointRequest, ErrorBody } from "@ums/protocol";
+import type { UnitNode } from "../../node/unit-node.js";
+import { checkpointInfo } from "../../present/checkpoint.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { ApiError } from "../errors.js";
@@ -9,22 +9,27 @@ import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 import { ndjson } from "./ndjson.js";
-import { checkpointInfo } from "./present.js";
 
 export interface CheckpointDeps {
   readonly store: Store;
   readonly units: UnitService;
-  readonly lifecycle: Lifecycle;
-  readonly runtime: UnitRuntime;
+  readonly node: UnitNode;
 }
 
 const Params = Type.Object({ name: Type.String({ maxLength: 256 }) });
 const CpParams = Type.Object({ name: Type.String({ maxLength: 256 }), id: Type.String({ maxLength: 64 }) });
 
 /** Spec 4.2, 6.1 and 3.3: checkpoints of a unit, taken live, restored with an automatic backup. */
-export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, runtime }: CheckpointDeps): void {
+export function checkpointRoutes(app: ApiInstance, { store, units, node }: CheckpointDeps): void {
   const tags = ["checkpoints"];
-  const info = (unit: UnitRecord, cp: CheckpointRecord) => checkpointInfo(runtime, unit, cp);
+  /** Spec 2.6 views of the unit's checkpoints, with whether each one's files are on its node. */
+  const infos = async (unit: UnitRecord, cps: readonly CheckpointRecord[]) => {
+    const present = await node.checkpointsPresent(
+      unit.id,
+      cps.map((c) => c.id),
+    );
+    return cps.map((cp) => checkpointInfo(unit, cp, present.has(cp.id)));
+  };
   const now = () => new Date().toISOString();
 
   /** Runs `work` behind an NDJSON stream of spec 6.1 events; `complete` also names the checkpoints
@@ -60,7 +65,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
     async (req, reply) => {
       const unit = await units.require(req.auth.org, req.params.name);
       await stream(reply, async (progress) => {
-        const { checkpoint, frozenMs } = await lifecycle.checkpoint(unit, req.body?.comment ?? "", progress);
+        const { checkpoint, frozenMs } = await node.checkpoint(unit, req.body?.comment ?? "", progress);
         progress(frozenMs > 0 ? `the unit was frozen for ${frozenMs.toFixed(1)} ms` : "the unit was not running");
         return { data: `checkpoint ${checkpoint.id} created`, id: checkpoint.id };
       });
@@ -79,7 +84,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
     },
     async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
-      return (await store.checkpoints.list(unit.id)).map((cp) => info(unit, cp));
+      return infos(unit, await store.checkpoints.list(unit.id));
     },
   );
 
@@ -95,7 +100,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
     },
     async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
-      return info(unit, await units.requireCheckpoint(unit, req.params.id));
+      return (await infos(unit, [await units.requireCheckpoint(unit, req.params.id)]))[0];
     },
   );
 
@@ -113,7 +118,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
       const unit = await units.require(req.auth.org, req.params.name);
       const cp = await units.requireCheckpoint(unit, req.params.id);
       await stream(reply, async (progress) => {
-        const backup = await lifecycle.restore(req.auth.org, unit, cp, progress);
+        const backup = await node.restore(req.auth.org, unit, cp, progress);
         return {
           data: `restored checkpoint ${cp.id}; the state before is saved as ${backup.id}`,
           id: cp.id,
@@ -136,14 +141,8 @@ export function checkpointRoutes(app: ApiInstance, { store, units, lifecycle, ru
     async (req, reply) => {
       const unit = await units.require(req.auth.org, req.params.name);
       const cp = await units.requireCheckpoint(unit, req.params.id);
-      if (unit.activeCheckpoint === cp.id) {
-        throw new ApiError(
-          409,
-          ErrorCode.CheckpointActive,
-          `the active checkpoint cannot be deleted: unit '${unit.name}' is on ${cp.id}; restore another checkpoint or take a new one first`,
-        );
-      }
-      await lifecycle.deleteCheckpoint(unit, cp);
+      // The active checkpoint is refused by the node (409 UMS_CHECKPOINT_ACTIVE).
+      await node.deleteCheckpoint(unit, cp);
       return reply.code(204).send(null);
     },
   );

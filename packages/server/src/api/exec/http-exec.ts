@@ -1,10 +1,6 @@
+import { encodeExitFrame, encodeFrame, StreamId } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type WebSocket from "ws";
-
-const STDIN = 0;
-const STDERR = 2;
-const EXIT = 3;
-const STDIN_EOF = 4;
 
 /**
  * Non-TTY exec over plain HTTP (spec 4.3): every agent frame (first byte the
@@ -34,15 +30,15 @@ export function pipeHttpExec(
   };
   const fail = (message: string) => {
     if (res.writableEnded) return finish();
-    res.write(Buffer.concat([Buffer.from([STDERR]), Buffer.from(`ums: ${message}\n`)]));
-    res.end(Buffer.from([EXIT, 255]));
+    res.write(encodeFrame(StreamId.Stderr, Buffer.from(`ums: ${message}\n`)));
+    res.end(encodeExitFrame(255));
     finish();
   };
 
   agent.on("message", (data, isBinary) => {
     if (!isBinary || res.writableEnded) return; // session_info, pings and port events are for websockets
     const frame = data as Buffer;
-    if (frame[0] === EXIT) {
+    if (frame[0] === StreamId.Exit) {
       res.end(frame);
       agent.close();
       finish();
@@ -68,7 +64,7 @@ export function pipeHttpExec(
   }
   body.on("data", (chunk: Buffer) => {
     if (agent.readyState !== agent.OPEN) return;
-    agent.send(Buffer.concat([Buffer.from([STDIN]), chunk]), { binary: true });
+    agent.send(encodeFrame(StreamId.Stdin, chunk), { binary: true });
     if (agent.bufferedAmount > 1 << 20) {
       body.pause();
       const resume = setInterval(() => {
@@ -80,6 +76,6 @@ export function pipeHttpExec(
     }
   });
   body.on("end", () => {
-    if (agent.readyState === agent.OPEN) agent.send(Buffer.from([STDIN_EOF]), { binary: true });
+    if (agent.readyState === agent.OPEN) agent.send(encodeFrame(StreamId.StdinEof), { binary: true });
   });
 }

@@ -1,49 +1,10 @@
-import { Type } from "@sinclair/typebox";
+import { ExecQuery } from "@ums/protocol";
 import { ApiError } from "../errors.js";
 
-/** Spec 4.3: the exec query, for HTTP and websocket exec alike. */
-export const ExecQuery = Type.Object(
-  {
-    cmd: Type.Array(Type.String({ maxLength: 65536 }), {
-      minItems: 1,
-      maxItems: 4096,
-      description: "Command and arguments; repeat for each",
-    }),
-    path: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 4096, description: "Executable; defaults to the first cmd" }),
-    ),
-    stdin: Type.Optional(
-      Type.Boolean({ description: "Forward the request body (or websocket stdin frames) to the process" }),
-    ),
-    env: Type.Optional(
-      Type.Array(Type.String({ maxLength: 65536 }), { maxItems: 4096, description: "KEY=VALUE, repeatable" }),
-    ),
-    dir: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 4096, description: "Working directory; default /home/unit" }),
-    ),
-    tty: Type.Optional(Type.Boolean()),
-    cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
-    user: Type.Optional(Type.Union([Type.Literal("unit"), Type.Literal("root")])),
-    id: Type.Optional(Type.String({ maxLength: 64 })),
-    max_run_after_disconnect: Type.Optional(Type.String({ maxLength: 16, description: "Seconds or 10s-style" })),
-  },
-  { additionalProperties: false },
-);
+export { ExecQuery };
 
-export type ExecQueryValue = {
-  cmd: string[];
-  path?: string;
-  stdin?: boolean;
-  env?: string[];
-  dir?: string;
-  tty?: boolean;
-  cols?: number;
-  rows?: number;
-  user?: "unit" | "root";
-  id?: string;
-  max_run_after_disconnect?: string;
-};
+/** A validated exec query (spec 4.3). */
+export type ExecQueryValue = ExecQuery;
 
 const ENV_ENTRY = /^[A-Za-z_][A-Za-z0-9_]*=/s;
 

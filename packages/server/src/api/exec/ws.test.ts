@@ -88,7 +88,9 @@ describe("exec over websockets", () => {
 
   it("delivers Ctrl-C to the foreground process of a TTY", async () => {
     const c = await open(`/v1/units/term/exec?${q(["bash"], { tty: "true", stdin: "true" })}`);
-    c.ws.send("sleep 100\r");
+    // The Ctrl-C must reach a running `sleep`, not a shell still reading its line (a loaded host is slow).
+    c.ws.send("echo sleep-$((6*7)); sleep 100\r");
+    await c.waitFor(() => c.text().includes("sleep-42"));
     await new Promise((r) => setTimeout(r, 300));
     c.ws.send(Buffer.from([3]));
     await c.waitFor(() => c.text().includes("^C"));

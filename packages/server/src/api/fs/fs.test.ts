@@ -7,7 +7,7 @@ import WebSocket from "ws";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { resolveIn } from "./routes.js";
+import { resolveIn } from "./paths.js";
 
 const sqlite = testDialects[0];
 const UNIT = "fsu";

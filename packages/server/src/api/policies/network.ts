@@ -1,6 +1,6 @@
 import { ErrorCode, NetworkLog, NetworkLogQuery, NetworkPolicy } from "@ums/protocol";
-import type { NetworkEgress } from "../../network/egress.js";
 import { CompiledPolicy } from "../../network/matching.js";
+import type { UnitNode } from "../../node/unit-node.js";
 import type { Store } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -10,14 +10,14 @@ import type { UnitService } from "../units/service.js";
 export interface NetworkPolicyDeps {
   readonly store: Store;
   readonly units: UnitService;
-  readonly egress: NetworkEgress;
+  readonly node: UnitNode;
 }
 
 const MATCHING =
   'Rules are matched by specificity: an exact name beats *.sub.example beats *.example beats *; among equally specific rules the later one wins. With any rule present, a name no rule matches is refused and connections to addresses no allowed lookup produced are dropped; private, loopback and link-local ranges are never reachable. {"rules": []} (the default) enforces nothing.';
 
 /** Spec 4.5 (network) and 2.10; the decisions log is ours (issue #6). */
-export function networkPolicyRoutes(app: ApiInstance, { store, units, egress }: NetworkPolicyDeps): void {
+export function networkPolicyRoutes(app: ApiInstance, { store, units, node }: NetworkPolicyDeps): void {
   const tags = ["policies"];
   app.get(
     "/v1/units/:name/policy/network",
@@ -54,7 +54,7 @@ export function networkPolicyRoutes(app: ApiInstance, { store, units, egress }: 
       const policy: NetworkPolicy = { rules: req.body.rules };
       const json = JSON.stringify(policy);
       await store.units.update(unit.orgId, unit.name, { network: json, updatedAt: new Date().toISOString() });
-      await egress.apply(unit.id, json);
+      await node.applyNetworkPolicy(unit.id, json);
       return policy;
     },
   );
@@ -74,7 +74,7 @@ export function networkPolicyRoutes(app: ApiInstance, { store, units, egress }: 
     },
     async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
-      return egress.report(unit.id, req.query.limit ?? 100);
+      return node.networkReport(unit.id, req.query.limit ?? 100);
     },
   );
 }

@@ -1,9 +1,8 @@
 import { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
-import { KeyedMutex } from "../../lifecycle/keyed-mutex.js";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import { KeyedMutex } from "../../util/keyed-mutex.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
@@ -12,8 +11,7 @@ import type { UnitService } from "../units/service.js";
 export interface PolicyDeps {
   readonly store: Store;
   readonly units: UnitService;
-  readonly lifecycle: Lifecycle;
-  readonly runtime: UnitRuntime;
+  readonly node: UnitNode;
 }
 
 export const DEFAULT_PRIVILEGES = Object.freeze({
@@ -25,11 +23,11 @@ export const DEFAULT_PRIVILEGES = Object.freeze({
 const effectivePrivileges = (json: string): PrivilegesPolicy => ({ ...DEFAULT_PRIVILEGES, ...JSON.parse(json) });
 
 /** Spec 4.5: the resources and privileges policies (network is its own feature). */
-export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtime }: PolicyDeps): void {
+export function policyRoutes(app: ApiInstance, { store, units, node }: PolicyDeps): void {
   const tags = ["policies"];
-  /** The limits in force: the policy's, and the server's defaults (the runtime's) for the rest. */
-  const effectiveResources = (json: string): ResourcesPolicy => ({
-    ...runtime.resourceLimits().defaults,
+  /** The limits in force: the policy's, and the server's defaults (the node's) for the rest. */
+  const effectiveResources = async (json: string): Promise<ResourcesPolicy> => ({
+    ...(await node.resourceLimits()).defaults,
     ...(JSON.parse(json) as ResourcesPolicy),
   });
   const resourceChanges = new KeyedMutex();
@@ -51,7 +49,7 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
 
   /** Spec 4.5: a POST changes the limits it names and keeps the others (`replace`: DELETE, all go). */
   async function setResources(org: OrgRecord, name: string, change: ResourcesPolicy, replace = false) {
-    const max = runtime.resourceLimits().maxCpuCores;
+    const max = (await node.resourceLimits()).maxCpuCores;
     if (change.cpu && change.cpu.cores > max) {
       throw ApiError.validation([
         `cpu.cores: must be at most ${max}, the cores units may use on this host (it keeps the rest for ums); got ${change.cpu.cores}`,
@@ -68,9 +66,9 @@ export function policyRoutes(app: ApiInstance, { store, units, lifecycle, runtim
         resources: JSON.stringify(policy),
         updatedAt: new Date().toISOString(),
       });
-      const effective = effectiveResources(JSON.stringify(policy));
+      const effective = await effectiveResources(JSON.stringify(policy));
       // Live where the kernel allows; a running unit that refuses (e.g. a limit below its use) gets it at next boot.
-      if (lifecycle.statusOf(unit.id) !== "cold") await runtime.applyResources(unit.id, effective);
+      await node.applyResources(unit.id, effective);
       return effective;
     });
   }

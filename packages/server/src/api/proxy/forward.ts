@@ -4,13 +4,10 @@ import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { dropUnreadBody } from "../../http/early-answer.js";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { ApiError } from "../errors.js";
-import { acquire } from "../exec/routes.js";
 import { type RequestHeaderRules, requestHeaders, responseHeaders } from "./headers.js";
-import type { HttpTargetPort } from "./target.js";
 
 /** A unit's port answers a connect at once (refused or accepted): longer means packets are dropped. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -30,9 +27,7 @@ function forgetConnections(host: string, port: number): void {
 }
 
 export interface ProxyDeps {
-  readonly lifecycle: Lifecycle;
-  readonly runtime: UnitRuntime;
-  readonly targetPort: HttpTargetPort;
+  readonly node: UnitNode;
 }
 
 export interface ProxyCall {
@@ -117,7 +112,7 @@ function armTimeouts(up: ClientRequest, unit: UnitRecord, port: number): void {
 }
 
 /**
- * Spec 4.1 and DESIGN.md section 5: forwards one request (or websocket) to the unit's HTTP target,
+ * Spec 4.1 (docs/ARCHITECTURE.md section 3): forwards one request (or websocket) to the unit's HTTP target,
  * waking the unit first and holding it awake until the exchange is over (streamed bodies and
  * upgraded connections included). Errors before the unit answers are thrown as `ApiError`s (the
  * caller's `sendError` answers them); once the unit answers, the reply is hijacked and its status,
@@ -129,14 +124,12 @@ export async function proxyToUnit(
   reply: FastifyReply,
   call: ProxyCall,
 ): Promise<void> {
-  const wasCold = deps.lifecycle.statusOf(call.unit.id) === "cold";
-  const release = once(await acquire(deps.lifecycle, call.org, call.unit));
+  const lease = await deps.node.wake(call.org, call.unit);
+  const release = once(() => lease.release());
   try {
-    const port = await deps.targetPort(call.unit);
-    const host = deps.runtime.address(call.unit.id);
-    if (!host) throw new ApiError(502, ErrorCode.UnitUnavailable, `unit '${call.unit.name}' has no network address`);
+    const { host, port } = await lease.httpTarget();
     // A fresh boot may reuse the address of a unit that is gone: its kept-alive connections lead nowhere.
-    if (wasCold) forgetConnections(host, port);
+    if (lease.booted) forgetConnections(host, port);
     if (req.ws) await forwardUpgrade(req, reply, call, host, port, release);
     else await forwardHttp(req, reply, call, host, port, release);
   } catch (err) {

@@ -1,23 +1,18 @@
 import { Type } from "@sinclair/typebox";
-import {
-  ErrorBody,
-  ErrorCode,
-  SERVICE_NAME_PATTERN,
-  ServiceRequest,
-  ServiceResponse,
-  ServiceSignalRequest,
-} from "@ums/protocol";
+import { ErrorBody, SERVICE_NAME_PATTERN, ServiceRequest, ServiceResponse, ServiceSignalRequest } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
-import type { UnitRuntime } from "../../runtime/runtime.js";
-import { ApiError } from "../errors.js";
-import { agentEndpoint } from "../exec/agent-endpoint.js";
-import { acquire } from "../exec/routes.js";
+import { readAnswerError, readJson } from "../../node/errors.js";
+import type { UnitNode } from "../../node/unit-node.js";
 import type { ApiInstance } from "../instance.js";
-import type { HttpTargets } from "../proxy/target.js";
 import { commonErrors, notFound } from "../schemas.js";
+import { leaseUnit } from "../unit-access/lease.js";
 import type { UnitService } from "../units/service.js";
-import { agentError, agentServices, readAll } from "./agent.js";
+
+/**
+ * The longest a service's stop waits before SIGKILL (packages/agent/src/services/service.ts
+ * STOP_GRACE_MS), plus a margin: a DELETE or PUT answers only once the old process is gone.
+ */
+const STOP_GRACE_MS = 10_000 + 2000;
 
 // Spec 4.6, 3.2 and 6.4: a unit's services. ums validates, wakes the unit and hands each call to the
 // unit's agent, whose supervisor owns the services (packages/agent/src/services/); NDJSON streams
@@ -25,9 +20,7 @@ import { agentError, agentServices, readAll } from "./agent.js";
 
 export interface ServiceDeps {
   readonly units: UnitService;
-  readonly lifecycle: Lifecycle;
-  readonly runtime: UnitRuntime;
-  readonly httpTargets: HttpTargets;
+  readonly node: UnitNode;
 }
 
 const ServiceName = Type.String({
@@ -55,31 +48,24 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
 
   /** Sends one call to the unit's agent and answers with its JSON or streams its NDJSON. */
   async function call(req: Req, reply: FastifyReply, method: string, path: string, body?: unknown): Promise<void> {
-    const unit = await deps.units.require(req.auth.org, req.params.name);
-    const release = await acquire(deps.lifecycle, req.auth.org, unit);
+    const lease = await leaseUnit(req, deps.units, deps.node);
+    const release = () => lease.release();
     const query = new URLSearchParams(
       Object.entries(req.query ?? {}).map(([k, v]) => [k, String(v)] as [string, string]),
     ).toString();
     let res: import("node:http").IncomingMessage;
     try {
-      res = await agentServices(
-        agentEndpoint(deps.runtime, deps.lifecycle, unit),
-        method,
-        `${path}${query ? `?${query}` : ""}`,
-        body === undefined ? undefined : JSON.stringify(body),
-      );
+      res = await lease.agent.request(method, `/services${path}${query ? `?${query}` : ""}`, {
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+        // A DELETE or PUT answers once the old process is gone: it may wait a stop's grace.
+        extraMs: method === "DELETE" || method === "PUT" ? STOP_GRACE_MS : 0,
+      });
     } catch (err) {
       release();
-      if (err instanceof ApiError) throw err; // the 504 of a missed deadline (agent-endpoint.ts)
-      deps.lifecycle.suspect(unit.id);
-      throw new ApiError(
-        502,
-        ErrorCode.UnitUnavailable,
-        `the unit's agent is not reachable: ${(err as Error).message}`,
-      );
+      throw err;
     }
     const status = res.statusCode ?? 502;
-    if (method === "PUT" || method === "DELETE") deps.httpTargets.forget(unit.id);
+    if (method === "PUT" || method === "DELETE") lease.servicesChanged();
     if (status === 204) {
       res.resume();
       release();
@@ -88,11 +74,11 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
     }
     if (status !== 200) {
       release();
-      throw await agentError(res);
+      throw await readAnswerError(res);
     }
     if (!String(res.headers["content-type"]).startsWith("application/x-ndjson")) {
       try {
-        reply.send(JSON.parse(await readAll(res)));
+        reply.send(await readJson(res));
       } finally {
         release();
       }

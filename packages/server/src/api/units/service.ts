@@ -12,7 +12,7 @@ import {
 } from "@ums/protocol";
 import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
-import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { UnitNode } from "../../node/unit-node.js";
 import type { CheckpointRecord, OrgRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
@@ -43,7 +43,7 @@ export class UnitService {
     private readonly config: ServerConfig,
     /** The port the server listens on, known once it listens (the config may say port 0). */
     private readonly listenPort: () => number,
-    private readonly lifecycle: Lifecycle,
+    private readonly node: UnitNode,
   ) {}
 
   /** A name that breaks the naming rules cannot exist: 404 without asking the database. */
@@ -120,11 +120,11 @@ export class UnitService {
       throw err;
     }
     if (!source || !cp) {
-      this.lifecycle.create(unit);
+      await this.node.create(unit);
       return unit;
     }
     try {
-      await this.lifecycle.fork(source, cp, unit);
+      await this.node.fork(source, cp, unit);
     } catch (err) {
       await this.store.units.delete(org.id, unit.name);
       throw err;
@@ -185,7 +185,7 @@ export class UnitService {
 
   async delete(org: OrgRecord, name: string): Promise<void> {
     const unit = await this.require(org, name);
-    await this.lifecycle.destroy(unit);
+    await this.node.destroy(unit);
     if (!(await this.store.units.delete(org.id, unit.name))) throw ApiError.unitNotFound(name);
   }
 
@@ -200,7 +200,7 @@ export class UnitService {
       checked_at: new Date().toISOString(),
       elapsed: Math.round(performance.now() - started),
     });
-    const health = await this.lifecycle.health(unit);
+    const health = await this.node.health(unit);
     return result(health.status, health.reason);
   }
 

@@ -14,14 +14,9 @@ export interface Query {
 
 /** The one question of a query (RFC 9619: QDCOUNT is 1), or undefined when it is no such query. */
 export function parseQuery(buf: Buffer): Query | undefined {
-  let p: dns.DecodedPacket;
-  try {
-    p = dns.decode(buf);
-  } catch {
-    return undefined;
-  }
-  const q = p.questions?.[0];
-  if (p.type !== "query" || !q || p.questions?.length !== 1 || typeof q.name !== "string") return undefined;
+  const p = decode(buf);
+  const q = p?.questions?.[0];
+  if (p?.type !== "query" || !q || p.questions?.length !== 1 || typeof q.name !== "string") return undefined;
   return {
     id: p.id ?? 0,
     name: q.name.toLowerCase().replace(/\.$/, ""),
@@ -68,18 +63,22 @@ export interface UpstreamAnswer {
 
 /** Reads what the policy needs from an upstream answer; undefined when it is not a DNS answer. */
 export function readAnswer(buf: Buffer): UpstreamAnswer | undefined {
-  let p: dns.DecodedPacket;
-  try {
-    p = dns.decode(buf);
-  } catch {
-    return undefined;
-  }
-  if (p.type !== "response") return undefined;
+  const p = decode(buf);
+  if (p?.type !== "response") return undefined;
   const flags = p.flags ?? 0;
   const addresses = (p.answers ?? []).flatMap((a) =>
     a.type === "A" && typeof a.data === "string" ? [{ ip: a.data, ttlS: Math.max(0, a.ttl ?? 0) }] : [],
   );
   return { rcode: flags & 0xf, truncated: (flags & dns.TRUNCATED_RESPONSE) !== 0, addresses };
+}
+
+/** The packet, or undefined when `buf` is not one dns-packet can read. */
+function decode(buf: Buffer): dns.DecodedPacket | undefined {
+  try {
+    return dns.decode(buf);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Gives a raw packet another id (the resolver's own towards the upstream, the client's back). */

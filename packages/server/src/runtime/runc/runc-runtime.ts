@@ -2,8 +2,8 @@ import { existsSync } from "node:fs";
 import { chmod, mkdir, open, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { availableParallelism, setPriority } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { waitForAgent } from "../../agent/health.js";
 import { failpoint } from "../../failpoints/failpoints.js";
-import { waitForAgent } from "../agent-client.js";
 import { run } from "../exec/host-command.js";
 import { type Subnet, subnetCidr } from "../network/addresses.js";
 import {

@@ -1,0 +1,133 @@
+import { type IncomingMessage, request, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Readable } from "node:stream";
+import { type AgentEndpoint, boundAnswer } from "./deadline.js";
+import { AgentAnswerError, readAnswerError } from "./errors.js";
+import { wrap } from "./http.js";
+import { RelaySocket } from "./relay.js";
+
+/** Who runs a filesystem operation in the unit: the unit user, or root (`asRoot`, spec 4.4). */
+export type FsIdentity = "user" | "root";
+
+/** Upgrade protocol of a raw read (packages/agent/src/fs/raw-read.ts). */
+const RAW_READ = "ums-fs-bytes";
+
+/**
+ * Opens a connection to the unit's filesystem process of one identity: `GET /fs/connect?as=…` with
+ * `Upgrade: ums-fs` on the agent's socket; after the 101 the agent has handed the connection to that
+ * process (the unit user's worker, or the agent itself for root), which serves plain HTTP on it
+ * (packages/agent/src/fs/router.ts). File bytes then flow between this server and that process only.
+ * The 101 is the agent's first answer: the endpoint's timeouts bound the wait for it (issue #19
+ * finding 8); the operation that follows is bounded by its own idle timeout (`agentFs`, `agentRead`).
+ */
+function connectFs(ep: AgentEndpoint, as: FsIdentity, own?: Socket): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const req = request({
+      ...(own ? { createConnection: () => own } : { socketPath: ep.path, agent: false }),
+      method: "GET",
+      path: `/fs/connect?as=${as}`,
+      headers: { connection: "Upgrade", upgrade: "ums-fs" },
+    });
+    const deadline = boundAnswer(req, ep);
+    req.on("upgrade", (_res, socket, head) => {
+      deadline.answered();
+      socket.setTimeout(0);
+      if (head.length > 0) socket.unshift(head);
+      resolve(socket as Socket);
+    });
+    req.on("response", (res) => {
+      let body = "";
+      res.setEncoding("utf8").on("data", (d: string) => {
+        if (body.length < 4096) body += d;
+      });
+      res.on("error", (err) => reject(wrap(err)));
+      res.on("end", () =>
+        reject(
+          new AgentAnswerError(
+            502,
+            undefined,
+            `the agent refused the filesystem connection (${res.statusCode}): ${body.slice(0, 4096)}`,
+          ),
+        ),
+      );
+    });
+    req.on("error", (err) => reject(wrap(err)));
+    req.end();
+  });
+}
+
+/**
+ * One filesystem request, run in the unit by the process of identity `as`. The request body (a
+ * stream for writes, a string for JSON operations) and the response are streamed: nothing is
+ * buffered but JSON. Resolves with the response once its head arrives.
+ */
+export async function agentFs(
+  ep: AgentEndpoint,
+  as: FsIdentity,
+  method: string,
+  path: string,
+  body?: Readable | string,
+  headers: Record<string, string> = {},
+): Promise<IncomingMessage> {
+  const socket = await connectFs(ep, as);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { createConnection: () => socket, method, path, headers: { ...headers, connection: "close" } },
+      (res) => resolve(res),
+    );
+    // No answer head within a minute: the unit is stuck (a large upload keeps the socket busy, not idle).
+    req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    req.on("response", () => req.setTimeout(0));
+    req.on("error", (err) => reject(wrap(err)));
+    if (body === undefined) req.end();
+    else if (typeof body === "string") req.end(body);
+    else {
+      body.on("error", (err) => req.destroy(err));
+      body.pipe(req);
+    }
+  });
+}
+
+/** A raw read under way: its size (regular files) and the relay of its bytes (relay.ts). */
+export interface RawRead {
+  readonly size: number | undefined;
+  relayTo(res: ServerResponse): Promise<boolean>;
+}
+
+/**
+ * Reads the file at `path` (absolute) in the unit as `as`, raw (packages/agent/src/fs/raw-read.ts):
+ * resolves with the read once the agent has opened the file. An agent from before raw reads answers
+ * the upgrade request as an ordinary one: its 200 response is the file. Any other answer is the
+ * error (`AgentAnswerError`, e.g. ENOENT).
+ */
+export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<RawRead | IncomingMessage> {
+  const relay = new RelaySocket(ep.path);
+  const socket = await connectFs(ep, as, relay.socket).catch((err) => {
+    relay.socket.destroy();
+    throw err;
+  });
+  return new Promise((resolve, reject) => {
+    const req = request({
+      createConnection: () => socket,
+      method: "GET",
+      path: `/fs/read?${new URLSearchParams({ path })}`,
+      headers: { connection: "Upgrade", upgrade: RAW_READ },
+    });
+    req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
+    req.on("upgrade", (res, _socket, head) => {
+      relay.beginRaw();
+      req.setTimeout(0);
+      socket.setTimeout(0);
+      const size = res.headers["x-ums-size"];
+      const bytes = typeof size === "string" && /^\d+$/.test(size) ? Number(size) : undefined;
+      resolve({ size: bytes, relayTo: (out) => relay.relayTo(out, head, bytes) });
+    });
+    req.on("response", (res) => {
+      req.setTimeout(0);
+      if (res.statusCode === 200) resolve(res);
+      else readAnswerError(res).then(reject).catch(reject);
+    });
+    req.on("error", (err) => reject(wrap(err)));
+    req.end();
+  });
+}

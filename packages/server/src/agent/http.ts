@@ -1,0 +1,88 @@
+import { type IncomingMessage, request } from "node:http";
+import type { Readable } from "node:stream";
+import { type AgentEndpoint, AgentTimeoutError, boundAnswer } from "./deadline.js";
+import { AgentAnswerError, AgentUnreachableError, MAX_ANSWER_BYTES } from "./errors.js";
+
+export interface AgentRequestOpts {
+  /** A JSON text, or a stream piped as it comes. */
+  readonly body?: string | Readable;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** More time for an answer that legitimately waits (e.g. on a service's stop grace). */
+  readonly extraMs?: number;
+}
+
+/**
+ * One HTTP request to the unit's agent over its Unix socket. Resolves with the response once its
+ * head arrives (the body streams on): the endpoint's deadlines bound the wait for that head (issue
+ * #19 finding 8). A connection that fails becomes `AgentUnreachableError`; a missed deadline, the
+ * endpoint's timeout error.
+ */
+export function agentRequest(
+  ep: AgentEndpoint,
+  method: string,
+  path: string,
+  opts: AgentRequestOpts = {},
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (typeof opts.body === "string") headers["content-type"] ??= "application/json";
+    const req = request({ socketPath: ep.path, method, path, headers, agent: false }, (res) => {
+      deadline.answered();
+      resolve(res);
+    });
+    const deadline = boundAnswer(req, ep, opts.extraMs);
+    req.on("error", (err) => reject(wrap(err)));
+    const body = opts.body;
+    if (body === undefined || typeof body === "string") req.end(body);
+    else {
+      body.on("error", (err) => req.destroy(err));
+      body.pipe(req);
+    }
+  });
+}
+
+/** An answer read whole. */
+export interface AgentAnswer {
+  readonly status: number;
+  readonly body: string;
+}
+
+/**
+ * A request whose whole answer (at most `limit` bytes) must come within the endpoint's deadlines:
+ * for small JSON answers, where a head followed by silence is as stuck as no answer.
+ */
+export function agentCall(
+  ep: AgentEndpoint,
+  method: string,
+  path: string,
+  limit = MAX_ANSWER_BYTES * 16,
+): Promise<AgentAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: ep.path, method, path, agent: false }, (res) => {
+      let body = "";
+      res.on("error", (err) => reject(wrap(err)));
+      res.setEncoding("utf8").on("data", (d: string) => {
+        body += d;
+        if (body.length > limit) req.destroy(new Error(`the agent's answer is over ${limit} bytes`));
+      });
+      res.on("end", () => {
+        deadline.answered();
+        resolve({ status: res.statusCode ?? 0, body });
+      });
+    });
+    const deadline = boundAnswer(req, ep);
+    req.on("error", (err) => reject(wrap(err)));
+    req.end();
+  });
+}
+
+/**
+ * Any failure of a call that is not the agent's answer (`AgentAnswerError`) nor a missed deadline
+ * (`AgentTimeoutError`) is a failure to reach it: no connection, a broken one, or garbage.
+ */
+export function wrap(err: unknown): Error {
+  if (err instanceof AgentAnswerError || err instanceof AgentTimeoutError || err instanceof AgentUnreachableError) {
+    return err;
+  }
+  return new AgentUnreachableError(err);
+}

@@ -1,0 +1,111 @@
+import { IncomingMessage } from "node:http";
+import { Type } from "@sinclair/typebox";
+import { FsWriteQuery, FsWriteResponse } from "@ums/protocol";
+import { readJson } from "../../node/errors.js";
+import type { RawRead } from "../../node/unit-node.js";
+import type { ApiInstance } from "../instance.js";
+import { UnitParams } from "../schemas.js";
+import { resolveIn } from "./paths.js";
+import { type FsRoom, identity } from "./routes.js";
+import { fsErrors, ReadQuery } from "./schemas.js";
+
+/** Spec 4.4: a file's bytes, read and written as streams (never buffered here). */
+export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
+  const tags = ["filesystem"];
+
+  app.get(
+    "/v1/units/:name/fs/read",
+    {
+      schema: {
+        tags,
+        summary: "Read a file: its raw bytes, streamed",
+        params: UnitParams,
+        querystring: ReadQuery,
+        response: {
+          200: Type.Unknown({ description: "The file's raw bytes (application/octet-stream)" }),
+          ...fsErrors,
+        },
+      },
+    },
+    async (req, reply) => {
+      const q = req.query;
+      const path = resolveIn(q.workingDir, q.path);
+      const lease = await room.lease(req);
+      const release = () => lease.release();
+      let read: RawRead | IncomingMessage;
+      try {
+        read = await lease.agent.read(identity(q.asRoot), path);
+      } catch (err) {
+        release();
+        throw err;
+      }
+      if (read instanceof IncomingMessage) {
+        // An agent from before raw reads (a unit that has run since before this server was updated)
+        // answers the upgrade request as an ordinary one: the bytes come in its response.
+        reply.raw.once("close", release);
+        reply.header("content-type", "application/octet-stream");
+        const length = read.headers["content-length"];
+        if (length !== undefined) reply.header("content-length", length);
+        return reply.send(read);
+      }
+      // The bytes go from the agent's connection to the client's as they come (relay.ts), so the
+      // reply is ours from here; it is logged as the onResponse hook logs the others.
+      reply.hijack();
+      const start = performance.now();
+      reply.raw.writeHead(200, {
+        "content-type": "application/octet-stream",
+        ...(read.size !== undefined && { "content-length": read.size }),
+      });
+      const complete = await read.relayTo(reply.raw);
+      release();
+      req.log.info(
+        {
+          method: req.method,
+          url: req.originalUrl,
+          status: 200,
+          ms: Math.round((performance.now() - start) * 100) / 100,
+          complete,
+        },
+        "request",
+      );
+    },
+  );
+
+  // Writes take the raw body as a stream: no parser of this scope reads it.
+  app.register(async (scope) => {
+    const raw = scope as unknown as ApiInstance;
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser("*", (_req, _payload, done) => done(null));
+    raw.put(
+      "/v1/units/:name/fs/write",
+      {
+        schema: {
+          tags,
+          summary: "Write a file from the raw request body (streamed); creates or truncates it",
+          params: UnitParams,
+          querystring: FsWriteQuery,
+          response: { 200: FsWriteResponse, ...fsErrors },
+        },
+      },
+      async (req) => {
+        const q = req.query;
+        const path = resolveIn(q.workingDir, q.path);
+        const p = new URLSearchParams({
+          path,
+          mkdir: String(q.mkdir === true || q.mkdirParents === true),
+        });
+        if (q.mode) p.set("mode", q.mode);
+        const lease = await room.lease(req);
+        try {
+          const headers: Record<string, string> = { "content-type": "application/octet-stream" };
+          const length = req.headers["content-length"];
+          if (length !== undefined) headers["content-length"] = length;
+          const res = await lease.agent.fs(identity(q.asRoot), "PUT", `/fs/write?${p}`, req.raw, headers);
+          return await readJson<FsWriteResponse>(res);
+        } finally {
+          lease.release();
+        }
+      },
+    );
+  });
+}

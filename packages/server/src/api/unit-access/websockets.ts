@@ -1,0 +1,110 @@
+import type {} from "@fastify/websocket";
+import type { FastifyRequest } from "fastify";
+import type WebSocket from "ws";
+import type { UnitLease } from "../../node/unit-node.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The agent websocket opened before a client websocket is accepted (holdAgentSocket). */
+    agentSocket?: WebSocket;
+    releaseUnit?: () => void;
+  }
+}
+
+/** Agent websockets a `joinWebsockets` took over (from then on it owns their end). */
+const joined = new WeakSet<WebSocket>();
+
+/**
+ * Parks the agent websocket a preHandler opened, and the unit hold that goes with it, on `req`
+ * until the route's wsHandler joins it to the client's. A client that leaves before its upgrade is
+ * completed never reaches the wsHandler: its socket's close then ends the agent's websocket and
+ * releases the unit, which would otherwise stay open and awake for good.
+ */
+export function holdAgentSocket(req: FastifyRequest, agent: WebSocket, release: () => void): void {
+  let released = false;
+  const releaseOnce = () => {
+    if (released) return;
+    released = true;
+    release();
+  };
+  req.agentSocket = agent;
+  req.releaseUnit = releaseOnce;
+  const client = req.raw.socket;
+  const abandon = () => {
+    if (joined.has(agent)) return;
+    agent.terminate();
+    releaseOnce();
+  };
+  if (client.destroyed) abandon();
+  else client.once("close", abandon);
+}
+
+/**
+ * Joins a client websocket to the agent's, message for message (binary stays binary, text stays
+ * text) so the exec framing (spec 4.3) passes through untouched; close codes too. Errors on either
+ * side end both (issue #19 finding 6: every socket has an 'error' listener).
+ */
+export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => void): void {
+  joined.add(agent);
+  let closed = false;
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    done();
+  };
+  agent.on("error", () => client.terminate());
+  client.on("error", () => agent.terminate());
+  if (agent.readyState !== agent.OPEN) {
+    // The agent went away between its handshake and this one.
+    if (client.readyState === client.OPEN) client.close(1011, "the unit's agent closed the session");
+    finish();
+    return;
+  }
+  agent.on("message", (data, isBinary) => {
+    if (client.readyState === client.OPEN) client.send(data, { binary: isBinary });
+  });
+  client.on("message", (data, isBinary) => {
+    if (agent.readyState === agent.OPEN) agent.send(data, { binary: isBinary });
+  });
+  agent.on("close", (code, reason) => {
+    if (client.readyState === client.OPEN) client.close(validCode(code), reason);
+    finish();
+  });
+  client.on("close", (code, reason) => {
+    if (agent.readyState === agent.OPEN || agent.readyState === agent.CONNECTING) agent.close(validCode(code), reason);
+    finish();
+  });
+  agent.resume();
+}
+
+/** Codes a peer may send (RFC 6455 §7.4); 1005/1006 are only reported, never sent. */
+function validCode(code: number): number {
+  return code === 1000 ||
+    (code >= 3000 && code <= 4999) ||
+    (code >= 1001 && code <= 1014 && code !== 1005 && code !== 1006)
+    ? code
+    : 1000;
+}
+
+/** The wsHandler of a route whose preHandler held an agent websocket: joins the client's to it. */
+export function joinHeldSocket(client: WebSocket, req: FastifyRequest): void {
+  joinWebsockets(client, req.agentSocket as WebSocket, req.releaseUnit ?? (() => {}));
+}
+
+/**
+ * Opens the agent websocket at `path` for a client's upgrade and parks it (holdAgentSocket) with
+ * the lease; a failure releases the unit and is thrown before any upgrade (an HTTP error answer).
+ */
+export async function holdUnitWebsocket(req: FastifyRequest, lease: UnitLease, path: string): Promise<void> {
+  holdAgentSocket(req, await leasedWebsocket(lease, path), () => lease.release());
+}
+
+/** The agent websocket at `path`; a failure to open it releases the lease. */
+export async function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
+  try {
+    return await lease.agent.websocket(path);
+  } catch (err) {
+    lease.release();
+    throw err;
+  }
+}

@@ -1,0 +1,40 @@
+import { ErrorCode, FS_RESERVED_PATH, fsErrorStatus } from "@ums/protocol";
+import { AgentTimeoutError } from "../agent/deadline.js";
+import { AgentAnswerError, AgentUnreachableError } from "../agent/errors.js";
+import { ActiveCheckpointError, RunningLimitError } from "../lifecycle/errors.js";
+import { UnitUnavailableError } from "../node/errors.js";
+import { ApiError, isErrno } from "./api-error.js";
+
+/**
+ * The one mapping of a node's errors (node/errors.ts: the lifecycle's, and the unit agent's) to
+ * API answers. Undefined for any other error.
+ */
+export function fromNodeError(err: unknown): ApiError | undefined {
+  if (err instanceof AgentAnswerError) return fromAgentAnswer(err);
+  if (err instanceof AgentTimeoutError) return new ApiError(504, ErrorCode.AgentTimeout, err.message);
+  if (err instanceof AgentUnreachableError) return new ApiError(502, ErrorCode.UnitUnavailable, err.message);
+  if (err instanceof RunningLimitError) return new ApiError(409, ErrorCode.RunningLimit, err.message);
+  if (err instanceof UnitUnavailableError) return new ApiError(502, ErrorCode.UnitUnavailable, err.message);
+  if (err instanceof ActiveCheckpointError) return new ApiError(409, ErrorCode.CheckpointActive, err.message);
+  return undefined;
+}
+
+/**
+ * What the agent answered, as the API answers it: a filesystem error keeps its errno and path
+ * (spec 4.4); the agent's refusals of the request (4xx) keep their status, code and message; any
+ * other failure of the agent is the unit's (502).
+ */
+function fromAgentAnswer(err: AgentAnswerError): ApiError {
+  const code = err.code;
+  if (code !== undefined && (isErrno(code) || code === FS_RESERVED_PATH)) {
+    return new ApiError(fsErrorStatus(code), code, err.message, undefined, undefined, err.path);
+  }
+  if (err.status >= 400 && err.status < 500) {
+    return new ApiError(err.status, code ?? ErrorCode.Validation, err.message, err.errors);
+  }
+  return new ApiError(
+    502,
+    ErrorCode.UnitUnavailable,
+    `the unit's agent failed the operation (${err.status}): ${err.message}`,
+  );
+}

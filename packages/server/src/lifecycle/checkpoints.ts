@@ -1,0 +1,130 @@
+import { failpoint } from "../failpoints/failpoints.js";
+import type { UnitRuntime } from "../runtime/runtime.js";
+import type { CheckpointRecord, OrgRecord, UnitRecord } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import { ActiveCheckpointError } from "./errors.js";
+import type { UnitTable } from "./unit-table.js";
+
+export interface CheckpointResult {
+  readonly checkpoint: CheckpointRecord;
+  /** How long the unit's processes were frozen (0 when it was not running). */
+  readonly frozenMs: number;
+}
+
+/** What checkpoint work needs of the state machine (lifecycle.ts), called under the unit's lock. */
+export interface UnitControl {
+  /** Stops the unit's processes and forgets it as running (it is cold). */
+  stopLocked(unit: UnitRecord): Promise<void>;
+  /** Boots the unit (or resumes it) and records it as running. */
+  ensureRunningLocked(org: OrgRecord, unit: UnitRecord): Promise<void>;
+}
+
+/**
+ * Checkpoints (spec 4.2), restores (spec 3.3), forks and deletions, each under its unit's lock.
+ * The disk work is the runtime's (journaled there); the failpoints mark the steps a crash test
+ * interrupts (lifecycle/crash.test.ts), and every step leaves the database and the disk agreeing
+ * or recoverable at the next start (docs/ARCHITECTURE.md section 6).
+ */
+export class CheckpointWork {
+  constructor(
+    private readonly table: UnitTable,
+    private readonly store: Store,
+    private readonly runtime: UnitRuntime,
+    private readonly control: UnitControl,
+  ) {}
+
+  /** A checkpoint of the unit's files (and the policies in force), taken live: frozen only for the snapshot. */
+  checkpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
+    return this.table.mutex.run(unit.id, () => this.take(unit, comment, progress));
+  }
+
+  private async take(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
+    const fresh = (await this.store.units.getById(unit.id)) ?? unit;
+    const seq = await this.store.checkpoints.nextSeq(unit.id);
+    const id = `v${seq}`;
+    progress(`saving the files of unit '${unit.name}' as checkpoint ${id}`);
+    const { frozenMs } = await this.runtime.checkpoint(unit.id, id);
+    failpoint("checkpoint.snapshotted");
+    const cp: CheckpointRecord = {
+      unitId: unit.id,
+      id,
+      seq,
+      comment,
+      sourceId: fresh.activeCheckpoint,
+      resources: fresh.resources,
+      privileges: fresh.privileges,
+      network: fresh.network,
+      createdAt: new Date().toISOString(),
+    };
+    // A crash before this insert leaves a snapshot the database does not know: removed at start.
+    await this.store.checkpoints.insert(cp);
+    failpoint("checkpoint.recorded");
+    await this.store.units.update(unit.orgId, unit.name, { activeCheckpoint: id });
+    return { checkpoint: cp, frozenMs };
+  }
+
+  /**
+   * Spec 3.3: the current state is saved first (nothing is ever lost by a restore), processes are
+   * stopped, the files and policies become the checkpoint's, and the unit boots.
+   */
+  restore(
+    org: OrgRecord,
+    unit: UnitRecord,
+    cp: CheckpointRecord,
+    progress: (msg: string) => void,
+  ): Promise<CheckpointRecord> {
+    return this.table.mutex.run(unit.id, async () => {
+      const t = this.table.get(unit.id);
+      if (t) t.changing = true;
+      let backup: CheckpointResult;
+      try {
+        backup = await this.take(unit, `automatic backup before restoring ${cp.id}`, progress);
+      } catch (err) {
+        if (t) t.changing = false;
+        throw err;
+      }
+      progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);
+      failpoint("restore.backed-up");
+      await this.control.stopLocked(unit);
+      failpoint("restore.stopped");
+      progress(`restoring the files of checkpoint ${cp.id}`);
+      await this.runtime.restoreDisk(unit.id, cp.id);
+      failpoint("restore.swapped");
+      await this.recordRestore(unit, cp);
+      failpoint("restore.recorded");
+      await this.runtime.completeRestore(unit.id);
+      progress("booting the unit");
+      const fresh = (await this.store.units.getById(unit.id)) ?? unit;
+      await this.control.ensureRunningLocked(org, fresh);
+      return backup.checkpoint;
+    });
+  }
+
+  /** The unit is on checkpoint `cp` now: its files are (restored) and its policies become the checkpoint's. */
+  async recordRestore(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
+    await this.store.units.update(unit.orgId, unit.name, {
+      activeCheckpoint: cp.id,
+      resources: cp.resources,
+      privileges: cp.privileges,
+      network: cp.network,
+      updatedAt: new Date().toISOString(),
+    });
+  }
+
+  /** Gives a new unit a copy of another unit's checkpoint as its disk (fork). */
+  fork(source: UnitRecord, cp: CheckpointRecord, unit: UnitRecord): Promise<void> {
+    return this.table.mutex.run(source.id, () => this.runtime.forkDisk(source.id, cp.id, unit.id));
+  }
+
+  /** Deletes a checkpoint that is not the unit's active one (checked under the lock: no restore can race it). */
+  delete(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
+    return this.table.mutex.run(unit.id, async () => {
+      const fresh = (await this.store.units.getById(unit.id)) ?? unit;
+      if (fresh.activeCheckpoint === cp.id) throw new ActiveCheckpointError(unit.name, cp.id);
+      // The row goes first: a crash before the snapshot is deleted leaves an orphan, removed at start.
+      await this.store.checkpoints.delete(unit.id, cp.id);
+      failpoint("delete.row-deleted");
+      await this.runtime.deleteCheckpoint(unit.id, cp.id);
+    });
+  }
+}

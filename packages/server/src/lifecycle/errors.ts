@@ -1,0 +1,11 @@
+/** The organization already runs its `running_limit` of busy units (spec 3.2). */
+export class RunningLimitError extends Error {}
+
+/** Spec 4.2: the checkpoint a unit is on cannot be deleted. */
+export class ActiveCheckpointError extends Error {
+  constructor(unitName: string, checkpointId: string) {
+    super(
+      `the active checkpoint cannot be deleted: unit '${unitName}' is on ${checkpointId}; restore another checkpoint or take a new one first`,
+    );
+  }
+}

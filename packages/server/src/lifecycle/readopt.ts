@@ -1,0 +1,53 @@
+import type { Logger } from "pino";
+import type { UnitRuntime } from "../runtime/runtime.js";
+import type { UnitStatus } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import type { CheckpointWork } from "./checkpoints.js";
+import type { UnitTable } from "./unit-table.js";
+
+/**
+ * What a server does as it starts (docs/ARCHITECTURE.md section 8): units that kept running are
+ * adopted again (their status in the database follows what runs), containers whose unit is gone
+ * are stopped, and checkpoint work a crash interrupted is finished or rolled back.
+ */
+export async function reconcile(deps: {
+  store: Store;
+  runtime: UnitRuntime;
+  table: UnitTable;
+  checkpoints: CheckpointWork;
+  log: Logger;
+  running: (unitId: string) => Promise<void>;
+}): Promise<void> {
+  const { store, runtime, table, log } = deps;
+  const live = await runtime.running();
+  for (const [id, state] of live) {
+    const unit = await store.units.getById(id);
+    if (!unit) {
+      log.warn({ unitId: id }, "stopping a container whose unit no longer exists");
+      await runtime.stop(id).catch((err) => log.error({ err, unitId: id }, "stop failed"));
+      continue;
+    }
+    const status: UnitStatus = state === "paused" ? "warm" : "running";
+    table.track(unit, status);
+    // A full idle period from now: unknown activity is not idleness (the first sweep would pause it).
+    table.activity.touch(id);
+    await deps.running(id);
+    if (unit.status !== status) await table.persist(unit, status);
+    log.info({ unit: unit.name, unitId: id, status }, "re-adopted a unit that kept running");
+  }
+  for (const unit of await store.units.withStatus(["running", "warm"])) {
+    if (!live.has(unit.id)) await table.persist(unit, "cold");
+  }
+  // Interrupted checkpoint work: restores whose new files are in place are recorded now.
+  const forward = await runtime.recover(async (unitId) => {
+    if (!(await store.units.getById(unitId))) return undefined;
+    return new Set((await store.checkpoints.list(unitId)).map((c) => c.id));
+  });
+  for (const { unitId, checkpoint } of forward) {
+    const unit = await store.units.getById(unitId);
+    const cp = unit && (await store.checkpoints.get(unitId, checkpoint));
+    if (unit && cp) await deps.checkpoints.recordRestore(unit, cp);
+    await runtime.completeRestore(unitId);
+    log.info({ unitId, checkpoint }, "finished a restore interrupted by a crash");
+  }
+}

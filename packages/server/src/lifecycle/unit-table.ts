@@ -1,0 +1,80 @@
+import type { UnitRecord, UnitStatus } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import { KeyedMutex } from "../util/keyed-mutex.js";
+import { Activity } from "./activity.js";
+
+/** What the lifecycle knows of a unit that runs or is warm (cold units are not tracked). */
+export interface Tracked {
+  orgId: string;
+  name: string;
+  status: UnitStatus;
+  /** When the unit entered its current status (ms). */
+  since: number;
+  cpuNs?: number;
+  cpuAt?: number;
+  /** When the unit was last seen alive (ms): requests within a second skip the check. */
+  aliveAt?: number;
+  /** Set while the unit is being paused, stopped or restored: requests take the slow path. */
+  changing?: boolean;
+  /** Why the unit's agent is taken for stuck (it missed a deadline): the next acquire restarts it. */
+  unhealthy?: string;
+}
+
+/**
+ * The units a host's lifecycle tracks, the lock each one's changes take, what keeps each awake,
+ * and their status as the database records it.
+ */
+export class UnitTable {
+  readonly activity = new Activity();
+  /** One change of a unit at a time (boot, pause, stop, checkpoint, restore, destroy). */
+  readonly mutex = new KeyedMutex();
+  private readonly tracked = new Map<string, Tracked>();
+
+  constructor(private readonly store: Store) {}
+
+  get(unitId: string): Tracked | undefined {
+    return this.tracked.get(unitId);
+  }
+
+  entries(): [string, Tracked][] {
+    return [...this.tracked.entries()];
+  }
+
+  statusOf(unitId: string): UnitStatus {
+    return this.tracked.get(unitId)?.status ?? "cold";
+  }
+
+  track(unit: UnitRecord, status: UnitStatus): void {
+    const t = this.tracked.get(unit.id);
+    if (t) {
+      t.status = status;
+      t.since = Date.now();
+    } else {
+      this.tracked.set(unit.id, { orgId: unit.orgId, name: unit.name, status, since: Date.now() });
+    }
+  }
+
+  untrack(unitId: string): void {
+    this.tracked.delete(unitId);
+  }
+
+  markAlive(unitId: string): void {
+    const t = this.tracked.get(unitId);
+    if (t) t.aliveAt = Date.now();
+  }
+
+  async persistById(unitId: string, status: UnitStatus): Promise<void> {
+    const unit = await this.store.units.getById(unitId);
+    if (unit) await this.persist(unit, status);
+  }
+
+  async persist(unit: UnitRecord, status: UnitStatus): Promise<void> {
+    const now = new Date().toISOString();
+    await this.store.units.update(unit.orgId, unit.name, {
+      status,
+      updatedAt: unit.updatedAt,
+      ...(status === "running" && { lastRunningAt: now }),
+      ...(status === "warm" && { lastWarmingAt: now }),
+    });
+  }
+}

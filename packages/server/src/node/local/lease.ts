@@ -1,0 +1,70 @@
+import type { UnitAgent } from "../../agent/client.js";
+import { agentClient } from "../../agent/client.js";
+import { AgentUnreachableError } from "../../agent/errors.js";
+import type { OrgRecord, UnitRecord } from "../../store/records.js";
+import { UnitUnavailableError } from "../errors.js";
+import type { UnitLease } from "../unit-node.js";
+import type { LocalNode } from "./local-node.js";
+
+/**
+ * A unit woken on this host and held awake until `release()`. Its agent's calls are the one agent
+ * client's (agent/client.ts) with the liveness rule on top: a call that finds no agent listening
+ * (the unit died since it was last seen alive) makes the lifecycle check the unit, boot it again
+ * if need be, and is tried once more when nothing of it was sent yet.
+ */
+export class LocalLease implements UnitLease {
+  readonly agent: UnitAgent;
+  private hold: () => void;
+  private released = false;
+
+  constructor(
+    private readonly node: LocalNode,
+    private readonly org: OrgRecord,
+    readonly unit: UnitRecord,
+    readonly booted: boolean,
+    hold: () => void,
+  ) {
+    this.hold = hold;
+    const direct = agentClient(node.agentEndpoint(unit));
+    const replayable = (body: unknown) => body === undefined || typeof body === "string";
+    this.agent = {
+      request: (method, path, opts) => this.retry(() => direct.request(method, path, opts), replayable(opts?.body)),
+      json: (method, path) => this.retry(() => direct.json(method, path), true),
+      websocket: (path) => this.retry(() => direct.websocket(path), true),
+      fs: (as, method, path, body, headers) =>
+        this.retry(() => direct.fs(as, method, path, body, headers), replayable(body)),
+      read: (as, path) => this.retry(() => direct.read(as, path), true),
+    };
+  }
+
+  private async retry<T>(call: () => Promise<T>, replayable: boolean): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (!(err instanceof AgentUnreachableError)) throw err;
+      this.node.lifecycle.suspect(this.unit.id);
+      if (!replayable || !err.refused || this.released) throw err;
+      const again = await this.node.hold(this.org, this.unit);
+      this.hold();
+      this.hold = again;
+      return call();
+    }
+  }
+
+  async httpTarget(): Promise<{ host: string; port: number }> {
+    const port = await this.node.httpTargets.port(this.unit, this.agent);
+    const host = this.node.runtime.address(this.unit.id);
+    if (!host) throw new UnitUnavailableError(`unit '${this.unit.name}' has no network address`);
+    return { host, port };
+  }
+
+  servicesChanged(): void {
+    this.node.httpTargets.forget(this.unit.id);
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.hold();
+  }
+}

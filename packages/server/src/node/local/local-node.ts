@@ -1,0 +1,129 @@
+import type { NetworkLog } from "@ums/protocol";
+import type { AgentEndpoint } from "../../agent/deadline.js";
+import { RunningLimitError } from "../../lifecycle/errors.js";
+import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import type { NetworkEgress } from "../../network/egress.js";
+import type { ResourceLimits, ResourcesPolicy, UnitRuntime } from "../../runtime/runtime.js";
+import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../../store/records.js";
+import { UnitStartError } from "../errors.js";
+import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
+import { agentEndpoint } from "./agent-endpoint.js";
+import type { HttpTargets } from "./http-targets.js";
+import type { HostSockets } from "./internal-api/host-sockets.js";
+import { LocalLease } from "./lease.js";
+
+/**
+ * The node in this process: units run on this host (runtime/), move through their lifecycle
+ * (lifecycle/), have their DNS and egress policy served (network/), and call ums from inside over
+ * their internal API (internal-api/). open.ts puts it together.
+ */
+export class LocalNode implements UnitNode {
+  readonly runtime: UnitRuntime;
+  readonly lifecycle: Lifecycle;
+  readonly egress: NetworkEgress;
+  readonly httpTargets: HttpTargets;
+  private readonly hostSockets: HostSockets;
+  private closing: Promise<void> | undefined;
+
+  constructor(parts: {
+    runtime: UnitRuntime;
+    lifecycle: Lifecycle;
+    egress: NetworkEgress;
+    httpTargets: HttpTargets;
+    hostSockets: HostSockets;
+  }) {
+    this.runtime = parts.runtime;
+    this.lifecycle = parts.lifecycle;
+    this.egress = parts.egress;
+    this.httpTargets = parts.httpTargets;
+    this.hostSockets = parts.hostSockets;
+  }
+
+  /** Stops the idle sweep and closes what the node serves; units keep running (a restart re-adopts them). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.lifecycle.stop();
+      await this.hostSockets.closeAll();
+      await this.egress.closeAll();
+    })();
+    return this.closing;
+  }
+
+  async status(unitId: string): Promise<UnitStatus> {
+    return this.lifecycle.statusOf(unitId);
+  }
+
+  async create(unit: UnitRecord): Promise<void> {
+    this.lifecycle.create(unit);
+  }
+
+  fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void> {
+    return this.lifecycle.fork(source, checkpoint, unit);
+  }
+
+  destroy(unit: UnitRecord): Promise<void> {
+    return this.lifecycle.destroy(unit);
+  }
+
+  health(unit: UnitRecord): Promise<UnitHealth> {
+    return this.lifecycle.health(unit);
+  }
+
+  async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
+    const booted = this.lifecycle.statusOf(unit.id) === "cold";
+    return new LocalLease(this, org, unit, booted, await this.hold(org, unit));
+  }
+
+  /** Wakes the unit and holds it (lease.ts); lifecycle failures become the node's errors. */
+  async hold(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
+    try {
+      return await this.lifecycle.acquire(org, unit);
+    } catch (err) {
+      if (err instanceof RunningLimitError) throw err;
+      throw new UnitStartError(unit.name, err);
+    }
+  }
+
+  agentEndpoint(unit: UnitRecord): AgentEndpoint {
+    return agentEndpoint(this.runtime, this.lifecycle, unit);
+  }
+
+  checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
+    return this.lifecycle.checkpoint(unit, comment, progress);
+  }
+
+  restore(
+    org: OrgRecord,
+    unit: UnitRecord,
+    checkpoint: CheckpointRecord,
+    progress: Progress,
+  ): Promise<CheckpointRecord> {
+    return this.lifecycle.restore(org, unit, checkpoint, progress);
+  }
+
+  deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
+    return this.lifecycle.deleteCheckpoint(unit, checkpoint);
+  }
+
+  async checkpointsPresent(unitId: string, ids: readonly string[]): Promise<ReadonlySet<string>> {
+    return new Set(ids.filter((id) => this.runtime.hasCheckpoint(unitId, id)));
+  }
+
+  async resourceLimits(): Promise<ResourceLimits> {
+    return this.runtime.resourceLimits();
+  }
+
+  async applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean> {
+    // A cold unit gets its policy at its next boot.
+    if (this.lifecycle.statusOf(unitId) === "cold") return false;
+    return this.runtime.applyResources(unitId, resources);
+  }
+
+  applyNetworkPolicy(unitId: string, policyJson: string): Promise<void> {
+    return this.egress.apply(unitId, policyJson);
+  }
+
+  networkReport(unitId: string, limit: number): Promise<NetworkLog> {
+    return this.egress.report(unitId, limit);
+  }
+}

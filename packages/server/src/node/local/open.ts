@@ -1,0 +1,77 @@
+import type { Logger } from "pino";
+import { parseDnsServer, type ServerConfig } from "../../config.js";
+import { Lifecycle } from "../../lifecycle/lifecycle.js";
+import { hostResolver, NetworkEgress } from "../../network/egress.js";
+import { openHostRuntime } from "../../runtime/host.js";
+import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { UnitRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+import { HttpTargets } from "./http-targets.js";
+import { HostSockets } from "./internal-api/host-sockets.js";
+import { LocalNode } from "./local-node.js";
+
+export interface LocalNodeOpts {
+  readonly config: ServerConfig;
+  readonly store: Store;
+  readonly log: Logger;
+  /** The unit's URL as its environment shows it (spec 4.1). */
+  readonly unitUrl: (unit: UnitRecord) => string;
+  /** Injected by tests; opened from the config otherwise. */
+  readonly runtime?: UnitRuntime;
+  /** The idle sweep interval (tests shorten it). */
+  readonly sweepMs?: number;
+  /** Aborts a start that is still building the base image. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Opens the node of this host: the runtime (pool, base image, runc), the lifecycle, each running
+ * unit's internal API socket and resolver; then re-adopts the units that kept running.
+ */
+export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
+  const { config, store, log } = opts;
+  const runtime =
+    opts.runtime ?? (await openHostRuntime({ ...config, ...(opts.signal && { signal: opts.signal }) }, log));
+  const lifecycle = new Lifecycle(
+    store,
+    runtime,
+    {
+      idleWarmMs: config.idleWarmMs,
+      idleColdMs: config.idleColdMs,
+      sweepMs: opts.sweepMs ?? 1000,
+      busyCpu: 0.05,
+      agentTimeouts: { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
+    },
+    log,
+    async (unit) => ({
+      unitId: unit.id,
+      name: unit.name,
+      url: opts.unitUrl(unit),
+      resources: JSON.parse(unit.resources),
+      privileges: JSON.parse(unit.privileges),
+      network: unit.network,
+    }),
+  );
+  const httpTargets = new HttpTargets();
+  const hostSockets = new HostSockets({ store, runtime, lifecycle, log, httpTargets });
+  const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();
+  const egress = new NetworkEgress({ store, runtime, upstream, log });
+  const node = new LocalNode({ runtime, lifecycle, egress, httpTargets, hostSockets });
+  lifecycle.setHooks({
+    running: async (id) => {
+      await hostSockets.open(id);
+      await egress.open(id);
+    },
+    stopped: async (id) => {
+      await egress.close(id);
+      await hostSockets.close(id);
+    },
+  });
+  try {
+    await lifecycle.start();
+  } catch (err) {
+    await node.close().catch(() => {});
+    throw err;
+  }
+  return node;
+}

@@ -1,0 +1,90 @@
+import type { NetworkLog } from "@ums/protocol";
+import type { UnitAgent } from "../agent/client.js";
+import type { FsIdentity, RawRead } from "../agent/fs.js";
+import type { ResourceLimits, ResourcesPolicy } from "../runtime/runtime.js";
+import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
+
+export type { FsIdentity, RawRead, UnitAgent };
+
+/**
+ * The node seam (docs/ARCHITECTURE.md section 2). Everything that happens on the host that runs a
+ * unit (its runtime, lifecycle, agent, resolver, gateway and internal API) is behind this
+ * interface; the API uses nothing else to reach a unit. One implementation runs in this process
+ * (`local/`); one that calls a node over the network fits behind the same interface: every call is
+ * async, names its unit (a record, which carries the id), and streams where its result streams
+ * (the agent's responses, websockets and file bytes).
+ *
+ * Errors are typed (errors.ts) and mapped to API answers in one place (api/node-errors.ts).
+ */
+export interface UnitNode {
+  /** Where the unit is in its lifecycle (spec 3.1), as its node knows it. */
+  status(unitId: string): Promise<UnitStatus>;
+  /** Gives a new unit its disk; it costs no process. Returns at once: a boot waits for the disk. */
+  create(unit: UnitRecord): Promise<void>;
+  /** Gives a new unit a copy of another unit's checkpoint as its disk (fork, spec 3.3). */
+  fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void>;
+  /** Removes the unit and every host resource it had (its record is the caller's). */
+  destroy(unit: UnitRecord): Promise<void>;
+  /** Spec 2.4: healthy when the agent answers in time; an unhealthy unit is restarted by the next wake. */
+  health(unit: UnitRecord): Promise<UnitHealth>;
+  /**
+   * Makes sure the unit runs (booting or resuming it) and holds it awake until the lease is
+   * released. Fails with `RunningLimitError` when its organization runs its limit of busy units,
+   * `UnitStartError` when it could not be started.
+   */
+  wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease>;
+
+  /** Spec 4.2: saves the unit's files (and its policies, from the record) as its next checkpoint. */
+  checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult>;
+  /** Spec 3.3: saves the current state, then makes the unit's files and policies the checkpoint's and boots it. */
+  restore(
+    org: OrgRecord,
+    unit: UnitRecord,
+    checkpoint: CheckpointRecord,
+    progress: Progress,
+  ): Promise<CheckpointRecord>;
+  /** Deletes a checkpoint; the active one cannot be (`ActiveCheckpointError`). */
+  deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void>;
+  /** Which of the unit's checkpoints have their files on the node (spec 2.6 health). */
+  checkpointsPresent(unitId: string, ids: readonly string[]): Promise<ReadonlySet<string>>;
+
+  /** The limits units get where their resources policy names none, and the most CPU one may have. */
+  resourceLimits(): Promise<ResourceLimits>;
+  /** Applies a running unit's resources policy where the kernel allows; false: it waits for the next boot. */
+  applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
+  /** Enforces a unit's new network policy (spec 2.10, as JSON) from now on, when it runs. */
+  applyNetworkPolicy(unitId: string, policyJson: string): Promise<void>;
+  /** What the unit's egress policy decided lately (spec 4.5 network report). */
+  networkReport(unitId: string, limit: number): Promise<NetworkLog>;
+}
+
+export type Progress = (message: string) => void;
+
+export interface UnitHealth {
+  readonly status: "healthy" | "hibernated" | "unhealthy";
+  readonly reason: string | null;
+}
+
+export interface CheckpointResult {
+  readonly checkpoint: CheckpointRecord;
+  /** How long the unit's processes were frozen (0 when it was not running). */
+  readonly frozenMs: number;
+}
+
+/** A woken unit, held awake until `release()`. */
+export interface UnitLease {
+  readonly unit: UnitRecord;
+  /** Whether this wake started the unit (it was cold): connections kept from before lead nowhere. */
+  readonly booted: boolean;
+  /**
+   * The unit's agent. A call that finds it gone (the unit died since it was last seen alive) has
+   * the node check the unit, boot it again if need be, and try once more.
+   */
+  readonly agent: UnitAgent;
+  /** Where the unit's HTTP target (spec 4.1: port 8080, or a service's `http_port`) is reached from here. */
+  httpTarget(): Promise<{ readonly host: string; readonly port: number }>;
+  /** The unit's services changed (spec 2.7): its HTTP target is asked again. */
+  servicesChanged(): void;
+  /** Ends the hold; more calls are no-ops. */
+  release(): void;
+}

@@ -1,0 +1,17 @@
+import type { CheckpointInfo } from "@ums/protocol";
+import type { CheckpointRecord, UnitRecord } from "../store/records.js";
+
+/**
+ * Spec 2.6 as the external API and a unit's internal API (spec 4.7) show a checkpoint; `present`:
+ * whether its files are on the unit's node (`health` is "mount_failed" otherwise).
+ */
+export function checkpointInfo(unit: UnitRecord, cp: CheckpointRecord, present: boolean): CheckpointInfo {
+  return {
+    id: cp.id,
+    create_time: cp.createdAt,
+    comment: cp.comment,
+    ...(cp.sourceId && { source_id: cp.sourceId }),
+    health: present ? "" : "mount_failed",
+    active: unit.activeCheckpoint === cp.id,
+  };
+}
