@@ -1,6 +1,6 @@
 import type { AccessPolicy, AuthorizeQuery } from "@ums/protocol";
 import { ErrorCode } from "@ums/protocol";
-import { ApiError } from "../../api/errors.js";
+import { ApiError } from "../../errors/api-error.js";
 import type { ConnectorRecord, OrgRecord } from "../../store/records.js";
 import type { OAuthClient, ResolvedProvider } from "../registry/registry.js";
 import type { ConnectorService } from "../service/service.js";

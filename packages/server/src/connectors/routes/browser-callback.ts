@@ -1,8 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply } from "fastify";
-import { ApiError, toApiError } from "../../api/errors.js";
 import type { ApiInstance } from "../../api/instance.js";
+import { ApiError } from "../../errors/api-error.js";
+import { toApiError } from "../../errors/respond.js";
 import type { Store } from "../../store/store.js";
 import type { OAuthFlow } from "../oauth/flow.js";
 

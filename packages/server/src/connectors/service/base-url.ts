@@ -1,4 +1,4 @@
-import { ApiError } from "../../api/errors.js";
+import { ApiError } from "../../errors/api-error.js";
 import { type Cidr, checkHost, rangeLabel } from "../gateway/target-address.js";
 import type { ResolvedProvider } from "../registry/registry.js";
 

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { type AccessPolicy, type ApiKeyRequest, type Connection, ErrorCode } from "@ums/protocol";
-import { ApiError } from "../../api/errors.js";
 import { generateToken, hashToken, newTokenId, randomString } from "../../auth/tokens.js";
+import { ApiError } from "../../errors/api-error.js";
 import type { ConnectorRecord, OrgRecord, TokenRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import type { ProviderRegistry, ResolvedProvider } from "../registry/registry.js";
