@@ -91,7 +91,7 @@ const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD
 const { url, token, auth } = bench;
 const results = [];
 try {
-  const { startUnitApp } = await import("../packages/server/dist/api/proxy/test-app.js");
+  const { startUnitApp } = await import("../packages/server/dist/testing/unit-app.js");
   const { execHttp } = await import("../packages/server/dist/testing/exec-client.js");
   const created = await fetch(`${url}/v1/units`, {
     method: "POST",

@@ -5,13 +5,12 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, describe, it, type TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
-import { freePort } from "@ums/server/testing";
+import { freePort, testDialects } from "@ums/server/testing";
 
 const ROOT = resolve(fileURLToPath(import.meta.url), "../../../..");
 const UMS = join(ROOT, "bin", "ums");
@@ -110,6 +109,16 @@ async function tempDir(_t: TestContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "ums-cli-test-"));
   atEnd.push(() => rm(dir, { recursive: true, force: true }));
   return dir;
+}
+
+/** A fresh database in the PostgreSQL test cluster (UMS_TEST_PG_URL), dropped when the file is done. */
+async function createPgDatabase(): Promise<string> {
+  const postgres = testDialects.find((d) => d.name === "postgres");
+  const db = await postgres?.createDatabase();
+  if (!db?.databaseUrl) throw new Error("no PostgreSQL database");
+  // Dropped at the end (like the temp dirs): the test's server cleanup reads it first.
+  atEnd.push(db.drop);
+  return db.databaseUrl;
 }
 
 interface Served {
@@ -509,7 +518,7 @@ describe("ums serve", { concurrency: 4 }, () => {
     skip: pgUrl ? false : "UMS_TEST_PG_URL is not set (scripts/test sets it)",
   }, async (t) => {
     assert.ok(pgUrl);
-    const databaseUrl = await createPgDatabase(t, pgUrl);
+    const databaseUrl = await createPgDatabase();
     const dir = await tempDir(t);
     const env = { UMS_DATABASE_URL: databaseUrl };
     const token = await createToken(dir, "pg-org");
@@ -533,37 +542,3 @@ describe("ums serve", { concurrency: 4 }, () => {
     assert.deepEqual(await server.stop("SIGTERM"), { code: 0, signal: null });
   });
 });
-
-interface PgClient {
-  connect(): Promise<void>;
-  query(sql: string): Promise<unknown>;
-  end(): Promise<void>;
-}
-
-/** A fresh database in the test cluster, dropped after the test (pg is the server package's dependency). */
-async function createPgDatabase(_t: TestContext, adminUrl: string): Promise<string> {
-  const pg = createRequire(import.meta.resolve("@ums/server"))("pg") as {
-    Client: new (opts: { connectionString: string }) => PgClient;
-  };
-  const name = `ums_cli_test_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
-  }
-  // Dropped when the file is done (like the temp dirs): the test's server cleanup reads it first.
-  atEnd.push(async () => {
-    const c = new pg.Client({ connectionString: adminUrl });
-    await c.connect();
-    try {
-      await c.query(`drop database if exists ${name} with (force)`);
-    } finally {
-      await c.end();
-    }
-  });
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}

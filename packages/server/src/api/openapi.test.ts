@@ -1,18 +1,14 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
+import { startSqliteServer, type TestServer } from "../testing/server.js";
 import { openApiDocument } from "./openapi-document.js";
-
-const sqlite = testDialects[0];
 
 describe("OpenAPI document", () => {
   let s: TestServer;
   // biome-ignore lint/suspicious/noExplicitAny: the document is arbitrary JSON.
   let doc: any;
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite dialect");
-    s = await startTestServer(sqlite);
+    s = await startSqliteServer();
     doc = (await s.api("GET", "/v1/openapi.json")).body;
   });
   after(() => s?.close());

@@ -1,9 +1,5 @@
 import type { Server } from "node:http";
 import type { Logger } from "pino";
-import { browserCallbackRoutes } from "../api/connectors/browser-callback.js";
-import { OAuthFlow } from "../api/connectors/oauth.js";
-import { connectorRoutes } from "../api/connectors/routes.js";
-import { ConnectorService } from "../api/connectors/service.js";
 import type { ApiInstance } from "../api/instance.js";
 import { parseDnsServer, type ServerConfig } from "../config.js";
 import type { UnitRuntime } from "../runtime/runtime.js";
@@ -13,8 +9,12 @@ import { TtlCache } from "./gateway/cache.js";
 import { systemResolver, upstreamResolver } from "./gateway/pinned-target.js";
 import { createGatewayServer } from "./gateway/server.js";
 import { GatewayUnitAddressBook } from "./gateway/unit-address.js";
+import { OAuthFlow } from "./oauth/flow.js";
 import { loadConnectorsConfig, ProviderRegistry } from "./registry/registry.js";
-import { Credentials, Keys } from "./secrets.js";
+import { browserCallbackRoutes } from "./routes/browser-callback.js";
+import { connectorRoutes } from "./routes/routes.js";
+import { Credentials, Keys } from "./secrets/secrets.js";
+import { ConnectorService } from "./service/service.js";
 
 /** Everything of the connectors feature a server runs: API routes and the gateway listener. */
 export interface Connectors {

@@ -2,46 +2,30 @@
 // checkpoint delete leaves the unit in the old or the new state after a restart, never in between,
 // and no snapshot the database does not know (nor a row without its snapshot).
 import assert from "node:assert/strict";
-import { type ChildProcess, execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FAILPOINTS, type Failpoint } from "../failpoints/failpoints.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { execHttp } from "../testing/exec-client.js";
-import { freePort } from "../testing/free-port.js";
-import { cleanupStoppedServer, testServeEnv } from "../testing/host-cleanup.js";
-import { lockSubnet } from "../testing/runtime.js";
-import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
+import { cleanupStoppedServer } from "../testing/host-cleanup.js";
+import { prepareServe, type ServeProcess } from "../testing/serve-process.js";
 
 /** What each failpoint interrupts, and what the unit holds before and after that operation. */
 type Op = "checkpoint" | "restore" | "delete";
 const opOf = (fp: Failpoint): Op => fp.split(".")[0] as Op;
 
 describe("kill -9 of ums serve in the middle of checkpoint, restore and delete", () => {
-  let dataDir: string;
   let poolDir: string;
-  let base: string;
-  let env: NodeJS.ProcessEnv;
-  let token: string;
-  let server: ChildProcess | undefined;
-  let unlock: () => Promise<void>;
+  let server: ServeProcess;
   const ids = new Map<string, string>();
 
-  const serve = (failpoint?: Failpoint) => spawnServe(base, { ...env, UMS_FAILPOINTS: failpoint ?? "" });
-
-  async function api(method: string, path: string, body?: unknown): Promise<Response> {
-    return fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-  }
+  const serve = (failpoint?: Failpoint) => server.start({ UMS_FAILPOINTS: failpoint ?? "" });
+  const api = (method: string, path: string, body?: unknown) => server.api(method, path, body);
 
   async function sh(unit: string, script: string): Promise<string> {
-    const r = await execHttp(base, token, unit, ["sh", "-c", script]);
+    const r = await execHttp(server.base, server.token, unit, ["sh", "-c", script]);
     assert.equal(r.exitCode, 0, `'${script}' in ${unit}: ${r.stderr.toString()}`);
     return r.stdout.toString();
   }
@@ -61,21 +45,8 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
   before(async () => {
     const image = await testImage();
     poolDir = image.pool.path;
-    dataDir = await mkdtemp(join(tmpdir(), "ums-crash-"));
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    const subnet = await lockSubnet();
-    unlock = subnet.unlock;
-    env = {
-      ...(await testServeEnv(subnet.n)),
-      PATH: process.env.PATH,
-      UMS_DATA_DIR: dataDir,
-      UMS_LISTEN: `127.0.0.1:${port}`,
-      UMS_IDLE_WARM: "10m",
-      UMS_LOG_LEVEL: "warn",
-    };
-    token = execFileSync(UMS_BIN, ["token", "create", "--org", "crash"], { env }).toString().trim();
-    server = await serve();
+    server = await prepareServe({ name: "crash", org: "crash", env: { UMS_IDLE_WARM: "10m" } });
+    await serve();
     // One unit per failpoint: "old" saved as v0, then "new" written (delete cases: saved as v1).
     await Promise.all(
       FAILPOINTS.map(async (fp, i) => {
@@ -91,16 +62,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
     );
   });
 
-  after(async () => {
-    if (isRunning(server)) {
-      for (const name of ids.keys()) await api("DELETE", `/v1/units/${name}`).catch(() => {});
-      server.kill("SIGTERM");
-      await new Promise((r) => server?.once("exit", r));
-    }
-    await cleanupStoppedServer(dataDir);
-    await unlock?.();
-    await rm(dataDir, { recursive: true, force: true });
-  });
+  after(() => server?.close([...ids.keys()], (dataDir) => cleanupStoppedServer(dataDir)));
 
   let active: string | undefined;
 
@@ -149,14 +111,11 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
 
   it("recovers at every failpoint", async () => {
     for (const [i, fp] of FAILPOINTS.entries()) {
-      if (isRunning(server)) {
-        server.kill("SIGTERM");
-        await new Promise((r) => server?.once("exit", r));
-      }
-      server = await serve(fp);
+      await server.stop("SIGTERM");
+      const child = await serve(fp);
       const name = `crash-${i}`;
       const op = opOf(fp);
-      const died = new Promise<NodeJS.Signals | null>((r) => server?.once("exit", (_code, signal) => r(signal)));
+      const died = new Promise<NodeJS.Signals | null>((r) => child.once("exit", (_code, signal) => r(signal)));
       const request =
         op === "checkpoint"
           ? api("POST", `/v1/units/${name}/checkpoint`, { comment: fp })
@@ -168,7 +127,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
       assert.equal(signal, "SIGKILL", `${fp}: the server was killed at the failpoint (response: ${await response})`);
       await response;
       // A restart without the failpoint recovers; the unit is in the old or the new state.
-      server = await serve();
+      await serve();
       await assertRecovered(fp, name);
     }
   });

@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
-import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
-
-const sqlite = testDialects[0];
+import { startSqliteServer, startWithUnit, type TestServer } from "../testing/server.js";
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -33,12 +30,11 @@ describe("unit lifecycle", () => {
     );
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
     // Warm units go cold after 5 s: a boot on a loaded host can take seconds, and a unit paused to
     // make room for it must still be warm when the test looks.
-    s = await startTestServer(sqlite, { idleWarm: "1s", idleCold: "5s", sweepMs: 100 });
+    s = await startSqliteServer({ idleWarm: "1s", idleCold: "5s", sweepMs: 100 });
     token = await s.token("life", { limits: { runningLimit: 1, warmLimit: 1 } });
-    for (const name of ["a", "b", "c"]) await s.api("POST", "/v1/units", { token, json: { name } });
+    for (const name of ["a", "b", "c"]) await s.unit(token, name);
   });
   after(() => s?.close());
 
@@ -122,10 +118,7 @@ describe("a unit whose agent dies", () => {
   let s: TestServer;
   let token: string;
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("crash");
-    await s.api("POST", "/v1/units", { token, json: { name: "fragile" } });
+    ({ s, token } = await startWithUnit("crash", "fragile"));
   });
   after(() => s?.close());
 

@@ -4,12 +4,9 @@ import { rm, stat, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
+import { startSqliteServer, type TestServer } from "../testing/server.js";
 import { testImage } from "./image/test-image.js";
-
-const sqlite = testDialects[0];
 
 /** Issue: a unit is isolated from the host and from what it must not touch. */
 describe("unit isolation", () => {
@@ -22,10 +19,9 @@ describe("unit isolation", () => {
   const sh = (script: string, opts = {}) => execHttp(s.url, token, "iso", ["sh", "-c", script], opts);
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
+    s = await startSqliteServer();
     token = await s.token("iso");
-    unitId = (await s.api("POST", "/v1/units", { token, json: { name: "iso" } })).body.id;
+    unitId = await s.unit(token, "iso");
     await writeFile(marker, "host secret");
     listener.listen(0, "0.0.0.0");
   });

@@ -6,11 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { UID_SHIFT } from "../runtime/image/shift.js";
-import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
-
-const sqlite = testDialects[0];
+import { startSqliteServer, type TestServer } from "../testing/server.js";
 
 /**
  * Issue #19, findings 1 and 2 (3 and 4: restart-boundary.test.ts): root in a unit is the attacker, and the host never follows, opens,
@@ -28,13 +25,12 @@ describe("the host-unit boundary (unit root as the attacker)", () => {
   const out = async (token: string, script: string) => (await asRoot(token, script)).stdout.toString();
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
+    s = await startSqliteServer();
     // Two organizations, each with a unit of the same name.
     tokenA = await s.token("org-a");
     tokenB = await s.token("org-b");
-    idA = (await s.api("POST", "/v1/units", { token: tokenA, json: { name: "box" } })).body.id;
-    idB = (await s.api("POST", "/v1/units", { token: tokenB, json: { name: "box" } })).body.id;
+    idA = await s.unit(tokenA, "box");
+    idB = await s.unit(tokenB, "box");
     assert.equal(await out(tokenA, "echo A | tee /tmp/whoami > /root/whoami; cat /root/whoami"), "A\n");
     assert.equal(await out(tokenB, "echo B | tee /tmp/whoami > /root/whoami; cat /root/whoami"), "B\n");
     // A host directory owned by the unit's root uid, like the one the finding wrote into.

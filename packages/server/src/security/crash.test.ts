@@ -6,41 +6,13 @@
 // its log must show no fault caught by the last-resort handler (faults.ts): that handler keeps the
 // process alive, so only the log tells a handled error from a crash that was merely survived.
 import assert from "node:assert/strict";
-import type { ChildProcess } from "node:child_process";
-import { execFileSync } from "node:child_process";
 import { createSocket, type Socket as UdpSocket } from "node:dgram";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, beforeEach, describe, it } from "node:test";
-import * as dns from "dns-packet";
-import WebSocket from "ws";
+import { decodeQuery, encodeResponse } from "../testing/dns-reply.js";
 import { execHttp } from "../testing/exec-client.js";
-import { freePort } from "../testing/free-port.js";
-import { cleanupStoppedServer, testServeEnv } from "../testing/host-cleanup.js";
-import { lockSubnet } from "../testing/runtime.js";
-import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
-
-/** The status an upgrade was answered with (101 when it opened), and the body of a refusal. */
-function upgrade(url: string, token: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` } });
-    ws.once("open", () => {
-      ws.close();
-      resolve({ status: 101, body: "" });
-    });
-    ws.once("unexpected-response", (_req, res) => {
-      let body = "";
-      res.setEncoding("utf8").on("data", (d: string) => {
-        body += d;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    ws.on("error", (err) => {
-      if (ws.readyState !== ws.OPEN) reject(err);
-    });
-  });
-}
+import { cleanupStoppedServer } from "../testing/host-cleanup.js";
+import { prepareServe, type ServeProcess } from "../testing/serve-process.js";
+import { upgradeAnswer } from "../testing/ws-upgrade.js";
 
 /** How long the fake upstream sits on a `slow.` name: under the resolver's upstream timeout (2 s). */
 const SLOW_MS = 1500;
@@ -54,22 +26,17 @@ async function slowUpstream(): Promise<{ address: string; slowQueries: () => num
   let slow = 0;
   const timers = new Set<NodeJS.Timeout>();
   udp.on("message", (msg, rinfo) => {
-    let q: dns.Packet;
-    try {
-      q = dns.decode(msg);
-    } catch {
-      return;
-    }
+    const q = decodeQuery(msg);
+    if (!q) return;
     const name = q.questions?.[0]?.name ?? "";
     const isSlow = name.startsWith("slow.");
     if (isSlow) slow++;
-    const answer = dns.encode({
-      type: "response",
-      id: q.id ?? 0,
-      flags: dns.RECURSION_AVAILABLE | (isSlow ? 0 : 3), // rcode 3: NXDOMAIN
-      questions: q.questions ?? [],
-      answers: isSlow ? [{ type: "A", name, ttl: 30, data: "203.0.113.9" }] : [],
-    });
+    const answer = encodeResponse(
+      q,
+      q.questions ?? [],
+      isSlow ? [{ type: "A", name, ttl: 30, data: "203.0.113.9" }] : [],
+      isSlow ? 0 : 3, // rcode 3: NXDOMAIN
+    );
     const timer = setTimeout(
       () => {
         timers.delete(timer);
@@ -100,50 +67,33 @@ const SEND_QUERY = [
 ].join("\n");
 
 describe("no request crashes ums serve (issue #19 finding 6, issue #11)", () => {
-  let dataDir: string;
   let base: string;
   let token: string;
-  let server: ChildProcess | undefined;
-  let unlock: (() => Promise<void>) | undefined;
+  let server: ServeProcess;
   let log = "";
   /** Where the current test's part of the log begins. */
   let logFrom = 0;
-  let env: NodeJS.ProcessEnv;
   let upstream: Awaited<ReturnType<typeof slowUpstream>> | undefined;
 
   /** Starts `ums serve` (again, when a trigger killed it: each trigger is judged on its own). */
   async function serve(): Promise<void> {
     log = "";
-    server = await spawnServe(base, env);
-    server.stderr?.on("data", (d) => {
+    const child = await server.start();
+    child.stderr?.on("data", (d) => {
       log += d;
     });
   }
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "ums-crash-req-"));
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    const subnet = await lockSubnet();
-    unlock = subnet.unlock;
     upstream = await slowUpstream();
-    env = {
-      ...(await testServeEnv(subnet.n)),
-      UMS_DNS_UPSTREAM: upstream.address,
-      PATH: process.env.PATH,
-      UMS_DATA_DIR: dataDir,
-      UMS_LISTEN: `127.0.0.1:${port}`,
-      UMS_IDLE_WARM: "10m",
-      UMS_LOG_LEVEL: "warn",
-    };
-    token = execFileSync(UMS_BIN, ["token", "create", "--org", "crash-req"], { env }).toString().trim();
-    await serve();
-    const created = await fetch(`${base}/v1/units`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "victim" }),
+    server = await prepareServe({
+      name: "crash-req",
+      org: "crash-req",
+      env: { UMS_DNS_UPSTREAM: upstream.address, UMS_IDLE_WARM: "10m" },
     });
-    assert.equal(created.status, 201);
+    ({ base, token } = server);
+    await serve();
+    assert.equal((await server.api("POST", "/v1/units", { name: "victim" })).status, 201);
     assert.equal((await execHttp(base, token, "victim", ["true"])).exitCode, 0);
   });
 
@@ -153,32 +103,21 @@ describe("no request crashes ums serve (issue #19 finding 6, issue #11)", () => 
       (r) => r.ok,
       () => false,
     );
-    if (answers && isRunning(server)) return;
-    if (isRunning(server)) {
-      const exited = new Promise((r) => server?.once("exit", r));
-      server.kill("SIGKILL");
-      await exited;
-    }
+    if (answers && server.running()) return;
+    await server.stop("SIGKILL");
     await serve();
     logFrom = 0;
   });
 
   after(async () => {
-    if (isRunning(server)) {
-      const exited = new Promise((r) => server?.once("exit", r));
-      server.kill("SIGTERM");
-      await exited;
-    }
+    await server?.close([], (dataDir) => cleanupStoppedServer(dataDir));
     upstream?.close();
-    await cleanupStoppedServer(dataDir);
-    await rm(dataDir, { recursive: true, force: true });
-    await unlock?.();
   });
 
   /** The server still runs, answers, and runs a command; nothing reached the last-resort handler. */
   async function assertServing(after: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 200)); // a crash is asynchronous: give it its chance
-    assert.ok(isRunning(server), `ums serve exited after ${after}: ${log}`);
+    assert.ok(server.running(), `ums serve exited after ${after}: ${log}`);
     assert.equal((await fetch(`${base}/healthz`)).status, 200, `healthz after ${after}`);
     const r = await execHttp(base, token, "victim", ["echo", "still here"]);
     assert.equal(r.stdout.toString(), "still here\n", `exec after ${after}`);
@@ -199,26 +138,21 @@ describe("no request crashes ums serve (issue #19 finding 6, issue #11)", () => 
 
   it("a websocket exec with an empty cmd is refused with 400", async () => {
     const ws = `${base.replace("http", "ws")}/v1/units/victim/exec?cmd=&cmd=x`;
-    const r = await upgrade(ws, token);
+    const r = await upgradeAnswer(ws, token);
     assert.equal(r.status, 400, r.body);
     assert.match(r.body, /cmd/);
     await assertServing("a websocket exec with cmd=");
   });
 
   it("attaching to an exec session that does not exist answers 404", async () => {
-    const r = await upgrade(`${base.replace("http", "ws")}/v1/units/victim/exec/987654`, token);
+    const r = await upgradeAnswer(`${base.replace("http", "ws")}/v1/units/victim/exec/987654`, token);
     assert.equal(r.status, 404, r.body);
     assert.match(r.body, /UMS_SESSION_NOT_FOUND/);
     await assertServing("an attach to session 987654");
   });
 
   it("a unit stopped while its resolver waits on a slow upstream leaves it serving (issue #11)", async () => {
-    const api = (method: string, path: string, body?: unknown) =>
-      fetch(`${base}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
-        ...(body ? { body: JSON.stringify(body) } : {}),
-      });
+    const api = server.api;
     assert.equal((await api("POST", "/v1/units", { name: "resolving" })).status, 201);
     const before = upstream?.slowQueries() ?? 0;
     const sent = await execHttp(base, token, "resolving", ["python3", "-c", SEND_QUERY, "slow.example.com"]);
@@ -238,8 +172,8 @@ describe("no request crashes ums serve (issue #19 finding 6, issue #11)", () => 
     const ws = base.replace("http", "ws");
     const triggers = Array.from({ length: 8 }, (_, i) => [
       fetch(`${base}/v1/units/victim/exec?cmd=`, { method: "POST", headers: { authorization: `Bearer ${token}` } }),
-      upgrade(`${ws}/v1/units/victim/exec?cmd=`, token),
-      upgrade(`${ws}/v1/units/victim/exec/${900_000 + i}`, token),
+      upgradeAnswer(`${ws}/v1/units/victim/exec?cmd=`, token),
+      upgradeAnswer(`${ws}/v1/units/victim/exec/${900_000 + i}`, token),
     ]).flat();
     const results = await Promise.allSettled(triggers);
     for (const r of results) assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));

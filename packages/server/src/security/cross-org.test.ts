@@ -1,16 +1,22 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ErrorCode } from "@ums/protocol";
-import { type FakeOAuth, fakeBearerApi, fakeOAuth } from "../api/connectors/fake-providers.js";
-import { GATEWAY_CLIENT } from "../api/gateway/gateway-client.js";
-import { openWebsocket, request, startUnitApp } from "../api/proxy/test-app.js";
 import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
+import {
+  type FakeOAuth,
+  fakeBearerApi,
+  fakeGithub,
+  fakeOAuth,
+  writeConnectorsConfig,
+} from "../testing/fake-providers.js";
+import { GATEWAY_CLIENT } from "../testing/gateway-client.js";
+import { type ApiResponse, startTestServer, type TestServer } from "../testing/server.js";
+import { openWebsocket, request, startUnitApp } from "../testing/unit-app.js";
 
 // Issue 19, "cross-organization access on every route": organizations A and B; B has a unit named like
 // A's ("shared") and one A lacks ("bonly"), with files, services, checkpoints, policies, labels, exec
@@ -30,12 +36,7 @@ const B_SESSION_MARK = `b-session-${rand()}`;
 const B_FILE = "/home/unit/b-secret.txt";
 const TIMEOUT_MS = 120_000;
 
-interface Answer {
-  status: number;
-  text: string;
-  // biome-ignore lint/suspicious/noExplicitAny: arbitrary JSON
-  body: any;
-}
+type Answer = Pick<ApiResponse, "status" | "text" | "body">;
 
 /** What a route is called with: its JSON body, query string, or raw body (every one valid, so that only the unit decides). */
 interface Example {
@@ -164,35 +165,16 @@ describe("cross-organization access on every route", { timeout: 15 * 60_000 }, (
       (x): x is string => !!x,
     );
 
-  const call = async (
-    token: string | undefined,
-    method: string,
-    path: string,
-    ex: Example = {},
-    headers: Record<string, string> = {},
-  ): Promise<Answer> => {
-    const h: Record<string, string> = { ...headers };
-    if (token) h.authorization = `Bearer ${token}`;
-    let body: string | undefined = ex.body;
-    if (ex.json !== undefined) {
-      body = JSON.stringify(ex.json);
-      h["content-type"] = "application/json";
-    } else if (body !== undefined) h["content-type"] = "application/octet-stream";
-    const url = `${s.url}${path}${ex.query ? `${path.includes("?") ? "&" : "?"}${ex.query}` : ""}`;
-    const res = await fetch(url, {
-      method,
-      headers: h,
-      ...(body !== undefined && { body }),
+  const call = (token: string | undefined, method: string, path: string, ex: Example = {}): Promise<Answer> =>
+    s.api(method, `${path}${ex.query ? `${path.includes("?") ? "&" : "?"}${ex.query}` : ""}`, {
+      token,
+      json: ex.json,
+      body: ex.body,
+      ...(ex.json === undefined &&
+        ex.body !== undefined && { headers: { "content-type": "application/octet-stream" } }),
       redirect: "manual",
-      signal: AbortSignal.timeout(TIMEOUT_MS),
+      timeoutMs: TIMEOUT_MS,
     });
-    const text = await res.text();
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {}
-    return { status: res.status, text, body: parsed };
-  };
   const asB = (method: string, path: string, ex: Example = {}) => call(tB, method, path, ex);
   const ok = async (p: Promise<Answer>, what: string, status = [200, 201, 204]) => {
     const r = await p;
@@ -239,22 +221,10 @@ describe("cross-organization access on every route", { timeout: 15 * 60_000 }, (
     oauth = await fakeOAuth();
     api = await fakeBearerApi();
     dir = await mkdtemp(join(tmpdir(), "ums-xorg-"));
-    const cfg = join(dir, "connectors.json");
-    await writeFile(
-      cfg,
-      JSON.stringify({
-        allowPrivateBaseUrls: true,
-        providers: {
-          github: {
-            apiBaseUrl: api.url,
-            authorizeUrl: `${oauth.url}/authorize`,
-            tokenUrl: `${oauth.url}/token`,
-            clientId: oauth.clientId,
-            clientSecret: oauth.clientSecret,
-          },
-        },
-      }),
-    );
+    const cfg = await writeConnectorsConfig(dir, {
+      allowPrivateBaseUrls: true,
+      providers: { github: fakeGithub(oauth, api) },
+    });
     s = await startTestServer(sqlite, { connectorsConfig: cfg });
     tA = await s.token("alpha");
     tB = await s.token("beta");

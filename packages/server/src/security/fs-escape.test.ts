@@ -9,7 +9,7 @@ import WebSocket from "ws";
 import { resolveIn } from "../api/fs/paths.js";
 import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
+import { type ApiResponse, startTestServer, type TestServer } from "../testing/server.js";
 
 // Issue 19, finding 5 and the path-escape checks: root in a unit is the attacker. The filesystem API
 // (spec 4.4) must never reach the host, nor anything in the unit's /.unit but the read-only logs,
@@ -273,12 +273,8 @@ function queryOf(fields: Record<string, string | boolean>, spelling: Case["spell
     .join("&");
 }
 
-interface Answer {
-  status: number;
-  text: string;
-  // biome-ignore lint/suspicious/noExplicitAny: arbitrary JSON
-  body: any;
-}
+/** What the checks read of an answer (a failed request is status 0 with the error as text). */
+type Answer = Pick<ApiResponse, "status" | "text" | "body">;
 
 describe("filesystem API: /.unit is refused (finding 5), no path escapes", { timeout: 15 * 60_000 }, () => {
   let s: TestServer;
@@ -288,26 +284,14 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
   let hostPaths: string[] = [];
   const base = `/v1/units/${UNIT}/fs`;
 
-  const call = async (method: string, path: string, init: { json?: unknown; body?: string } = {}): Promise<Answer> => {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    let body: string | undefined = init.body;
-    if (init.json !== undefined) {
-      body = JSON.stringify(init.json);
-      headers["content-type"] = "application/json";
-    } else if (body !== undefined) headers["content-type"] = "application/octet-stream";
-    const res = await fetch(s.url + path, {
-      method,
-      headers,
-      ...(body !== undefined && { body }),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  const call = (method: string, path: string, init: { json?: unknown; body?: string } = {}): Promise<Answer> =>
+    s.api(method, path, {
+      token,
+      ...init,
+      ...(init.json === undefined &&
+        init.body !== undefined && { headers: { "content-type": "application/octet-stream" } }),
+      timeoutMs: REQUEST_TIMEOUT_MS,
     });
-    const text = await res.text();
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {}
-    return { status: res.status, text, body: parsed };
-  };
   const sh = async (script: string, user: "root" | "unit" = "root") => {
     // cwd /: a case may have taken root's home away
     const r = await execHttp(s.url, token, UNIT, ["sh", "-c", script], { user, dir: "/" });

@@ -6,10 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import SQLite from "better-sqlite3";
-import { GATEWAY_CLIENT } from "../api/gateway/gateway-client.js";
 import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
 import { type FakeInternet, startFakeInternet } from "../testing/fake-internet.js";
+import { GATEWAY_CLIENT } from "../testing/gateway-client.js";
 import { startTestServer, type TestServer } from "../testing/server.js";
 
 const sqlite = testDialects[0];

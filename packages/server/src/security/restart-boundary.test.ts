@@ -1,15 +1,12 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, execFileSync } from "node:child_process";
 import { chown, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { UID_SHIFT } from "../runtime/image/shift.js";
 import { execHttp } from "../testing/exec-client.js";
-import { freePort } from "../testing/free-port.js";
-import { removeServerHostResources, testServeEnv } from "../testing/host-cleanup.js";
-import { lockSubnet } from "../testing/runtime.js";
-import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
+import { removeServerHostResources } from "../testing/host-cleanup.js";
+import { prepareServe, type ServeProcess } from "../testing/serve-process.js";
 
 /**
  * Issue #19, findings 3 and 4: while `ums serve` restarts, a loop in a running unit keeps swapping
@@ -17,70 +14,35 @@ import { isRunning, spawnServe, UMS_BIN } from "../testing/serve-process.js";
  * chmod 0600) or for a directory (which made the start fail with EISDIR until fixed by hand).
  */
 describe("a unit's root cannot disturb the next start of ums serve", () => {
-  let dataDir: string;
   let canary: string;
-  let port: number;
-  let env: NodeJS.ProcessEnv;
-  let server: ChildProcess | undefined;
-  let token: string;
-  let unlock: () => Promise<void>;
-  const base = () => `http://127.0.0.1:${port}`;
+  let serve: ServeProcess;
+  /** A shell script run as root in the unit `loop`. */
+  const asRoot = (script: string) => execHttp(serve.base, serve.token, "loop", ["sh", "-c", script], { user: "root" });
 
   before(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), "ums-restart-boundary-"));
     canary = await mkdtemp(join(tmpdir(), "ums-canary-"));
     await writeFile(join(canary, "victim"), "host file\n", { mode: 0o640 });
     await chown(canary, UID_SHIFT, UID_SHIFT);
-    port = await freePort();
-    const subnet = await lockSubnet();
-    unlock = subnet.unlock;
-    env = {
-      ...(await testServeEnv(subnet.n)),
-      PATH: process.env.PATH,
-      UMS_DATA_DIR: dataDir,
-      UMS_LISTEN: `127.0.0.1:${port}`,
-      UMS_LOG_LEVEL: "warn",
-    };
-    token = execFileSync(UMS_BIN, ["token", "create", "--org", "attacker"], { env }).toString().trim();
-    server = await spawnServe(base(), env);
+    serve = await prepareServe({ name: "restart-boundary", org: "attacker" });
+    await serve.start();
   });
 
   after(async () => {
-    if (!isRunning(server)) server = await spawnServe(base(), env).catch(() => undefined);
-    if (isRunning(server)) {
-      await fetch(`${base()}/v1/units/loop`, { method: "DELETE", headers: { authorization: `Bearer ${token}` } }).catch(
-        () => {},
-      );
-      server.kill("SIGTERM");
-      await new Promise((r) => server?.once("exit", r));
-    }
-    await removeServerHostResources(dataDir);
-    await unlock?.();
-    await rm(dataDir, { recursive: true, force: true });
+    if (serve && !serve.running()) await serve.start().catch(() => undefined);
+    await serve?.close(["loop"], removeServerHostResources);
     await rm(canary, { recursive: true, force: true });
   });
 
   it("keeps host files as they were and starts every time", async () => {
-    const created = await fetch(`${base()}/v1/units`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify({ name: "loop" }),
-    });
+    const created = await serve.api("POST", "/v1/units", { name: "loop" });
     assert.equal(created.status, 201);
     const victim = join(canary, "victim");
     const restart = async () => {
-      server?.kill("SIGKILL");
-      await new Promise((r) => server?.once("exit", r));
-      server = await spawnServe(base(), env);
+      await serve.stop("SIGKILL");
+      await serve.start();
     };
     // Finding 4: a directory where the host socket was made the next start fail with EISDIR.
-    const dir = await execHttp(
-      base(),
-      token,
-      "loop",
-      ["sh", "-c", "rm -f /.unit/run/host.sock 2>/dev/null; mkdir /.unit/run/host.sock 2>/dev/null; echo $?"],
-      { user: "root" },
-    );
+    const dir = await asRoot("rm -f /.unit/run/host.sock 2>/dev/null; mkdir /.unit/run/host.sock 2>/dev/null; echo $?");
     await restart();
     assert.equal(dir.stdout.toString(), "1\n", "mkdir in /.unit/run fails");
     // The attack runs on its own for 60 s at most (bounded), as root in the unit.
@@ -93,13 +55,7 @@ describe("a unit's root cannot disturb the next start of ums serve", () => {
       "  echo $n > /tmp/swaps",
       "done",
     ].join("\n");
-    const started = await execHttp(
-      base(),
-      token,
-      "loop",
-      ["sh", "-c", `setsid sh -c '${loop}' </dev/null >/dev/null 2>&1 & echo started`],
-      { user: "root" },
-    );
+    const started = await asRoot(`setsid sh -c '${loop}' </dev/null >/dev/null 2>&1 & echo started`);
     assert.equal(started.stdout.toString(), "started\n");
 
     // Finding 3: restarts while the loop runs leave the host file alone.
@@ -110,12 +66,8 @@ describe("a unit's root cannot disturb the next start of ums serve", () => {
       assert.equal(st.mode & 0o777, 0o640, "the host file keeps its mode");
     }
     {
-      const api = await execHttp(
-        base(),
-        token,
-        "loop",
-        ["sh", "-c", "curl -s --unix-socket /.unit/api.sock http://unit/v1/checkpoints; echo; cat /tmp/swaps"],
-        { user: "root" },
+      const api = await asRoot(
+        "curl -s --unix-socket /.unit/api.sock http://unit/v1/checkpoints; echo; cat /tmp/swaps",
       );
       const [list, swaps] = api.stdout.toString().split("\n");
       assert.match(list ?? "", /^\[/, "the internal API answers: the host socket is in place");

@@ -5,12 +5,9 @@
 // Against a real server and a real unit whose agent the unit's root stops.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import WebSocket from "ws";
-import { testDialects } from "../testing/dialects.js";
 import { execHttp } from "../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../testing/server.js";
-
-const sqlite = testDialects[0];
+import { startWithUnit, type TestServer } from "../testing/server.js";
+import { upgradeAnswer } from "../testing/ws-upgrade.js";
 
 /** The server's default bound on one call to a stuck agent (connect 5 s + answer 10 s), and slack. */
 const BOUND_MS = 15_000 + 5000;
@@ -70,31 +67,10 @@ describe("a stuck agent does not hang the API (issue #19 finding 8)", () => {
     }).then(async (r) => ({ status: r.status, body: await r.text() }));
 
   /** A websocket exec whose upgrade must be refused: its status and body. */
-  const wsExec = () =>
-    new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const ws = new WebSocket(`${s.url.replace("http", "ws")}/v1/units/${unit}/exec?cmd=true`, {
-        headers: { authorization: `Bearer ${token}` },
-        handshakeTimeout: 60_000,
-      });
-      ws.once("open", () => {
-        ws.terminate();
-        resolve({ status: 101, body: "" });
-      });
-      ws.once("unexpected-response", (_req, res) => {
-        let body = "";
-        res.setEncoding("utf8").on("data", (d: string) => {
-          body += d;
-        });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-      });
-      ws.on("error", reject);
-    });
+  const wsExec = () => upgradeAnswer(`${s.url.replace("http", "ws")}/v1/units/${unit}/exec?cmd=true`, token, 60_000);
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("stuck-agent");
-    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: unit } })).status, 201);
+    ({ s, token } = await startWithUnit("stuck-agent", unit));
     assert.equal((await run(["true"])).exitCode, 0);
   });
   after(async () => {

@@ -8,7 +8,8 @@
  */
 import { createSocket } from "node:dgram";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import * as dns from "dns-packet";
+import type * as dns from "dns-packet";
+import { decodeQuery, encodeResponse } from "./dns-reply.js";
 
 interface Config {
   dnsIp: string;
@@ -38,12 +39,8 @@ const streams = new Set<ServerResponse>();
 
 const udp = createSocket("udp4");
 udp.on("message", (msg, rinfo) => {
-  let q: dns.DecodedPacket;
-  try {
-    q = dns.decode(msg);
-  } catch {
-    return;
-  }
+  const q = decodeQuery(msg);
+  if (!q) return;
   const question = q.questions?.[0];
   if (!question) return;
   const name = question.name.toLowerCase();
@@ -56,17 +53,7 @@ udp.on("message", (msg, rinfo) => {
     answers.push({ type: question.type === "AAAA" ? "AAAA" : "A", name: question.name, ttl: 0, data });
   }
   const rcode = ip || extra ? 0 : 3; // NXDOMAIN for names the fake internet does not have
-  udp.send(
-    dns.encode({
-      type: "response",
-      id: q.id ?? 0,
-      flags: dns.RECURSION_AVAILABLE | rcode,
-      questions: [question],
-      answers,
-    }),
-    rinfo.port,
-    rinfo.address,
-  );
+  udp.send(encodeResponse(q, [question], answers, rcode), rinfo.port, rinfo.address);
 });
 
 const listens: Promise<void>[] = [

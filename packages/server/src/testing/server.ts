@@ -7,7 +7,7 @@ import { resolveConfig, type ServerConfig } from "../config.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
 import { type RunningServer, startServer } from "../start.js";
 import type { OrgLimits, TokenRole } from "../store/records.js";
-import type { TestDialect } from "./dialects.js";
+import { type TestDialect, testDialects } from "./dialects.js";
 import { openTestRuntime } from "./runtime.js";
 
 /** A real ums server on a loopback port with a throwaway data dir and database. */
@@ -19,6 +19,8 @@ export interface TestServer {
   token(org: string, opts?: { role?: TokenRole; limits?: Partial<OrgLimits> }): Promise<string>;
   /** fetch against the server with the bearer token (when given) and JSON body handling. */
   api(method: string, path: string, opts?: ApiOpts): Promise<ApiResponse>;
+  /** Creates a unit named `name` with `token` (it fails unless answered 201); returns its id. */
+  unit(token: string, name: string): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,10 @@ export interface ApiOpts {
   json?: unknown;
   body?: string | Uint8Array;
   headers?: Record<string, string>;
+  /** Fails the request after this long: a test must fail, not hang, when the API does. */
+  timeoutMs?: number;
+  /** fetch's redirect mode (default "follow"). */
+  redirect?: "follow" | "manual" | "error";
 }
 
 export interface ApiResponse {
@@ -54,6 +60,30 @@ export interface TestServerOpts {
   logStream?: NodeJS.WritableStream;
   /** An existing data dir to start on (a restart); it is the caller's: kept at close. */
   dataDir?: string;
+}
+
+/** A test server on SQLite, for the suites that do not run on every dialect. */
+export function startSqliteServer(overrides: TestServerOpts = {}): Promise<TestServer> {
+  const sqlite = testDialects[0];
+  if (sqlite?.name !== "sqlite") throw new Error("no sqlite dialect");
+  return startTestServer(sqlite, overrides);
+}
+
+/** A test server on SQLite, a token of `org` and a unit named `unit` of it: the set-up of a suite on one unit. */
+export async function startWithUnit(
+  org: string,
+  unit: string,
+  overrides: TestServerOpts = {},
+): Promise<{ s: TestServer; token: string }> {
+  const s = await startSqliteServer(overrides);
+  try {
+    const token = await s.token(org);
+    await s.unit(token, unit);
+    return { s, token };
+  } catch (err) {
+    await s.close();
+    throw err;
+  }
 }
 
 export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
@@ -112,23 +142,11 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       });
       return secret;
     },
-    async api(method, path, opts = {}) {
-      const headers: Record<string, string> = { ...opts.headers };
-      if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-      let body: string | Uint8Array | undefined = opts.body;
-      if (opts.json !== undefined) {
-        body = JSON.stringify(opts.json);
-        headers["content-type"] ??= "application/json";
-      }
-      const res = await fetch(server.url + path, { method, headers, ...(body !== undefined && { body }) });
-      const text = await res.text();
-      let parsed: unknown;
-      try {
-        parsed = text ? JSON.parse(text) : undefined;
-      } catch {
-        parsed = undefined;
-      }
-      return { status: res.status, headers: res.headers, text, body: parsed };
+    api: (method, path, opts) => apiRequest(server.url, method, path, opts),
+    async unit(token, name) {
+      const r = await apiRequest(server.url, "POST", "/v1/units", { token, json: { name } });
+      if (r.status !== 201) throw new Error(`creating unit '${name}': ${r.status} ${r.text}`);
+      return r.body.id;
     },
     async close() {
       // Every unit this server made goes, with all its host resources.
@@ -144,4 +162,30 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       if (failures.length > 0) throw new AggregateError(failures, "test server cleanup failed");
     },
   };
+}
+
+/** A request to the API at `base` with the bearer token (when given) and JSON body handling. */
+export async function apiRequest(base: string, method: string, path: string, opts: ApiOpts = {}): Promise<ApiResponse> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | Uint8Array | undefined = opts.body;
+  if (opts.json !== undefined) {
+    body = JSON.stringify(opts.json);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(base + path, {
+    method,
+    headers,
+    ...(body !== undefined && { body }),
+    ...(opts.redirect && { redirect: opts.redirect }),
+    ...(opts.timeoutMs !== undefined && { signal: AbortSignal.timeout(opts.timeoutMs) }),
+  });
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, body: parsed };
 }

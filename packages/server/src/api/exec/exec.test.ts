@@ -1,10 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../../testing/server.js";
-
-const sqlite = testDialects[0];
+import { startWithUnit, type TestServer } from "../../testing/server.js";
 
 /** Spec 4.3 / DESIGN.md section 8: exec over HTTP against a real unit. */
 describe("exec over HTTP", () => {
@@ -12,10 +9,7 @@ describe("exec over HTTP", () => {
   let token: string;
   const run = (cmd: string[], opts = {}) => execHttp(s.url, token, "ex", cmd, opts);
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("exec");
-    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: "ex" } })).status, 201);
+    ({ s, token } = await startWithUnit("exec", "ex"));
   });
   after(() => s?.close());
 

@@ -1,10 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
-import { testDialects } from "../../testing/dialects.js";
-import { startTestServer, type TestServer } from "../../testing/server.js";
-
-const sqlite = testDialects[0];
+import { startWithUnit, type TestServer } from "../../testing/server.js";
 
 interface Collected {
   ws: WebSocket;
@@ -53,10 +50,7 @@ describe("exec over websockets", () => {
   };
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("ws");
-    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: "term" } })).status, 201);
+    ({ s, token } = await startWithUnit("ws", "term"));
   });
   after(() => s?.close());
 

@@ -1,10 +1,7 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, describe, it } from "node:test";
-import { testDialects } from "../../testing/dialects.js";
-import { startTestServer, type TestServer } from "../../testing/server.js";
-
-const sqlite = testDialects[0];
+import { startWithUnit, type TestServer } from "../../testing/server.js";
 
 interface Answer {
   status: number;
@@ -78,42 +75,30 @@ describe("proxy: an early answer leaves the connection usable", () => {
   const auth = () => ({ authorization: `Bearer ${token}`, "content-type": "application/octet-stream" });
 
   before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("early");
-    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: "idle" } })).status, 201);
+    ({ s, token } = await startWithUnit("early", "idle"));
     // Boot it (nothing listens on its port 8080).
     const first = await exchange(new http.Agent(), url("/"), { headers: auth() });
     assert.equal(first.status, 502);
   });
   after(() => s?.close());
 
-  it("a 300 KB POST answered 502: the next request on the same kept-alive connection is answered", async () => {
+  /** Runs `fn` with an agent that keeps one connection, destroyed afterwards. */
+  async function onOneConnection(fn: (agent: http.Agent) => Promise<void>): Promise<void> {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      const post = await exchange(agent, url("/upload"), {
-        method: "POST",
-        headers: auth(),
-        body: Buffer.alloc(300 * 1024, 1),
-      });
-      assert.equal(post.status, 502);
-      const next = await exchange(agent, url("/after"), { headers: auth() });
-      assert.equal(next.status, 502, "the next request got an answer");
-      assert.equal(next.socket, post.socket, "on the same connection: the rest of the body was read and dropped");
-      assert.ok(next.ms < 10_000, `answered in ${next.ms} ms`);
+      await fn(agent);
     } finally {
       agent.destroy();
     }
-  });
+  }
 
-  for (const [label, chunked] of [
-    ["a 4 MiB POST", false],
-    ["a chunked 300 KB POST (no length)", true],
+  for (const [label, size, chunked] of [
+    ["a 300 KB POST", 300 * 1024, false],
+    ["a 4 MiB POST", 4 * 1024 * 1024, false],
+    ["a chunked 300 KB POST (no length)", 300 * 1024, true],
   ] as const) {
-    it(`${label} answered 502: the next request on the same connection is answered`, async () => {
-      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-      try {
-        const size = chunked ? 300 * 1024 : 4 * 1024 * 1024;
+    it(`${label} answered 502: the next request on the same kept-alive connection is answered`, () =>
+      onOneConnection(async (agent) => {
         const post = await exchange(agent, url("/upload"), {
           method: "POST",
           headers: auth(),
@@ -123,17 +108,13 @@ describe("proxy: an early answer leaves the connection usable", () => {
         assert.equal(post.status, 502);
         const next = await exchange(agent, url("/after"), { headers: auth() });
         assert.equal(next.status, 502, "the next request got an answer");
-        assert.equal(next.socket, post.socket, "on the same connection");
+        assert.equal(next.socket, post.socket, "on the same connection: the rest of the body was read and dropped");
         assert.ok(next.ms < 10_000, `answered in ${next.ms} ms`);
-      } finally {
-        agent.destroy();
-      }
-    });
+      }));
   }
 
-  it("a body declared larger than the drain limit is not waited for: the 502 closes the connection", async () => {
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    try {
+  it("a body declared larger than the drain limit is not waited for: the 502 closes the connection", () =>
+    onOneConnection(async (agent) => {
       const post = await exchange(agent, url("/upload"), {
         method: "POST",
         headers: auth(),
@@ -145,8 +126,5 @@ describe("proxy: an early answer leaves the connection usable", () => {
       const next = await exchange(agent, url("/after"), { headers: auth() });
       assert.equal(next.status, 502, "the next request got an answer");
       assert.notEqual(next.socket, post.socket, "on a new connection");
-    } finally {
-      agent.destroy();
-    }
-  });
+    }));
 });

@@ -3,9 +3,9 @@ import type { Duplex } from "node:stream";
 import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { dropUnreadBody } from "../../http/early-answer.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
-import { dropUnreadBody } from "../early-answer.js";
 import { ApiError } from "../errors.js";
 import { type RequestHeaderRules, requestHeaders, responseHeaders } from "./headers.js";
 

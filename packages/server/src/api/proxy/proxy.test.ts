@@ -5,7 +5,7 @@ import { after, before, describe, it } from "node:test";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { openWebsocket, readFrames, request, sendText, startUnitApp, UNIT_APP } from "./test-app.js";
+import { openWebsocket, readFrames, request, sendText, startUnitApp, UNIT_APP } from "../../testing/unit-app.js";
 
 const sqlite = testDialects[0];
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../../testing/dialects.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { events, nodeHttp, tools } from "./helpers.js";
+import { events, nodeHttp, tools } from "../../testing/services.js";
 
 const sqlite = testDialects[0];
 

@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { testDialects } from "../../testing/dialects.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { startUnitApp } from "../proxy/test-app.js";
+import { startUnitApp } from "../../testing/unit-app.js";
 
 const sqlite = testDialects[0];
 const chromium = ["chromium", "chromium-browser", "google-chrome"].find(

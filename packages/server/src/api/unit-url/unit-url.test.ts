@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../../testing/dialects.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { openWebsocket, readFrames, request, sendText, startUnitApp } from "../proxy/test-app.js";
+import { openWebsocket, readFrames, request, sendText, startUnitApp } from "../../testing/unit-app.js";
 
 const sqlite = testDialects[0];
 const header = (headers: [string, string][], name: string) =>

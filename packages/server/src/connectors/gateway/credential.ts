@@ -1,6 +1,6 @@
 import type { ResolvedProvider } from "../registry/registry.js";
-import type { Secrets } from "../secrets.js";
-import { signSigV4 } from "../sigv4.js";
+import type { Secrets } from "../secrets/secrets.js";
+import { signSigV4 } from "./sigv4.js";
 
 export interface UpstreamRequest {
   readonly method: string;

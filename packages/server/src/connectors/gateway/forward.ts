@@ -1,7 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
-import { dropUnreadBody } from "../../api/early-answer.js";
+import { dropUnreadBody } from "../../http/early-answer.js";
 
 const agents = {
   http: new HttpAgent({ keepAlive: true, maxSockets: 256 }),

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { connect, createServer, type Server } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { parseRanges } from "../target-address.js";
 import { type PinnedAddress, pinnedLookup, pinTarget, TargetRefused } from "./pinned-target.js";
+import { parseRanges } from "./target-address.js";
 
 /** A resolver from a table, counting its lookups (no DNS). */
 function table(answers: Record<string, PinnedAddress[][]>) {

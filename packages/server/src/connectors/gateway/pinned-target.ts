@@ -1,6 +1,6 @@
 import { promises as dns } from "node:dns";
 import type { LookupFunction } from "node:net";
-import { type Cidr, checkAddress, checkHost, rangeLabel } from "../target-address.js";
+import { type Cidr, checkAddress, checkHost, rangeLabel } from "./target-address.js";
 
 export interface PinnedAddress {
   readonly address: string;

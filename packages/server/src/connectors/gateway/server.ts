@@ -3,15 +3,15 @@ import { type AccessPolicy, ErrorCode } from "@ums/protocol";
 import type { Logger } from "pino";
 import type { ConnectorRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
-import { TokenEndpointError } from "../oauth-token.js";
-import { normalizeGatewayPath } from "../path.js";
-import { evaluatePolicy } from "../policy.js";
+import { TokenEndpointError } from "../oauth/token.js";
 import type { ProviderRegistry } from "../registry/registry.js";
-import type { Credentials } from "../secrets.js";
+import type { Credentials } from "../secrets/secrets.js";
 import type { TtlCache } from "./cache.js";
 import { credentialHeaders, strippedHeaders } from "./credential.js";
 import { forward } from "./forward.js";
+import { normalizeGatewayPath } from "./path.js";
 import { type PinnedAddress, pinnedLookup, pinTarget, type TargetPolicy, TargetRefused } from "./pinned-target.js";
+import { evaluatePolicy } from "./policy.js";
 import type { GatewayUnitAddressBook } from "./unit-address.js";
 
 export interface GatewayDeps {

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { type Cidr, parseRanges } from "../target-address.js";
+import { type Cidr, parseRanges } from "../gateway/target-address.js";
 import { PROVIDERS } from "./providers.js";
 import type { OAuthEndpoints, ProviderDef } from "./types.js";
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { events, nodeHttp, tools } from "../../../api/services/helpers.js";
 import { testDialects } from "../../../testing/dialects.js";
 import { startTestServer, type TestServer } from "../../../testing/server.js";
+import { events, nodeHttp, tools } from "../../../testing/services.js";
 
 const sqlite = testDialects[0];
 

@@ -15,10 +15,10 @@ import {
   UpdateConnectionRequest,
 } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
-import type { ApiInstance } from "../instance.js";
-import { commonErrors, notFound } from "../schemas.js";
-import type { OAuthFlow } from "./oauth.js";
-import type { ConnectorService } from "./service.js";
+import type { ApiInstance } from "../../api/instance.js";
+import { commonErrors, notFound } from "../../api/schemas.js";
+import type { OAuthFlow } from "../oauth/flow.js";
+import type { ConnectorService } from "../service/service.js";
 
 /** The service's own callback for a provider (spec 4.8 `redirect_uri` default), as the client reached us. */
 export function defaultRedirect(req: FastifyRequest, provider: string): string {

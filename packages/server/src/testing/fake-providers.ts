@@ -1,6 +1,8 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 
 /** Test edge only: fake providers on loopback (issue #7 tests). */
 export interface Fake {
@@ -184,4 +186,22 @@ export async function fakeS3(accessKeyId: string, secret: string): Promise<Fake 
     res.end(`ok ${req.method} ${rawPath} ${body.length}`);
   });
   return Object.assign(counts, { url, close: close(server) });
+}
+
+/** The `github` provider of a connectors config, its OAuth server and API being the fakes. */
+export function fakeGithub(oauth: FakeOAuth, api: Fake): Record<string, string> {
+  return {
+    apiBaseUrl: api.url,
+    authorizeUrl: `${oauth.url}/authorize`,
+    tokenUrl: `${oauth.url}/token`,
+    clientId: oauth.clientId,
+    clientSecret: oauth.clientSecret,
+  };
+}
+
+/** Writes `config` to `dir`/connectors.json (the file `connectorsConfig` names); returns its path. */
+export async function writeConnectorsConfig(dir: string, config: unknown): Promise<string> {
+  const file = join(dir, "connectors.json");
+  await writeFile(file, JSON.stringify(config));
+  return file;
 }

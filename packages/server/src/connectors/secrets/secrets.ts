@@ -1,10 +1,10 @@
 import { statSync } from "node:fs";
-import type { ConnectorRecord } from "../store/records.js";
-import type { Store } from "../store/store.js";
+import type { ConnectorRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+import { requestToken, type TokenSet } from "../oauth/token.js";
+import type { ProviderRegistry } from "../registry/registry.js";
 import { SecretBox } from "./crypto.js";
 import { loadSecretBox, masterKeyPath } from "./master-key.js";
-import { requestToken, type TokenSet } from "./oauth-token.js";
-import type { ProviderRegistry } from "./registry/registry.js";
 
 /** A connector's credentials; sealed as one JSON document (crypto.ts), never returned or logged. */
 export interface Secrets {

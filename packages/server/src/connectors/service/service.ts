@@ -1,12 +1,11 @@
 import { createHash } from "node:crypto";
 import { type AccessPolicy, type ApiKeyRequest, type Connection, ErrorCode } from "@ums/protocol";
 import { generateToken, hashToken, newTokenId, randomString } from "../../auth/tokens.js";
-import type { ProviderRegistry, ResolvedProvider } from "../../connectors/registry/registry.js";
-import type { Keys, Secrets } from "../../connectors/secrets.js";
-import type { ConnectorRecord, OrgRecord } from "../../store/records.js";
+import { ApiError } from "../../errors/api-error.js";
+import type { ConnectorRecord, OrgRecord, TokenRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
-import type { AuthContext } from "../auth.js";
-import { ApiError } from "../errors.js";
+import type { ProviderRegistry, ResolvedProvider } from "../registry/registry.js";
+import type { Keys, Secrets } from "../secrets/secrets.js";
 import { checkBaseApiUrl } from "./base-url.js";
 import { presentConnection } from "./present.js";
 
@@ -14,6 +13,12 @@ const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
 export function newConnectionId(): string {
   return `conn_${randomString(24, ID_ALPHABET)}`;
+}
+
+/** Who asks: the request's bearer token and its organization (the routes pass `req.auth`). */
+export interface Caller {
+  readonly token: TokenRecord;
+  readonly org: OrgRecord;
 }
 
 export interface ConnectorDeps {
@@ -87,7 +92,7 @@ export class ConnectorService {
     return rec;
   }
 
-  async createApiKey(auth: AuthContext, body: ApiKeyRequest): Promise<ConnectorRecord> {
+  async createApiKey(auth: Caller, body: ApiKeyRequest): Promise<ConnectorRecord> {
     const p = this.provider(body.provider);
     if (p.internal) {
       throw ApiError.validation([`provider: '${p.key}' takes no api_key; use POST /v1/oauth/connections/provision`]);
@@ -114,7 +119,7 @@ export class ConnectorService {
   }
 
   /** Spec 4.8 provision: a platform key from server configuration; sprites_admin mints a ums token. */
-  async provision(auth: AuthContext, key: string, policy: AccessPolicy | undefined): Promise<ConnectorRecord> {
+  async provision(auth: Caller, key: string, policy: AccessPolicy | undefined): Promise<ConnectorRecord> {
     const p = this.provider(key);
     if (!p.platformKeys) {
       throw ApiError.validation([`provider: '${p.key}' does not support platform-managed keys; use api_key or OAuth`]);

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import http from "node:http";
 import type { Duplex } from "node:stream";
-import { execHttp } from "../../testing/exec-client.js";
+import { execHttp } from "./exec-client.js";
 
 /**
  * For the proxy and unit URL tests: an HTTP server that runs INSIDE a unit on port 8080 (python3

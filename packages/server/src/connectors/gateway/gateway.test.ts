@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -10,9 +10,16 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
+import {
+  type FakeOAuth,
+  fakeBearerApi,
+  fakeGithub,
+  fakeOAuth,
+  fakeS3,
+  writeConnectorsConfig,
+} from "../../testing/fake-providers.js";
+import { GATEWAY_CLIENT } from "../../testing/gateway-client.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { type FakeOAuth, fakeBearerApi, fakeOAuth, fakeS3 } from "../connectors/fake-providers.js";
-import { GATEWAY_CLIENT } from "./gateway-client.js";
 
 const sqlite = testDialects[0];
 const execFileP = promisify(execFile);
@@ -74,23 +81,10 @@ describe("connector gateway from inside units", () => {
     s3 = await fakeS3("AKIDEXAMPLE", s3Secret);
     plain = await fakeBearerApi();
     dir = await mkdtemp(join(tmpdir(), "ums-gw-"));
-    const cfg = join(dir, "connectors.json");
-    await writeFile(
-      cfg,
-      JSON.stringify({
-        allowPrivateBaseUrls: true,
-        providers: {
-          github: {
-            apiBaseUrl: api.url,
-            authorizeUrl: `${oauth.url}/authorize`,
-            tokenUrl: `${oauth.url}/token`,
-            clientId: oauth.clientId,
-            clientSecret: oauth.clientSecret,
-          },
-          s3_object_store: { region: "eu-west-1" },
-        },
-      }),
-    );
+    const cfg = await writeConnectorsConfig(dir, {
+      allowPrivateBaseUrls: true,
+      providers: { github: fakeGithub(oauth, api), s3_object_store: { region: "eu-west-1" } },
+    });
     const logStream = new PassThrough();
     logStream.on("data", (d) => logs.push(d.toString()));
     s = await startTestServer(sqlite, { connectorsConfig: cfg, logStream });

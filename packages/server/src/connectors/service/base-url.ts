@@ -1,6 +1,6 @@
-import type { ResolvedProvider } from "../../connectors/registry/registry.js";
-import { type Cidr, checkHost, rangeLabel } from "../../connectors/target-address.js";
-import { ApiError } from "../errors.js";
+import { ApiError } from "../../errors/api-error.js";
+import { type Cidr, checkHost, rangeLabel } from "../gateway/target-address.js";
+import type { ResolvedProvider } from "../registry/registry.js";
 
 /**
  * Spec 4.8 `base_api_url`: required and HTTPS for the managed key-value database (immutable: no

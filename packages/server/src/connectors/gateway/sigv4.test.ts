@@ -31,28 +31,18 @@ describe("AWS SigV4", () => {
   });
 
   it("signs a query in canonical order", () => {
-    const a = signSigV4({
-      method: "GET",
-      host: "h",
-      path: "/b",
-      query: "b=2&a=1",
-      accessKeyId: "A",
-      secretAccessKey: "S",
-      region: "r",
-      service: "s3",
-      now: new Date(0),
-    });
-    const b = signSigV4({
-      method: "GET",
-      host: "h",
-      path: "/b",
-      query: "a=1&b=2",
-      accessKeyId: "A",
-      secretAccessKey: "S",
-      region: "r",
-      service: "s3",
-      now: new Date(0),
-    });
-    assert.equal(a.authorization, b.authorization);
+    const sign = (query: string) =>
+      signSigV4({
+        method: "GET",
+        host: "h",
+        path: "/b",
+        query,
+        accessKeyId: "A",
+        secretAccessKey: "S",
+        region: "r",
+        service: "s3",
+        now: new Date(0),
+      }).authorization;
+    assert.equal(sign("b=2&a=1"), sign("a=1&b=2"));
   });
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { execHttp } from "../../testing/exec-client.js";
-import type { TestServer } from "../../testing/server.js";
+import { execHttp } from "./exec-client.js";
+import type { TestServer } from "./server.js";
 
 // Helpers of the services API tests (not shipped: only *.test.ts import them).
 

@@ -1,12 +1,18 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { after, before, describe, it } from "node:test";
 import { testDialects } from "../../testing/dialects.js";
+import {
+  type FakeOAuth,
+  fakeBearerApi,
+  fakeGithub,
+  fakeOAuth,
+  writeConnectorsConfig,
+} from "../../testing/fake-providers.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
-import { type FakeOAuth, fakeBearerApi, fakeOAuth } from "./fake-providers.js";
 
 /** Spec 4.8 against fake providers on loopback, for every database. */
 for (const dialect of testDialects) {
@@ -25,23 +31,11 @@ for (const dialect of testDialects) {
       oauth = await fakeOAuth();
       api = await fakeBearerApi();
       dir = await mkdtemp(join(tmpdir(), "ums-conn-"));
-      const cfg = join(dir, "connectors.json");
       secrets.push(oauth.clientSecret, platformKey);
-      await writeFile(
-        cfg,
-        JSON.stringify({
-          providers: {
-            github: {
-              apiBaseUrl: api.url,
-              authorizeUrl: `${oauth.url}/authorize`,
-              tokenUrl: `${oauth.url}/token`,
-              clientId: oauth.clientId,
-              clientSecret: oauth.clientSecret,
-            },
-          },
-          platformKeys: { openai: platformKey },
-        }),
-      );
+      const cfg = await writeConnectorsConfig(dir, {
+        providers: { github: fakeGithub(oauth, api) },
+        platformKeys: { openai: platformKey },
+      });
       const logStream = new PassThrough();
       logStream.on("data", (d) => logs.push(d.toString()));
       s = await startTestServer(dialect, { connectorsConfig: cfg, logStream });

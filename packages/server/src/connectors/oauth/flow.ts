@@ -1,11 +1,11 @@
 import type { AccessPolicy, AuthorizeQuery } from "@ums/protocol";
 import { ErrorCode } from "@ums/protocol";
-import { type StatePayload, signState, stateKey, verifyState } from "../../connectors/oauth-state.js";
-import { requestToken, TokenEndpointError } from "../../connectors/oauth-token.js";
-import type { OAuthClient, ResolvedProvider } from "../../connectors/registry/registry.js";
+import { ApiError } from "../../errors/api-error.js";
 import type { ConnectorRecord, OrgRecord } from "../../store/records.js";
-import { ApiError } from "../errors.js";
-import type { ConnectorService } from "./service.js";
+import type { OAuthClient, ResolvedProvider } from "../registry/registry.js";
+import type { ConnectorService } from "../service/service.js";
+import { type StatePayload, signState, stateKey, verifyState } from "./state.js";
+import { requestToken, TokenEndpointError } from "./token.js";
 
 const splitScopes = (s: string | undefined) => (s ?? "").split(/[\s,]+/).filter(Boolean);
 

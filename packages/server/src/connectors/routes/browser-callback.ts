@@ -1,10 +1,11 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply } from "fastify";
+import type { ApiInstance } from "../../api/instance.js";
+import { ApiError } from "../../errors/api-error.js";
+import { toApiError } from "../../errors/respond.js";
 import type { Store } from "../../store/store.js";
-import { ApiError, toApiError } from "../errors.js";
-import type { ApiInstance } from "../instance.js";
-import type { OAuthFlow } from "./oauth.js";
+import type { OAuthFlow } from "../oauth/flow.js";
 
 const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);

@@ -1,4 +1,4 @@
-import type { Store } from "../store/store.js";
+import type { Store } from "../../store/store.js";
 import type { SecretBox } from "./crypto.js";
 
 /** Re-seals every connector secret under the box's current key version; returns how many changed. */

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import fc from "fast-check";
+import { signState, stateKey, verifyState } from "../oauth/state.js";
 import { SecretBox } from "./crypto.js";
 import { addKeyVersion, loadSecretBox, parseEnvKeys } from "./master-key.js";
-import { signState, stateKey, verifyState } from "./oauth-state.js";
 
 describe("secrets at rest", () => {
   it("seals with AES-256-GCM bound to the connector id; tampering and another id fail", async () => {

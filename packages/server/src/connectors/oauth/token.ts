@@ -1,4 +1,4 @@
-import type { OAuthClient } from "./registry/registry.js";
+import type { OAuthClient } from "../registry/registry.js";
 
 /** What a token endpoint gave (RFC 6749 §5.1), plus the account fields some providers add. */
 export interface TokenSet {
