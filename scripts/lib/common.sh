@@ -50,5 +50,5 @@ ensure_built() {
   npm run --silent build:agent >&2
 }
 
-# What the host needs to run units (DESIGN.md section 2).
+# What the host needs to run units (docs/ARCHITECTURE.md section 1).
 HOST_PACKAGES=(runc catatonit btrfs-progs mmdebstrap iproute2 nftables util-linux debian-archive-keyring)

@@ -2,7 +2,7 @@ import { dirname } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
 
 // The agent is configured by environment variables only; every one has a default that is right inside a
-// unit (DESIGN.md section 1: the agent runs beside PID 1 in every unit and serves the host on a socket).
+// unit (docs/ARCHITECTURE.md section 1: the agent runs beside PID 1 in every unit and serves the host on a socket).
 
 export interface AgentConfig {
   /**

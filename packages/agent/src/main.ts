@@ -8,7 +8,7 @@ import { openSupervisor } from "./services/boot.js";
 import type { Supervisor } from "./services/supervisor.js";
 import { AGENT_VERSION } from "./version.js";
 
-// Entry point of the unit agent (DESIGN.md section 1): runs inside every unit as the child of PID 1
+// Entry point of the unit agent (docs/ARCHITECTURE.md section 1): runs inside every unit as the child of PID 1
 // (catatonit), serves the host on a Unix socket, and owns the unit's exec sessions.
 
 function log(msg: string, fields: Record<string, unknown> = {}): void {
@@ -65,7 +65,7 @@ async function main(): Promise<void> {
     await startInternalApi(internalSocket, process.env.UMS_HOST_SOCKET ?? "/.unit/run/host.sock", services);
     log("internal API listening", { socket: internalSocket });
   }
-  // Every boot starts the services again, in `needs` order (DESIGN.md section 3).
+  // Every boot starts the services again, in `needs` order (docs/ARCHITECTURE.md section 5).
   try {
     services?.boot();
   } catch (err) {

@@ -17,7 +17,7 @@ import type { Supervisor } from "./services/supervisor.js";
 import { resolveUser } from "./util/users.js";
 import { AGENT_VERSION } from "./version.js";
 
-// The agent's HTTP + websocket API on its Unix socket (DESIGN.md sections 1 and 5: the host reaches the
+// The agent's HTTP + websocket API on its Unix socket (docs/ARCHITECTURE.md sections 1 and 3: the host reaches the
 // agent over this socket and passes client websocket messages through 1:1):
 //   GET  /health                 → {"ok","pid","version","sessions":{"total","attached"}}
 //   GET  /exec  (upgrade)        → new exec session (query: cmd, path, tty, stdin, cols, rows, env, dir, user,

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { formatDuration, parseDuration } from "./duration.js";
 
-test("parseDuration accepts integer seconds and 10s-style strings (DESIGN.md section 8)", () => {
+test("parseDuration accepts integer seconds and 10s-style strings (docs/ARCHITECTURE.md section 10)", () => {
   assert.equal(parseDuration("0"), 0);
   assert.equal(parseDuration("10"), 10_000);
   assert.equal(parseDuration("1.5"), 1500);

@@ -1,4 +1,4 @@
-// Duration values in query parameters (DESIGN.md section 8: "`duration` query values are accepted both as
+// Duration values in query parameters (docs/ARCHITECTURE.md section 10: "`duration` query values are accepted both as
 // integer seconds and as `10s`-style strings"). Used for max_run_after_disconnect, the kill `timeout`
 // (spec 4.3) and the agent's own timing settings.
 

@@ -1,7 +1,7 @@
 import { FS_RESERVED_PATH } from "./fs-reserved.js";
 
 /**
- * The HTTP status of a failed filesystem operation, by errno name (DESIGN.md section 8: fs errors
+ * The HTTP status of a failed filesystem operation, by errno name (docs/ARCHITECTURE.md section 10: fs errors
  * carry `code` and `path`). Dependency-free, so the agent bundle can import it alone.
  */
 export function fsErrorStatus(code: string): number {

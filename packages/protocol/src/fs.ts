@@ -1,7 +1,7 @@
 import { type Static, type TProperties, Type } from "@sinclair/typebox";
 
 /**
- * Filesystem API wire shapes (spec 2.9 and 4.4, DESIGN.md section 8).
+ * Filesystem API wire shapes (spec 2.9 and 4.4, docs/ARCHITECTURE.md section 10).
  *
  * Paths: `path` (or `source`/`dest`) is resolved against `workingDir` when relative; `workingDir` must be
  * absolute. Everything is resolved and executed inside the unit by its agent.
@@ -14,7 +14,7 @@ import { type Static, type TProperties, Type } from "@sinclair/typebox";
  * - unit missing, unit unavailable, …: the API's usual `{error, code: "UMS_…"}`;
  * - a failed filesystem operation: `{error, code, path}` where `code` is the errno name (`ENOENT`,
  *   `EEXIST`, `EACCES`, `EPERM`, `ENOTDIR`, `EISDIR`, `ENOTEMPTY`, `EINVAL`, `ELOOP`, `ENAMETOOLONG`,
- *   `EXDEV`, `EBUSY`, `ENOSPC`, `EROFS`, `EIO`, …) as the public clients expect (DESIGN.md section 8), and
+ *   `EXDEV`, `EBUSY`, `ENOSPC`, `EROFS`, `EIO`, …) as the public clients expect (docs/ARCHITECTURE.md section 10), and
  *   `path` is the path (as resolved in the unit) the error is about. The `UMS_` prefix of our own codes and
  *   the `E` prefix of errno names never collide, so `code` alone tells a client which kind it got.
  *   Status: 404 for ENOENT, 400 for the other errors the request caused (EEXIST, EACCES, EPERM, ENOTDIR,

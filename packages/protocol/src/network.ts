@@ -21,7 +21,7 @@ export const NetworkRule = Type.Object(
 export type NetworkRule = Static<typeof NetworkRule>;
 
 /**
- * Spec 2.10. Matching (ours, DESIGN.md section 8): the most specific rule wins, an exact name
+ * Spec 2.10. Matching (ours, docs/ARCHITECTURE.md section 7): the most specific rule wins, an exact name
  * before `*.sub.example` before `*.example` before `*`; among equally specific rules the later one
  * wins. `{"rules": []}` means no enforcement (the public internet is open, private ranges never).
  */

@@ -1,6 +1,6 @@
 import { type Static, Type } from "@sinclair/typebox";
 
-// Spec 2.7, 3.2, 4.6, 4.7 and 6.4: services, their state and their NDJSON streams; DESIGN.md section 8
+// Spec 2.7, 3.2, 4.6, 4.7 and 6.4: services, their state and their NDJSON streams; docs/ARCHITECTURE.md section 10
 // adds `restart_count` (and ums adds `next_restart_at`) to the state.
 
 /** A service name: used as a file name for its logs, so no `/`, no leading dot. */
@@ -80,5 +80,5 @@ export type ServiceEvent =
   | { type: "error"; data: string; timestamp: number }
   | { type: "complete"; log_files: Record<string, string>; timestamp: number };
 
-/** Keep-awake tasks of the internal API: a unit stays `running` while one lives (DESIGN.md section 3). */
+/** Keep-awake tasks of the internal API: a unit stays `running` while one lives (docs/ARCHITECTURE.md section 5). */
 export const TASK_MAX_EXPIRE_MS = 24 * 3600 * 1000;

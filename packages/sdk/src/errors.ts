@@ -29,7 +29,7 @@ export interface UmsErrorOpts {
   status?: number | undefined;
   /** Validation problems, one line per bad field (server 400 bodies). */
   errors?: readonly string[] | undefined;
-  /** The path a filesystem error is about (fs errors carry it, DESIGN.md section 8). */
+  /** The path a filesystem error is about (fs errors carry it, docs/ARCHITECTURE.md section 10). */
   path?: string | undefined;
   cause?: unknown;
 }

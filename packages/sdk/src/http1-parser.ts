@@ -1,6 +1,6 @@
 /**
  * An incremental HTTP/1.1 response parser (RFC 9112) that keeps the chunks of a chunked body
- * apart. HTTP exec (spec 4.3, DESIGN.md section 8) sends each frame as its own chunk with no
+ * apart. HTTP exec (spec 4.3, docs/ARCHITECTURE.md section 10) sends each frame as its own chunk with no
  * length field, so the chunk boundaries are the framing; fetch and node:http hide them (a chunk
  * split across TCP reads comes out in pieces), hence this parser. Pure: bytes in, events out.
  */

@@ -1,4 +1,4 @@
-// End-to-end tests of non-TTY exec sessions against the real bundled agent (DESIGN.md section 8 frames).
+// End-to-end tests of non-TTY exec sessions against the real bundled agent (docs/ARCHITECTURE.md section 10 frames).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";

@@ -6,7 +6,7 @@ import type { Session } from "./session.js";
 
 // POST /exec/{id}/kill?signal=SIGTERM&timeout=10 (spec 4.3) answers with the NDJSON stream of spec 6.3:
 // signal → exited | (timeout → SIGKILL → killed) → complete {exit_code}; error for failures. Each event
-// is written as it happens (DESIGN.md section 7).
+// is written as it happens (docs/ARCHITECTURE.md section 10).
 
 /** How long to wait for the process to go after SIGKILL before reporting an error. */
 const AFTER_SIGKILL_MS = 5000;

@@ -1,7 +1,7 @@
 import { parseDuration } from "@ums/protocol/duration";
 import { isValidSize } from "@ums/protocol/exec";
 
-// Query parameters of a new exec websocket (DESIGN.md section 8; spec 4.3 for the shared HTTP exec ones):
+// Query parameters of a new exec websocket (docs/ARCHITECTURE.md section 10; spec 4.3 for the shared HTTP exec ones):
 // cmd (repeatable, required), path, tty, stdin, cols, rows, env (repeatable KEY=VALUE), dir, user,
 // max_run_after_disconnect. Unknown parameters (e.g. the public clients' `detachable`, `cc`) are ignored.
 

@@ -1,7 +1,7 @@
 import type { OutputStream } from "@ums/protocol/exec";
 
 // The last N bytes of a session's output, kept with their stream ids, so that a client attaching to a
-// live session (`/exec/{id}`, DESIGN.md section 8) gets the recent output replayed before the live output.
+// live session (`/exec/{id}`, docs/ARCHITECTURE.md section 10) gets the recent output replayed before the live output.
 
 export interface Chunk {
   stream: OutputStream;

@@ -11,7 +11,7 @@ import { RateMeter } from "../util/rate.js";
 import { OutputRing } from "./ring.js";
 import { type ChildHandle, type SpawnSpec, spawnProcess } from "./spawn.js";
 
-// One exec session (DESIGN.md section 8, spec 2.8): a process, the clients attached to it, the recent
+// One exec session (docs/ARCHITECTURE.md section 10, spec 2.8): a process, the clients attached to it, the recent
 // output for re-attach, and the rule for what happens when the last client leaves
 // (max_run_after_disconnect: 0 ends the process at once with SIGHUP, then SIGKILL after a grace; more
 // keeps it running that long, waiting for a re-attach).
@@ -249,7 +249,7 @@ export class Session {
     if (hadClients || !this.lingerTimer) this.remove();
   }
 
-  /** TTY: {"type":"exit"} then close; pipes: the two-byte exit frame then close (DESIGN.md section 8). */
+  /** TTY: {"type":"exit"} then close; pipes: the two-byte exit frame then close (docs/ARCHITECTURE.md section 10). */
   private sendExit(client: Attachment, code: number): void {
     const exit: ExitMessage = { type: "exit", exit_code: code };
     if (this.tty) client.sendText(JSON.stringify(exit));

@@ -10,7 +10,7 @@ import type { SessionTable } from "./registry.js";
 import type { ExecRequest } from "./request.js";
 import type { Attachment, Session } from "./session.js";
 
-// Exec websockets (DESIGN.md section 8): a new session at GET /exec, a re-attach at GET /exec/{id}.
+// Exec websockets (docs/ARCHITECTURE.md section 10): a new session at GET /exec, a re-attach at GET /exec/{id}.
 // Every exec websocket also carries keepalive text frames ({"type":"ping"}, at least every 20 s) and port
 // notifications (spec 6.5).
 

@@ -2,7 +2,7 @@ import { type ServerResponse, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 
-// JSON answers in the project's error shapes (DESIGN.md section 7): {"error","code"} or
+// JSON answers in the project's error shapes (docs/ARCHITECTURE.md section 10): {"error","code"} or
 // {"errors":[...],"code"}.
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {

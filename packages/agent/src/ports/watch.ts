@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import type { PortMessage } from "@ums/protocol/exec";
 import { findSocketOwners } from "./owners.js";
 
-// Port notifications (spec 6.5, DESIGN.md section 8): the agent watches the unit's listening TCP sockets
+// Port notifications (spec 6.5, docs/ARCHITECTURE.md section 10): the agent watches the unit's listening TCP sockets
 // by polling /proc/net/tcp and /proc/net/tcp6 (LISTEN state only) and finds the owning process by
 // matching the socket inode against /proc/<pid>/fd. A port counts as open while at least one listening
 // socket (any address, IPv4 or IPv6) has it. Watching runs only while someone is subscribed (an exec

@@ -1,4 +1,4 @@
-// Restart backoff of crashed services (DESIGN.md section 3): 1 s, doubling to a 30 s cap; a service
+// Restart backoff of crashed services (docs/ARCHITECTURE.md section 5): 1 s, doubling to a 30 s cap; a service
 // that ran healthily for a while starts over at 1 s.
 
 export const BACKOFF_FIRST_MS = 1000;

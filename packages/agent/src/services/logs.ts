@@ -2,7 +2,7 @@ import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, renameSync, wr
 import { join } from "node:path";
 import type { ServiceEvent } from "@ums/protocol";
 
-// A service's log (spec 6.4, DESIGN.md section 8): every output line timestamped, in
+// A service's log (spec 6.4, docs/ARCHITECTURE.md section 10): every output line timestamped, in
 // <dir>/<service>.log (both streams, lines like `2026-06-02T17:11:17.821Z [stderr] message`) and in
 // <service>.stdout.log / <service>.stderr.log. Each file is bounded: past `maxBytes` it becomes
 // `<file>.1` (one older generation kept). Live lines also go to subscribers (log follow, restart stream).

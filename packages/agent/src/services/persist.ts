@@ -2,7 +2,7 @@ import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, wr
 import { dirname, join } from "node:path";
 import type { ServiceDefinition } from "./definition.js";
 
-// Service definitions live with the unit's state (DESIGN.md section 3): a root-owned JSON file on the
+// Service definitions live with the unit's state (docs/ARCHITECTURE.md section 5): a root-owned JSON file on the
 // unit's own filesystem (/var/lib/ums/services.json), so checkpoints carry it and every boot starts
 // the services again. `stopped` is the sticky stop: such a service waits for an explicit start.
 

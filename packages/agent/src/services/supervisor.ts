@@ -6,7 +6,7 @@ import { ServiceLog } from "./logs.js";
 import { loadServices, type StoredService, saveServices } from "./persist.js";
 import { Service } from "./service.js";
 
-// The unit's service manager (spec 3.2, DESIGN.md section 3): definitions persisted with the unit's
+// The unit's service manager (spec 3.2, docs/ARCHITECTURE.md section 5): definitions persisted with the unit's
 // files, services started in `needs` order on every boot (a service waits for the ones it needs to
 // run, up to NEEDS_WAIT_MS), crashed ones restarted with backoff, stops sticky across boots.
 

@@ -1,7 +1,7 @@
 import { constants } from "node:os";
 
 // Signal names as accepted by the kill endpoint (spec 4.3, 6.3) and the `signal` control message
-// (DESIGN.md section 8): "SIGTERM", "TERM", "term" or a number ("15").
+// (docs/ARCHITECTURE.md section 10): "SIGTERM", "TERM", "term" or a number ("15").
 
 export interface SignalSpec {
   name: NodeJS.Signals;

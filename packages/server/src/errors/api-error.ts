@@ -15,14 +15,23 @@ export class ApiError extends Error {
     message: string,
     errors?: readonly string[],
     readonly headers?: Readonly<Record<string, string>>,
-    /** The path a filesystem error concerns: the body is then `{error, code, path}` whatever the status. */
-    readonly path?: string,
+    more: {
+      /** The path a filesystem error concerns: the body is then `{error, code, path}` whatever the status. */
+      readonly path?: string | undefined;
+      /** Fields the body carries beside `error` and `code` (e.g. a policy's `missing_labels`). */
+      readonly details?: Readonly<Record<string, unknown>> | undefined;
+    } = {},
   ) {
     super(message);
+    this.path = more.path;
+    this.details = more.details;
     // Every 400 answers with the validation list shape, so clients read one shape for bad input
     // (a filesystem error keeps its own shape: its code is the errno).
-    this.errors = errors ?? (status === 400 && path === undefined && !isErrno(code) ? [message] : undefined);
+    this.errors = errors ?? (status === 400 && this.path === undefined && !isErrno(code) ? [message] : undefined);
   }
+
+  readonly path: string | undefined;
+  readonly details: Readonly<Record<string, unknown>> | undefined;
 
   static validation(errors: readonly string[]): ApiError {
     return new ApiError(400, ErrorCode.Validation, errors.join("; "), errors);
@@ -35,7 +44,12 @@ export class ApiError extends Error {
   /** The JSON body of this error (spec section 7). */
   body(): { error: string; code: string; path?: string } | { errors: readonly string[]; code: string } {
     if (this.errors) return { errors: this.errors, code: this.code };
-    return { error: this.message, code: this.code, ...(this.path !== undefined && { path: this.path }) };
+    return {
+      ...this.details,
+      error: this.message,
+      code: this.code,
+      ...(this.path !== undefined && { path: this.path }),
+    };
   }
 }
 

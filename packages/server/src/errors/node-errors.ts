@@ -27,7 +27,7 @@ export function fromNodeError(err: unknown): ApiError | undefined {
 function fromAgentAnswer(err: AgentAnswerError): ApiError {
   const code = err.code;
   if (code !== undefined && (isErrno(code) || code === FS_RESERVED_PATH)) {
-    return new ApiError(fsErrorStatus(code), code, err.message, undefined, undefined, err.path);
+    return new ApiError(fsErrorStatus(code), code, err.message, undefined, undefined, { path: err.path });
   }
   if (err.status >= 400 && err.status < 500) {
     return new ApiError(err.status, code ?? ErrorCode.Validation, err.message, err.errors);

@@ -1,5 +1,5 @@
 /**
- * What keeps a unit awake (DESIGN.md section 3): requests in flight, attached exec sessions and
+ * What keeps a unit awake (docs/ARCHITECTURE.md section 5): requests in flight, attached exec sessions and
  * open proxied connections hold it; each hold is released exactly once.
  */
 export class Activity {

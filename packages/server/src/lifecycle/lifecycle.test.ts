@@ -14,7 +14,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 15_
   }
 }
 
-/** DESIGN.md section 3 with short timers: cold → running → warm → cold, limits, persistence. */
+/** docs/ARCHITECTURE.md section 5 with short timers: cold → running → warm → cold, limits, persistence. */
 describe("unit lifecycle", () => {
   let s: TestServer;
   let token: string;

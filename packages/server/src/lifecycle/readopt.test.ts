@@ -6,7 +6,7 @@ import { execHttp } from "../testing/exec-client.js";
 import { removeServerHostResources } from "../testing/host-cleanup.js";
 import { prepareServe, type ServeProcess } from "../testing/serve-process.js";
 
-/** DESIGN.md section 3: `ums serve` restarting or crashing does not stop running units. */
+/** docs/ARCHITECTURE.md section 8: `ums serve` restarting or crashing does not stop running units. */
 describe("a running unit survives kill -9 of ums serve", () => {
   let serve: ServeProcess;
 

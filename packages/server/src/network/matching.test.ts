@@ -15,7 +15,7 @@ const verdict = (rules: NetworkRule[], name: string) => compile(rules).decide(na
 const allow = (domain: string): NetworkRule => ({ action: "allow", domain });
 const deny = (domain: string): NetworkRule => ({ action: "deny", domain });
 
-/** Issue #6 / spec 2.10 matching, DESIGN.md section 8 precedence. */
+/** Issue #6 / spec 2.10 matching, docs/ARCHITECTURE.md section 7 precedence. */
 describe("network policy matching", () => {
   it("enforces nothing without rules", () => {
     assert.equal(verdict([], "anything.example"), "open");

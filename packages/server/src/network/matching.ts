@@ -15,7 +15,7 @@ export interface Decision {
 }
 
 /**
- * A policy ready to match (spec 2.10, DESIGN.md section 8). Presets are expanded where they are
+ * A policy ready to match (spec 2.10, docs/ARCHITECTURE.md section 7). Presets are expanded where they are
  * included, so order is kept. An empty policy enforces nothing.
  */
 export class CompiledPolicy {

@@ -22,7 +22,7 @@ export function allowanceSeconds(ttlS: number): number {
 const MAX_NAMES = 4096;
 
 /**
- * One running unit's resolver logic (issue #6, DESIGN.md section 2): a denied name gets REFUSED at
+ * One running unit's resolver logic (issue #6, docs/ARCHITECTURE.md section 7): a denied name gets REFUSED at
  * once; an allowed one is forwarded and, under an enforced policy, its IPv4 addresses join the
  * unit's allow set before the answer is returned. Addresses seen are remembered per name so that
  * a policy change can recompute the allow set (and cut what is no longer allowed).

@@ -21,7 +21,7 @@ export interface ExecOpts {
 /**
  * HTTP exec (POST /v1/units/{name}/exec) over a raw socket, reading the chunked body chunk by
  * chunk, because clients of this API take each chunk as one stream-id-prefixed frame
- * (DESIGN.md section 8) and fetch would hide chunk boundaries.
+ * (docs/ARCHITECTURE.md section 10) and fetch would hide chunk boundaries.
  */
 export function execHttp(
   baseUrl: string,

@@ -2,7 +2,7 @@ import type { FastifyReply } from "fastify";
 
 /**
  * An NDJSON response (spec section 6): one object per line, flushed as it happens. A failure after
- * the first line becomes an `error` event, never a silently cut stream (DESIGN.md section 7).
+ * the first line becomes an `error` event, never a silently cut stream (docs/ARCHITECTURE.md section 10).
  */
 export function ndjson(reply: FastifyReply): { send(event: object): void; end(): void } {
   reply.hijack();

@@ -3,7 +3,7 @@ import { after, before, describe, it } from "node:test";
 import { execHttp } from "../../testing/exec-client.js";
 import { startWithUnit, type TestServer } from "../../testing/server.js";
 
-/** Spec 4.3 / DESIGN.md section 8: exec over HTTP against a real unit. */
+/** Spec 4.3 / docs/ARCHITECTURE.md section 10: exec over HTTP against a real unit. */
 describe("exec over HTTP", () => {
   let s: TestServer;
   let token: string;

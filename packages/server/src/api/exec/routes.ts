@@ -57,7 +57,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
     url: "/v1/units/:name/exec",
     schema: {
       tags,
-      summary: "List exec sessions (plain GET) or start one (websocket upgrade, DESIGN.md section 8)",
+      summary: "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3)",
       params: UnitParams,
       querystring: Type.Partial(ExecQuery),
       response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound, ...agentErrors },

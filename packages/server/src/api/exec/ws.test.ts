@@ -30,7 +30,7 @@ function collect(ws: WebSocket): Collected {
   return { ws, text, messages, closed, waitFor };
 }
 
-/** DESIGN.md section 8: websocket exec, TTY and not, kill, re-attach, port notifications. */
+/** docs/ARCHITECTURE.md section 10: websocket exec, TTY and not, kill, re-attach, port notifications. */
 describe("exec over websockets", () => {
   let s: TestServer;
   let token: string;

@@ -13,7 +13,7 @@ const sqlite = testDialects[0];
 const UNIT = "fsu";
 const HOME = "/home/unit";
 
-/** Spec 4.4 / DESIGN.md section 8: the filesystem API against a real unit. */
+/** Spec 4.4 / docs/ARCHITECTURE.md section 10: the filesystem API against a real unit. */
 describe("filesystem API", () => {
   let s: TestServer;
   let token: string;
@@ -92,7 +92,7 @@ describe("filesystem API", () => {
       },
     );
     assert.ok(!Number.isNaN(Date.parse(e.modTime)));
-    // a file lists as its one entry (DESIGN.md section 8)
+    // a file lists as its one entry (docs/ARCHITECTURE.md section 10)
     const f = await list(`${HOME}/docs/a.txt`);
     assert.equal(f.body.count, 1);
     assert.equal(f.body.entries[0].name, "a.txt");
@@ -178,7 +178,7 @@ describe("filesystem API", () => {
     const notEmpty = await post("delete", { path: "t2" });
     assert.equal(notEmpty.status, 400);
     assert.equal(notEmpty.body.code, "ENOTEMPTY");
-    // query parameters instead of a JSON body (DESIGN.md section 8)
+    // query parameters instead of a JSON body (docs/ARCHITECTURE.md section 10)
     const del = await s.api("DELETE", `${base}/delete?${qs({ path: "t2", workingDir: HOME, recursive: true })}`, {
       token,
     });

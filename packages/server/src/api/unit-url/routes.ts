@@ -94,7 +94,7 @@ async function readForm(req: IncomingMessage, limit = 8192): Promise<URLSearchPa
 }
 
 /**
- * Spec 5 and DESIGN.md section 7: a unit's own URL. `url_settings.auth = public` lets anyone in;
+ * Spec 5 and docs/ARCHITECTURE.md section 10: a unit's own URL. `url_settings.auth = public` lets anyone in;
  * `unit` asks for a token of the unit's organization (`private_access: admins` narrows it to admin
  * tokens), as `Authorization: Bearer` or as the session cookie of the login flow:
  *

@@ -8,7 +8,7 @@ const sqlite = testDialects[0];
 const header = (headers: [string, string][], name: string) =>
   headers.filter(([k]) => k.toLowerCase() === name).map(([, v]) => v);
 
-/** Spec 5 and DESIGN.md section 7: `<name>-<random>.<unit_host>` reaches the unit, per url_settings. */
+/** Spec 5 and docs/ARCHITECTURE.md section 10: `<name>-<random>.<unit_host>` reaches the unit, per url_settings. */
 describe("unit URL", () => {
   let s: TestServer;
   let admin: string;

@@ -2,7 +2,7 @@ import type { Unit } from "@ums/protocol";
 import type { ServerConfig } from "../../config.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 
-/** Spec 2.1 / DESIGN 7: the URL that really works, from the server's public scheme and port. */
+/** Spec 2.1 / docs/ARCHITECTURE.md section 10: the URL that really works, from the server's public scheme and port. */
 export function unitUrl(config: ServerConfig, listenPort: number, urlLabel: string): string {
   const defaultPort = config.unitUrlScheme === "https" ? 443 : 80;
   const actual = config.unitUrlPort ?? listenPort;

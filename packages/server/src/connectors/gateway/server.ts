@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { type AccessPolicy, ErrorCode } from "@ums/protocol";
 import type { Logger } from "pino";
+import { ApiError } from "../../errors/api-error.js";
+import { writeError } from "../../errors/respond.js";
 import type { ConnectorRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { TokenEndpointError } from "../oauth/token.js";
@@ -31,13 +33,15 @@ export interface GatewayCache {
   readonly connectors: TtlCache<ConnectorRecord | undefined>;
 }
 
-function fail(res: ServerResponse, status: number, code: string, error: string, extra: object = {}): void {
-  const body = JSON.stringify({ error, code, ...extra });
-  res.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(body),
-  });
-  res.end(body);
+/** Answers an error the way the API does (errors/respond.ts: one shape, one place). */
+function fail(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  error: string,
+  details?: Record<string, unknown>,
+): void {
+  writeError(res, new ApiError(status, code, error, undefined, undefined, { details }));
 }
 
 /** sprites_admin reaches only the units resource of this API (never tokens, connectors or policies of connectors). */

@@ -2,7 +2,7 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { ErrorCode, parseDuration, TASK_MAX_EXPIRE_MS } from "@ums/protocol";
 import type { Activity } from "../../../lifecycle/activity.js";
 
-// Keep-awake tasks of the internal API (DESIGN.md section 3: a unit is not idle while "a keep-awake
+// Keep-awake tasks of the internal API (docs/ARCHITECTURE.md section 5: a unit is not idle while "a keep-awake
 // task held through the internal API" lives). A process in the unit registers `{name, expire}`;
 // until it expires (at most TASK_MAX_EXPIRE_MS ahead) or is deleted, the task holds the unit
 // running. Tasks live in ums (in memory, and in a file in the unit's run directory so that a
