@@ -1,7 +1,7 @@
 // Runs every compiled test file (packages/*/dist/**/*.test.js) with node's test runner.
 // Arguments filter test files by substring, e.g. `node scripts/run-tests.mjs pagination`.
 import { spawn } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -15,11 +15,26 @@ function* walk(dir) {
   }
 }
 
+// A compiled test whose source is gone (moved or deleted since an earlier build: tsc leaves its
+// output behind) is not run: it would test code that is no longer there.
+function layout(pkg) {
+  try {
+    const { compilerOptions: o = {} } = JSON.parse(readFileSync(join(root, "packages", pkg, "tsconfig.json"), "utf8"));
+    return { src: o.rootDir ?? "src", out: o.outDir ?? "dist" };
+  } catch {
+    return { src: "src", out: "dist" };
+  }
+}
+function hasSource(pkg, file) {
+  const { src, out } = layout(pkg);
+  const rel = relative(join(root, "packages", pkg, out), file);
+  return !rel.startsWith("..") && existsSync(join(root, "packages", pkg, src, rel).replace(/\.js$/, ".ts"));
+}
 const files = [];
 for (const pkg of readdirSync(join(root, "packages"))) {
   const dist = join(root, "packages", pkg, "dist");
   try {
-    for (const f of walk(dist)) files.push(f);
+    for (const f of walk(dist)) if (hasSource(pkg, f)) files.push(f);
   } catch {}
 }
 const selected = files.filter((f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s))).sort();

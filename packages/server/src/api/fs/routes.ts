@@ -37,6 +37,13 @@ export interface FsRoom {
   jsonOp(req: FastifyRequest, op: string, asRoot: boolean | undefined, body: object): Promise<unknown>;
 }
 
+/**
+ * The largest JSON answer of a filesystem operation: a recursive list of up to 10,000 entries
+ * (packages/agent/src/fs/entries.ts MAX_LIST) with paths up to PATH_MAX fits (a limit still bounds
+ * what an agent, which is the unit's, can make this process hold).
+ */
+const MAX_FS_ANSWER = 64 * 1024 * 1024;
+
 export const identity = (asRoot: boolean | undefined): FsIdentity => (asRoot ? "root" : "user");
 
 export function fsRoutes(app: ApiInstance, deps: FsDeps): void {
@@ -46,7 +53,7 @@ export function fsRoutes(app: ApiInstance, deps: FsDeps): void {
     async call(req, asRoot, method, path, body, headers) {
       const lease = await leaseUnit(req, deps.units, deps.node);
       try {
-        return await readJson(await lease.agent.fs(identity(asRoot), method, path, body, headers));
+        return await readJson(await lease.agent.fs(identity(asRoot), method, path, body, headers), MAX_FS_ANSWER);
       } finally {
         lease.release();
       }
