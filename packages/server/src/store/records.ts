@@ -60,20 +60,24 @@ export type NewUnit = Omit<
   "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges" | "network" | "activeCheckpoint"
 > & { readonly resources?: string; readonly privileges?: string; readonly network?: string };
 
+/** A unit's policies (spec 2.8-2.10) as stored: JSON texts. */
+export interface PolicyTexts {
+  readonly resources: string;
+  readonly privileges: string;
+  readonly network: string;
+}
+
 /** Spec 2.6, plus the policies in force when it was taken (restored with it). */
-export interface CheckpointRecord {
+export interface CheckpointRecord extends PolicyTexts {
   readonly unitId: string;
   readonly id: string;
   readonly seq: number;
   readonly comment: string;
   readonly sourceId: string | null;
-  readonly resources: string;
-  readonly privileges: string;
-  readonly network: string;
   readonly createdAt: string;
 }
 
-export interface UnitPatch {
+export interface UnitPatch extends Partial<PolicyTexts> {
   readonly urlAuth?: UrlAuth;
   readonly privateAccess?: PrivateAccess | null;
   readonly version?: string | null;
@@ -81,9 +85,6 @@ export interface UnitPatch {
   readonly status?: UnitStatus;
   readonly lastRunningAt?: string | null;
   readonly lastWarmingAt?: string | null;
-  readonly resources?: string;
-  readonly privileges?: string;
-  readonly network?: string;
   readonly activeCheckpoint?: string | null;
   readonly labels?: readonly string[];
   /** Set when a user changed the unit; runtime status changes leave it alone. */

@@ -1,6 +1,7 @@
 import type { Kysely } from "kysely";
 import type { ConnectorRecord } from "../records.js";
 import type { ConnectorStore } from "../store.js";
+import { first } from "./rows.js";
 import type { ConnectorsTable, Database } from "./schema.js";
 
 function fromRow(r: ConnectorsTable): ConnectorRecord {
@@ -26,13 +27,13 @@ function fromRow(r: ConnectorsTable): ConnectorRecord {
 /** Spec 2.11 connectors over Kysely (both dialects). */
 export function connectorStore(db: Kysely<Database>): ConnectorStore {
   const get = async (orgId: string, id: string) => {
-    const row = await db
-      .selectFrom("connectors")
-      .selectAll()
-      .where("org_id", "=", orgId)
-      .where("id", "=", id)
-      .executeTakeFirst();
-    return row && fromRow(row);
+    return first(
+      db
+        .selectFrom("connectors")
+        .selectAll()
+        .where((eb) => eb.and({ org_id: orgId, id })),
+      fromRow,
+    );
   };
   return {
     async insert(c) {
@@ -64,8 +65,7 @@ export function connectorStore(db: Kysely<Database>): ConnectorStore {
     },
     get,
     async getById(id) {
-      const row = await db.selectFrom("connectors").selectAll().where("id", "=", id).executeTakeFirst();
-      return row && fromRow(row);
+      return first(db.selectFrom("connectors").selectAll().where("id", "=", id), fromRow);
     },
     async update(orgId, id, p) {
       const set: Partial<ConnectorsTable> = {};
@@ -98,8 +98,7 @@ export function connectorStore(db: Kysely<Database>): ConnectorStore {
       const r = await db
         .updateTable("connectors")
         .set({ secret: to, key_version: keyVersion })
-        .where("id", "=", id)
-        .where("secret", "=", from)
+        .where((eb) => eb.and({ id, secret: from }))
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0;
     },

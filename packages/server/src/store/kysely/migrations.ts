@@ -5,6 +5,15 @@ import { type Kysely, type Migration, type MigrationProvider, Migrator } from "k
  * same code runs on SQLite and PostgreSQL; names are compared with the column's collation, which
  * is the same for `ORDER BY` and `>` so keyset pagination stays exact on both.
  */
+/** `ALTER TABLE … ADD COLUMN … text NOT NULL DEFAULT …`: a policy column every existing row gets. */
+function addTextColumn(db: Kysely<unknown>, table: string, column: string, defaultTo: string): Promise<void> {
+  return db.schema
+    .alterTable(table)
+    .addColumn(column, "text", (c) => c.notNull().defaultTo(defaultTo))
+    .execute()
+    .then(() => {});
+}
+
 const migrations: Record<string, Migration> = {
   "0001_control_plane": {
     async up(db: Kysely<unknown>) {
@@ -51,14 +60,8 @@ const migrations: Record<string, Migration> = {
   },
   "0002_unit_policies": {
     async up(db: Kysely<unknown>) {
-      await db.schema
-        .alterTable("units")
-        .addColumn("resources", "text", (c) => c.notNull().defaultTo("{}"))
-        .execute();
-      await db.schema
-        .alterTable("units")
-        .addColumn("privileges", "text", (c) => c.notNull().defaultTo("{}"))
-        .execute();
+      await addTextColumn(db, "units", "resources", "{}");
+      await addTextColumn(db, "units", "privileges", "{}");
       await db.schema.createIndex("units_status").on("units").column("status").execute();
     },
   },
@@ -86,14 +89,8 @@ const migrations: Record<string, Migration> = {
   "0004_network_policy": {
     async up(db: Kysely<unknown>) {
       // Spec 2.10: a new unit enforces nothing; checkpoints carry the policy in force.
-      await db.schema
-        .alterTable("units")
-        .addColumn("network", "text", (c) => c.notNull().defaultTo('{"rules":[]}'))
-        .execute();
-      await db.schema
-        .alterTable("checkpoints")
-        .addColumn("network", "text", (c) => c.notNull().defaultTo('{"rules":[]}'))
-        .execute();
+      await addTextColumn(db, "units", "network", '{"rules":[]}');
+      await addTextColumn(db, "checkpoints", "network", '{"rules":[]}');
     },
   },
   "0005_connectors": {

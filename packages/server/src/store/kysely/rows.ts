@@ -96,3 +96,9 @@ export function checkpointFromRow(r: CheckpointsTable): CheckpointRecord {
     createdAt: r.created_at,
   });
 }
+
+/** The first row a query finds, mapped to its record; undefined when there is none. */
+export async function first<R, T>(query: { executeTakeFirst(): Promise<R | undefined> }, toRecord: (row: R) => T) {
+  const row = await query.executeTakeFirst();
+  return row && toRecord(row);
+}

@@ -6,7 +6,7 @@ import { UnitExistsError, UnitLimitError } from "../store.js";
 import { connectorStore } from "./connectors.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
-import { checkpointFromRow, orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
+import { checkpointFromRow, first, orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
@@ -25,8 +25,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
 
 function orgStore(db: Kysely<Database>): OrgStore {
   const bySlug = async (slug: string) => {
-    const row = await db.selectFrom("orgs").selectAll().where("slug", "=", slug).executeTakeFirst();
-    return row && orgFromRow(row);
+    return first(db.selectFrom("orgs").selectAll().where("slug", "=", slug), orgFromRow);
   };
   return {
     async ensure(slug: string, limits: OrgLimits) {
@@ -49,8 +48,7 @@ function orgStore(db: Kysely<Database>): OrgStore {
     },
     getBySlug: bySlug,
     async getById(id) {
-      const row = await db.selectFrom("orgs").selectAll().where("id", "=", id).executeTakeFirst();
-      return row && orgFromRow(row);
+      return first(db.selectFrom("orgs").selectAll().where("id", "=", id), orgFromRow);
     },
     async list() {
       const rows = await db.selectFrom("orgs").selectAll().orderBy("slug").execute();
@@ -172,19 +170,18 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
       return rows.map(checkpointFromRow);
     },
     async get(unitId, id) {
-      const row = await db
-        .selectFrom("checkpoints")
-        .selectAll()
-        .where("unit_id", "=", unitId)
-        .where("id", "=", id)
-        .executeTakeFirst();
-      return row && checkpointFromRow(row);
+      return first(
+        db
+          .selectFrom("checkpoints")
+          .selectAll()
+          .where((eb) => eb.and({ unit_id: unitId, id })),
+        checkpointFromRow,
+      );
     },
     async delete(unitId, id) {
       const r = await db
         .deleteFrom("checkpoints")
-        .where("unit_id", "=", unitId)
-        .where("id", "=", id)
+        .where((eb) => eb.and({ unit_id: unitId, id }))
         .executeTakeFirst();
       return Number(r.numDeletedRows) > 0;
     },
@@ -193,13 +190,13 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
 
 function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
   const get = async (orgId: string, name: string) => {
-    const row = await db
-      .selectFrom("units")
-      .selectAll()
-      .where("org_id", "=", orgId)
-      .where("name", "=", name)
-      .executeTakeFirst();
-    return row && unitFromRow(row);
+    return first(
+      db
+        .selectFrom("units")
+        .selectAll()
+        .where((eb) => eb.and({ org_id: orgId, name })),
+      unitFromRow,
+    );
   };
   return {
     async create(unit: NewUnit, maxUnits: number) {
@@ -225,8 +222,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     },
     get,
     async getById(id) {
-      const row = await db.selectFrom("units").selectAll().where("id", "=", id).executeTakeFirst();
-      return row && unitFromRow(row);
+      return first(db.selectFrom("units").selectAll().where("id", "=", id), unitFromRow);
     },
     async withStatus(statuses) {
       if (statuses.length === 0) return [];
@@ -238,8 +234,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       return rows.map(unitFromRow);
     },
     async getByUrlLabel(label) {
-      const row = await db.selectFrom("units").selectAll().where("url_label", "=", label).executeTakeFirst();
-      return row && unitFromRow(row);
+      return first(db.selectFrom("units").selectAll().where("url_label", "=", label), unitFromRow);
     },
     async page(orgId: string, q: UnitPageQuery) {
       let query = db.selectFrom("units").selectAll().where("org_id", "=", orgId);
@@ -253,8 +248,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       const rows = await db
         .selectFrom("units")
         .select("name")
-        .where("org_id", "=", orgId)
-        .where("status", "=", status)
+        .where((eb) => eb.and({ org_id: orgId, status }))
         .orderBy("name")
         .execute();
       return rows.map((r) => r.name);
@@ -277,8 +271,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       const r = await db
         .updateTable("units")
         .set(set)
-        .where("org_id", "=", orgId)
-        .where("name", "=", name)
+        .where((eb) => eb.and({ org_id: orgId, name }))
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0 ? get(orgId, name) : undefined;
     },
