@@ -1,7 +1,7 @@
 import type { Kysely } from "kysely";
-import type { ConnectorRecord } from "../records.js";
+import type { ConnectorPatch, ConnectorRecord } from "../records.js";
 import type { ConnectorStore } from "../store.js";
-import { first } from "./rows.js";
+import { first, patchColumns } from "./rows.js";
 import type { ConnectorsTable, Database } from "./schema.js";
 
 function fromRow(r: ConnectorsTable): ConnectorRecord {
@@ -23,6 +23,16 @@ function fromRow(r: ConnectorsTable): ConnectorRecord {
     updatedAt: r.updated_at,
   });
 }
+
+/** Where each field of a connector patch is stored. */
+const CONNECTOR_PATCH_COLUMNS = {
+  accessPolicy: "access_policy",
+  scopes: "scopes",
+  tokenExpiresAt: "token_expires_at",
+  secret: "secret",
+  keyVersion: "key_version",
+  updatedAt: "updated_at",
+} as const satisfies { readonly [K in keyof ConnectorPatch]-?: keyof ConnectorsTable };
 
 /** Spec 2.11 connectors over Kysely (both dialects). */
 export function connectorStore(db: Kysely<Database>): ConnectorStore {
@@ -68,13 +78,7 @@ export function connectorStore(db: Kysely<Database>): ConnectorStore {
       return first(db.selectFrom("connectors").selectAll().where("id", "=", id), fromRow);
     },
     async update(orgId, id, p) {
-      const set: Partial<ConnectorsTable> = {};
-      if (p.accessPolicy !== undefined) set.access_policy = p.accessPolicy;
-      if (p.scopes !== undefined) set.scopes = p.scopes;
-      if (p.tokenExpiresAt !== undefined) set.token_expires_at = p.tokenExpiresAt;
-      if (p.secret !== undefined) set.secret = p.secret;
-      if (p.keyVersion !== undefined) set.key_version = p.keyVersion;
-      if (p.updatedAt !== undefined) set.updated_at = p.updatedAt;
+      const set = patchColumns(p, CONNECTOR_PATCH_COLUMNS) as Partial<ConnectorsTable>;
       if (Object.keys(set).length > 0) {
         await db.updateTable("connectors").set(set).where("org_id", "=", orgId).where("id", "=", id).execute();
       }

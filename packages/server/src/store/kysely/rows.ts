@@ -102,3 +102,12 @@ export async function first<R, T>(query: { executeTakeFirst(): Promise<R | undef
   const row = await query.executeTakeFirst();
   return row && toRecord(row);
 }
+
+/** The columns a patch sets: each field the patch defines, under its column's name. */
+export function patchColumns<P extends object>(patch: P, columns: { readonly [K in keyof P]?: string }) {
+  const set: Record<string, unknown> = {};
+  for (const [field, column] of Object.entries(columns) as [keyof P, string][]) {
+    if (patch[field] !== undefined) set[column] = patch[field];
+  }
+  return set;
+}

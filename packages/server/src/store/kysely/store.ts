@@ -6,7 +6,7 @@ import { UnitExistsError, UnitLimitError } from "../store.js";
 import { connectorStore } from "./connectors.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
-import { checkpointFromRow, first, orgFromRow, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
+import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
@@ -188,6 +188,22 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
   };
 }
 
+/** Where each field of a unit patch is stored (`labels` is stored as JSON). */
+const UNIT_PATCH_COLUMNS = {
+  updatedAt: "updated_at",
+  resources: "resources",
+  activeCheckpoint: "active_checkpoint",
+  privileges: "privileges",
+  network: "network",
+  urlAuth: "url_auth",
+  privateAccess: "private_access",
+  version: "version",
+  environmentVersion: "environment_version",
+  status: "status",
+  lastRunningAt: "last_running_at",
+  lastWarmingAt: "last_warming_at",
+} as const satisfies { readonly [K in Exclude<keyof UnitPatch, "labels">]-?: keyof UnitsTable };
+
 function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
   const get = async (orgId: string, name: string) => {
     return first(
@@ -254,19 +270,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       return rows.map((r) => r.name);
     },
     async update(orgId: string, name: string, p: UnitPatch) {
-      const set: Partial<UnitsTable> = {};
-      if (p.updatedAt !== undefined) set.updated_at = p.updatedAt;
-      if (p.resources !== undefined) set.resources = p.resources;
-      if (p.activeCheckpoint !== undefined) set.active_checkpoint = p.activeCheckpoint;
-      if (p.privileges !== undefined) set.privileges = p.privileges;
-      if (p.network !== undefined) set.network = p.network;
-      if (p.urlAuth !== undefined) set.url_auth = p.urlAuth;
-      if (p.privateAccess !== undefined) set.private_access = p.privateAccess;
-      if (p.version !== undefined) set.version = p.version;
-      if (p.environmentVersion !== undefined) set.environment_version = p.environmentVersion;
-      if (p.status !== undefined) set.status = p.status;
-      if (p.lastRunningAt !== undefined) set.last_running_at = p.lastRunningAt;
-      if (p.lastWarmingAt !== undefined) set.last_warming_at = p.lastWarmingAt;
+      const set = patchColumns(p, UNIT_PATCH_COLUMNS) as Partial<UnitsTable>;
       if (p.labels !== undefined) set.labels = JSON.stringify(p.labels);
       const r = await db
         .updateTable("units")
