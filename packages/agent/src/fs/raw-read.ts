@@ -13,7 +13,7 @@ import { openForRead } from "./ops.js";
 //   101 Switching Protocols, `X-Ums-Size: <bytes>` (regular files)
 // followed by the file's bytes alone, then the end of the connection. No HTTP framing and no per-chunk
 // buffers on either side: the file is read into two buffers that take turns, and the host relays the
-// bytes from one buffer of its own (server api/fs/relay.ts). A failure mid-file cuts the connection
+// bytes from one buffer of its own (server src/agent/relay.ts). A failure mid-file cuts the connection
 // short, which the host tells from the size.
 
 export const RAW_READ = "ums-fs-bytes";

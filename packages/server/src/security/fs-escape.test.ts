@@ -840,7 +840,7 @@ print "$n\n";`;
           const op = ops[i % ops.length] as () => Promise<Answer>;
           const r = await op().catch((err: Error) => ({ status: 0, text: err.message, body: undefined }));
           // A read of a file that another op truncates or replaces meanwhile is cut short on purpose
-          // (the server destroys the response rather than pass a partial body off as whole, relay.ts):
+          // (the server destroys the response rather than pass a partial body off as whole, agent/relay.ts):
           // for the two reads, a cut transfer is an answer, not a failure.
           if (r.status === 0 && (i % ops.length) % (ops.length / 3) < 2 && /fetch failed|terminated/.test(r.text)) {
             tally.cut = (tally.cut ?? 0) + 1;

@@ -47,7 +47,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
         if (length !== undefined) reply.header("content-length", length);
         return reply.send(read);
       }
-      // The bytes go from the agent's connection to the client's as they come (relay.ts), so the
+      // The bytes go from the agent's connection to the client's as they come (agent/relay.ts), so the
       // reply is ours from here; it is logged as the onResponse hook logs the others.
       reply.hijack();
       const start = performance.now();
