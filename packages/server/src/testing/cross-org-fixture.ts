@@ -132,7 +132,24 @@ export function fill(path: string, t: Target): string {
     .replace("{*}", "cross/org");
 }
 
-/** The suite's server, organizations and B's things, and what its tests call and check with. */
+/**
+ * What the set-up made: the server, A's and B's tokens, the fake provider B's custom_api connector
+ * calls, every route of the OpenAPI document ([METHOD, path]), the unit URL hosts of B's "bonly" and
+ * A's "shared", A's admin connector and the connector gateway as A's unit reaches it.
+ */
+interface Made {
+  s: TestServer;
+  tA: string;
+  tB: string;
+  api: Awaited<ReturnType<typeof fakeBearerApi>>;
+  ops: [string, string][];
+  bHost: string;
+  aHost: string;
+  aAdminConn: string;
+  aGateway: string;
+}
+
+/** The suite's server, organizations and B's things (once made), and what its tests call and check with. */
 export type CrossOrg = ReturnType<typeof crossOrgSuite>;
 
 /**
@@ -318,6 +335,7 @@ export function crossOrgSuite() {
     const net = JSON.parse(await readFile(join(s.config.dataDir, "run", id.aShared as string, "network.json"), "utf8"));
     aGateway = `http://${net.hostIp}:${s.server.gatewayPort}`;
     before0 = await snapshotB();
+    Object.assign(suite, { s, tA, tB, api, ops, bHost, aHost, aAdminConn, aGateway } satisfies Made);
   });
   after(async () => {
     await s?.close();
@@ -326,42 +344,12 @@ export function crossOrgSuite() {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  return {
-    get s() {
-      return s;
-    },
-    /** A's and B's tokens. */
-    get tA() {
-      return tA;
-    },
-    get tB() {
-      return tB;
-    },
-    /** The fake provider B's custom_api connector calls. */
-    get api() {
-      return api;
-    },
-    get ops() {
-      return ops;
-    },
-    id,
-    b,
-    /** The unit URL hosts of B's "bonly" and A's "shared". */
-    get bHost() {
-      return bHost;
-    },
-    get aHost() {
-      return aHost;
-    },
-    get aAdminConn() {
-      return aAdminConn;
-    },
-    get aGateway() {
-      return aGateway;
-    },
+  const suite = {
     call,
     asB,
     noLeak,
+    id,
+    b,
     /** Nothing of B changed since the set-up, and B still reaches all of it. */
     async bUnchanged() {
       assert.deepEqual(await snapshotB(), before0);
@@ -370,4 +358,5 @@ export function crossOrgSuite() {
       assert.equal(app.status, 200);
     },
   };
+  return suite as typeof suite & Made;
 }

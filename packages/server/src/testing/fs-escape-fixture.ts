@@ -203,6 +203,7 @@ export function escapeUnit(): EscapeUnit {
     if (r.status === 403) assert.equal(r.body?.code, FS_RESERVED_PATH, `${label}: ${r.text}`);
   };
 
+  const unit = { call, sh, hostSnapshot, unitSnapshot, checkAnswer } as EscapeUnit; // s and token: once made
   before(async () => {
     if (!sqlite) throw new Error("no sqlite");
     s = await startTestServer(sqlite);
@@ -234,20 +235,9 @@ export function escapeUnit(): EscapeUnit {
     const logs = (await sh("readlink /.unit/logs")).trim();
     assert.ok(logs.startsWith("/"), `/.unit/logs links to ${logs}`);
     LINKS["/.unit/logs"] = logs;
+    Object.assign(unit, { s, token });
   });
   after(() => s?.close());
 
-  return {
-    get s() {
-      return s;
-    },
-    get token() {
-      return token;
-    },
-    call,
-    sh,
-    hostSnapshot,
-    unitSnapshot,
-    checkAnswer,
-  };
+  return unit;
 }

@@ -59,6 +59,7 @@ export function fsUnit(): FsUnit {
   const post = (op: string, json: Record<string, unknown>) =>
     s.api(op === "delete" ? "DELETE" : "POST", `${base}/${op}`, { token, json: { workingDir: HOME, ...json } });
 
+  const unit = { sh, write, read, list, post } as FsUnit; // s, token and unitId: once made
   before(async () => {
     if (!sqlite) throw new Error("no sqlite");
     s = await startTestServer(sqlite);
@@ -66,23 +67,9 @@ export function fsUnit(): FsUnit {
     const created = await s.api("POST", "/v1/units", { token, json: { name: UNIT } });
     assert.equal(created.status, 201);
     unitId = created.body.id;
+    Object.assign(unit, { s, token, unitId });
   });
   after(() => s?.close());
 
-  return {
-    get s() {
-      return s;
-    },
-    get token() {
-      return token;
-    },
-    get unitId() {
-      return unitId;
-    },
-    sh,
-    write,
-    read,
-    list,
-    post,
-  };
+  return unit;
 }
