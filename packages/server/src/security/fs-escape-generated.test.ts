@@ -24,7 +24,8 @@ import {
   SANDBOX,
 } from "../testing/fs-escape-fixture.js";
 
-// Issue 19, finding 5 and the path-escape checks (the suite, its oracles and its unit: testing/fs-escape-fixture.ts).
+// Issue 19, finding 5 and the path-escape checks (the suite, its oracles and its unit:
+// testing/fs-escape-fixture.ts).
 // This file: generated cases across the operations, and watches, judged by the model of the planted tree.
 
 const CASES = Number(process.env.UMS_FS_ESCAPE_CASES ?? 1200);

@@ -14,7 +14,8 @@ import {
   UNIT,
 } from "../testing/fs-escape-fixture.js";
 
-// Issue 19, finding 5 and the path-escape checks (the suite, its oracles and its unit: testing/fs-escape-fixture.ts).
+// Issue 19, finding 5 and the path-escape checks (the suite, its oracles and its unit:
+// testing/fs-escape-fixture.ts).
 // This file: unit root swaps a directory for a symlink under running requests.
 
 describe("filesystem API: /.unit is refused (finding 5), no path escapes", { timeout: 15 * 60_000 }, () => {

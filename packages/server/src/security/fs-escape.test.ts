@@ -4,7 +4,8 @@ import { FS_RESERVED_PATH } from "@ums/protocol";
 import WebSocket from "ws";
 import { type Answer, ESCAPE_FS, escapeUnit, OWNED_CANARY, queryOf, SANDBOX } from "../testing/fs-escape-fixture.js";
 
-// Issue 19, finding 5 and the path-escape checks (the suite, its oracles and its unit: testing/fs-escape-fixture.ts).
+// Issue 19, finding 5 and the path-escape checks (the suite, its oracles and its unit:
+// testing/fs-escape-fixture.ts).
 // This file: the hand-written cases, every operation refused on /.unit/run and /.unit however spelled,
 // and what /.unit shows read-only (logs, checkpoints, policy).
 

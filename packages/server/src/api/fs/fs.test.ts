@@ -5,7 +5,7 @@ import WebSocket from "ws";
 import { FS_BASE, fsUnit, HOME, qs } from "../../testing/fs-unit.js";
 import { resolveIn } from "./paths.js";
 
-/** Spec 4.4 / docs/ARCHITECTURE.md section 10: the filesystem API against a real unit (large transfers: transfer.test.ts). */
+/** Spec 4.4 / docs/ARCHITECTURE.md section 10: the filesystem API against a real unit (streaming: transfer.test.ts). */
 describe("filesystem API", () => {
   const u = fsUnit();
   const { sh, write, read, list, post } = u;
