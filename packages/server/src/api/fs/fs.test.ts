@@ -1,67 +1,15 @@
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { request } from "node:http";
-import { after, before, describe, it } from "node:test";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { describe, it } from "node:test";
 import WebSocket from "ws";
-import { testDialects } from "../../testing/dialects.js";
-import { execHttp } from "../../testing/exec-client.js";
-import { startTestServer, type TestServer } from "../../testing/server.js";
+import { FS_BASE, fsUnit, HOME, qs } from "../../testing/fs-unit.js";
 import { resolveIn } from "./paths.js";
 
-const sqlite = testDialects[0];
-const UNIT = "fsu";
-const HOME = "/home/unit";
-
-/** Spec 4.4 / docs/ARCHITECTURE.md section 10: the filesystem API against a real unit. */
+/** Spec 4.4 / docs/ARCHITECTURE.md section 10: the filesystem API against a real unit (streaming: transfer.test.ts). */
 describe("filesystem API", () => {
-  let s: TestServer;
-  let token: string;
-  const base = `/v1/units/${UNIT}/fs`;
-  const qs = (o: Record<string, string | boolean>) =>
-    new URLSearchParams(Object.entries(o).map(([k, v]): [string, string] => [k, String(v)])).toString();
-  const sh = async (script: string, user: "root" | "unit" = "unit") => {
-    const r = await execHttp(s.url, token, UNIT, ["sh", "-c", script], { user });
-    return r.stdout.toString();
-  };
-  const write = (path: string, body: string | Uint8Array, extra: Record<string, string | boolean> = {}) =>
-    s.api("PUT", `${base}/write?${qs({ path, workingDir: HOME, ...extra })}`, {
-      token,
-      body,
-      headers: { "content-type": "application/octet-stream" },
-    });
-  const read = (path: string, extra: Record<string, string | boolean> = {}) =>
-    s.api("GET", `${base}/read?${qs({ path, workingDir: HOME, ...extra })}`, { token });
-  const list = (path: string, extra: Record<string, string | boolean> = {}) =>
-    s.api("GET", `${base}/list?${qs({ path, workingDir: HOME, ...extra })}`, { token });
-  const post = (op: string, json: Record<string, unknown>) =>
-    s.api(op === "delete" ? "DELETE" : "POST", `${base}/${op}`, { token, json: { workingDir: HOME, ...json } });
-
-  let unitId = "";
-  /** The unit's node processes (the agent, its fs worker), found by the unit's cgroup: pid and RSS in bytes. */
-  const unitAgents = () =>
-    readdirSync("/proc")
-      .filter((p) => /^\d+$/.test(p))
-      .flatMap((pid) => {
-        try {
-          if (!readFileSync(`/proc/${pid}/cgroup`, "utf8").includes(`/${unitId}\n`)) return [];
-          const status = readFileSync(`/proc/${pid}/status`, "utf8");
-          if (!/^Name:\s+node$/m.test(status)) return [];
-          return [{ pid, rss: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024 }];
-        } catch {
-          return []; // gone meanwhile
-        }
-      });
-
-  before(async () => {
-    if (!sqlite) throw new Error("no sqlite");
-    s = await startTestServer(sqlite);
-    token = await s.token("fs");
-    const created = await s.api("POST", "/v1/units", { token, json: { name: UNIT } });
-    assert.equal(created.status, 201);
-    unitId = created.body.id;
-  });
-  after(() => s?.close());
+  const u = fsUnit();
+  const { sh, write, read, list, post } = u;
+  const base = FS_BASE;
 
   it("writes, reads and lists as the unit user, relative paths against workingDir", async () => {
     const w = await write("docs/a.txt", "hello\n", { mkdir: true, mode: "0640" });
@@ -179,14 +127,14 @@ describe("filesystem API", () => {
     assert.equal(notEmpty.status, 400);
     assert.equal(notEmpty.body.code, "ENOTEMPTY");
     // query parameters instead of a JSON body (docs/ARCHITECTURE.md section 10)
-    const del = await s.api("DELETE", `${base}/delete?${qs({ path: "t2", workingDir: HOME, recursive: true })}`, {
-      token,
+    const del = await u.s.api("DELETE", `${base}/delete?${qs({ path: "t2", workingDir: HOME, recursive: true })}`, {
+      token: u.token,
     });
     assert.equal(del.status, 200, del.text);
     assert.equal(del.body.count, 5); // t2, t2/h, t2/sub, t2/sub/f, t2/sub/g
     assert.equal(del.body.deleted.at(-1), `${HOME}/t2`);
-    const json = await s.api("DELETE", `${base}/delete`, {
-      token,
+    const json = await u.s.api("DELETE", `${base}/delete`, {
+      token: u.token,
       json: { path: "t", workingDir: HOME, recursive: true, asRoot: false },
     });
     assert.equal(json.status, 200, json.text);
@@ -218,11 +166,11 @@ describe("filesystem API", () => {
   });
 
   it("rejects bad input with 400 and the validation shape", async () => {
-    const noWd = await s.api("GET", `${base}/read?path=a`, { token });
+    const noWd = await u.s.api("GET", `${base}/read?path=a`, { token: u.token });
     assert.equal(noWd.status, 400);
     assert.equal(noWd.body.code, "UMS_VALIDATION");
     assert.deepEqual(noWd.body.errors, ["workingDir: is required"]);
-    const rel = await s.api("GET", `${base}/list?path=a&workingDir=rel`, { token });
+    const rel = await u.s.api("GET", `${base}/list?path=a&workingDir=rel`, { token: u.token });
     assert.deepEqual(rel.body.errors, ["workingDir: must be an absolute path"]);
     const mode = await write("m.txt", "x", { mode: "999" });
     assert.equal(mode.status, 400);
@@ -232,9 +180,9 @@ describe("filesystem API", () => {
     assert.equal((await post("chown", { path: "x" })).body.errors[0], "uid: uid or gid is required");
     assert.equal((await post("rename", { source: "x" })).body.errors[0], "dest: is required");
     assert.equal((await post("copy", { source: "x", dest: "y", recursive: "yes" })).status, 400);
-    assert.equal((await s.api("DELETE", `${base}/delete`, { token })).body.errors[0], "path: is required");
-    assert.equal((await s.api("GET", `/v1/units/nope/fs/list?path=/&workingDir=/`, { token })).status, 404);
-    assert.equal((await s.api("GET", `${base}/list?path=/&workingDir=/`)).status, 401);
+    assert.equal((await u.s.api("DELETE", `${base}/delete`, { token: u.token })).body.errors[0], "path: is required");
+    assert.equal((await u.s.api("GET", `/v1/units/nope/fs/list?path=/&workingDir=/`, { token: u.token })).status, 404);
+    assert.equal((await u.s.api("GET", `${base}/list?path=/&workingDir=/`)).status, 401);
   });
 
   it("never reaches a host file: .., absolute paths, symlinks, /proc", async () => {
@@ -276,138 +224,10 @@ describe("filesystem API", () => {
     }
   });
 
-  it("streams a 1 GiB write and read with bounded memory in the server, the agent and its worker", async () => {
-    const total = 1024 * 1024 * 1024;
-    const chunk = Buffer.alloc(1024 * 1024);
-    for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 31 + 7) & 255;
-    // The unit's agent and unit-user worker exist (and have warmed up) before the baseline.
-    assert.equal((await write("warm.txt", "w")).status, 200);
-    assert.equal((await read("warm.txt")).text, "w");
-    assert.ok(unitAgents().length >= 2, "the agent and its worker are found");
-    let peak = 0;
-    let agentPeak = 0;
-    const sample = () => {
-      peak = Math.max(peak, process.memoryUsage().rss);
-      agentPeak = Math.max(
-        agentPeak,
-        unitAgents().reduce((sum, p) => sum + p.rss, 0),
-      );
-    };
-    const rss0 = process.memoryUsage().rss;
-    const agentRss0 = unitAgents().reduce((sum, p) => sum + p.rss, 0);
-    const timer = setInterval(sample, 50);
-    const url = new URL(s.url);
-    const sent = createHash("sha256");
-    try {
-      const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const req = request(
-          {
-            host: url.hostname,
-            port: url.port,
-            method: "PUT",
-            path: `${base}/write?${qs({ path: "big.bin", workingDir: HOME })}`,
-            headers: {
-              authorization: `Bearer ${token}`,
-              "content-type": "application/octet-stream",
-              "content-length": total,
-            },
-          },
-          (res) => {
-            let body = "";
-            res.setEncoding("utf8").on("data", (d: string) => {
-              body += d;
-            });
-            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-          },
-        );
-        req.on("error", reject);
-        let n = 0;
-        const pump = () => {
-          while (n < total) {
-            chunk[0] = n / chunk.length; // every MiB differs
-            sent.update(chunk);
-            n += chunk.length;
-            if (!req.write(Buffer.from(chunk))) return void req.once("drain", pump);
-          }
-          req.end();
-        };
-        pump();
-      });
-      assert.equal(up.status, 200, up.body);
-      assert.equal(JSON.parse(up.body).size, total);
-      const got = createHash("sha256");
-      let size = 0;
-      const status = await new Promise<number>((resolve, reject) => {
-        request(
-          {
-            host: url.hostname,
-            port: url.port,
-            path: `${base}/read?${qs({ path: "big.bin", workingDir: HOME })}`,
-            headers: { authorization: `Bearer ${token}` },
-          },
-          (res) => {
-            assert.equal(res.headers["content-length"], String(total));
-            res.on("data", (d: Buffer) => {
-              size += d.length;
-              got.update(d);
-            });
-            res.on("end", () => resolve(res.statusCode ?? 0));
-            res.on("error", reject);
-          },
-        )
-          .on("error", reject)
-          .end();
-      });
-      assert.equal(status, 200);
-      assert.equal(size, total);
-      assert.equal(got.digest("hex"), sent.digest("hex"));
-    } finally {
-      clearInterval(timer);
-    }
-    sample();
-    const growth = (peak - rss0) / 1024 / 1024;
-    assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`);
-    const agentGrowth = (agentPeak - agentRss0) / 1024 / 1024;
-    assert.ok(agentGrowth < 64, `the agent's and worker's RSS grew by ${agentGrowth.toFixed(1)} MiB`);
-    assert.equal(await sh(`stat -c %s ${HOME}/big.bin; rm ${HOME}/big.bin`), `${total}\n`);
-  });
-
-  it("a client that leaves mid-read ends the transfer; the next reads are whole", async () => {
-    await sh(`head -c 33554432 /dev/zero > ${HOME}/left.bin`);
-    const url = new URL(s.url);
-    const get = (leave: boolean) =>
-      new Promise<number>((resolve, reject) => {
-        const req = request(
-          {
-            host: url.hostname,
-            port: url.port,
-            path: `${base}/read?${qs({ path: "left.bin", workingDir: HOME })}`,
-            headers: { authorization: `Bearer ${token}` },
-          },
-          (res) => {
-            let size = 0;
-            res.on("data", (d: Buffer) => {
-              size += d.length;
-              if (leave) req.destroy();
-            });
-            res.on("end", () => resolve(size));
-            res.on("close", () => resolve(size));
-            res.on("error", () => resolve(size));
-          },
-        );
-        req.on("error", (err) => (leave ? resolve(0) : reject(err)));
-        req.end();
-      });
-    for (let i = 0; i < 3; i++) {
-      assert.ok((await get(true)) < 33554432);
-      assert.equal(await get(false), 33554432);
-    }
-  });
-
   it("watches paths: create, modify, rename and delete events", async () => {
     await sh(`mkdir -p ${HOME}/w/inner`);
-    const ws = new WebSocket(`${s.url.replace(/^http/, "ws")}${base}/watch`, {
-      headers: { authorization: `Bearer ${token}` },
+    const ws = new WebSocket(`${u.s.url.replace(/^http/, "ws")}${base}/watch`, {
+      headers: { authorization: `Bearer ${u.token}` },
     });
     const events: Array<Record<string, unknown>> = [];
     const waiters: Array<() => void> = [];

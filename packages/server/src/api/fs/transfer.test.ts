@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { request } from "node:http";
+import { describe, it } from "node:test";
+import { FS_BASE, fsUnit, HOME, qs } from "../../testing/fs-unit.js";
+
+/** Spec 4.4: the filesystem API's reads and writes stream, against a real unit. */
+describe("filesystem API", () => {
+  const u = fsUnit();
+  const { sh, write, read } = u;
+  const base = FS_BASE;
+
+  /** The unit's node processes (the agent, its fs worker), found by the unit's cgroup: pid and RSS in bytes. */
+  const unitAgents = () =>
+    readdirSync("/proc")
+      .filter((p) => /^\d+$/.test(p))
+      .flatMap((pid) => {
+        try {
+          if (!readFileSync(`/proc/${pid}/cgroup`, "utf8").includes(`/${u.unitId}\n`)) return [];
+          const status = readFileSync(`/proc/${pid}/status`, "utf8");
+          if (!/^Name:\s+node$/m.test(status)) return [];
+          return [{ pid, rss: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024 }];
+        } catch {
+          return []; // gone meanwhile
+        }
+      });
+
+  it("streams a 1 GiB write and read with bounded memory in the server, the agent and its worker", async () => {
+    const total = 1024 * 1024 * 1024;
+    const chunk = Buffer.alloc(1024 * 1024);
+    for (let i = 0; i < chunk.length; i++) chunk[i] = (i * 31 + 7) & 255;
+    // The unit's agent and unit-user worker exist (and have warmed up) before the baseline.
+    assert.equal((await write("warm.txt", "w")).status, 200);
+    assert.equal((await read("warm.txt")).text, "w");
+    assert.ok(unitAgents().length >= 2, "the agent and its worker are found");
+    let peak = 0;
+    let agentPeak = 0;
+    const sample = () => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+      agentPeak = Math.max(
+        agentPeak,
+        unitAgents().reduce((sum, p) => sum + p.rss, 0),
+      );
+    };
+    const rss0 = process.memoryUsage().rss;
+    const agentRss0 = unitAgents().reduce((sum, p) => sum + p.rss, 0);
+    const timer = setInterval(sample, 50);
+    const url = new URL(u.s.url);
+    const sent = createHash("sha256");
+    try {
+      const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            method: "PUT",
+            path: `${base}/write?${qs({ path: "big.bin", workingDir: HOME })}`,
+            headers: {
+              authorization: `Bearer ${u.token}`,
+              "content-type": "application/octet-stream",
+              "content-length": total,
+            },
+          },
+          (res) => {
+            let body = "";
+            res.setEncoding("utf8").on("data", (d: string) => {
+              body += d;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on("error", reject);
+        let n = 0;
+        const pump = () => {
+          while (n < total) {
+            chunk[0] = n / chunk.length; // every MiB differs
+            sent.update(chunk);
+            n += chunk.length;
+            if (!req.write(Buffer.from(chunk))) return void req.once("drain", pump);
+          }
+          req.end();
+        };
+        pump();
+      });
+      assert.equal(up.status, 200, up.body);
+      assert.equal(JSON.parse(up.body).size, total);
+      const got = createHash("sha256");
+      let size = 0;
+      const status = await new Promise<number>((resolve, reject) => {
+        request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: `${base}/read?${qs({ path: "big.bin", workingDir: HOME })}`,
+            headers: { authorization: `Bearer ${u.token}` },
+          },
+          (res) => {
+            assert.equal(res.headers["content-length"], String(total));
+            res.on("data", (d: Buffer) => {
+              size += d.length;
+              got.update(d);
+            });
+            res.on("end", () => resolve(res.statusCode ?? 0));
+            res.on("error", reject);
+          },
+        )
+          .on("error", reject)
+          .end();
+      });
+      assert.equal(status, 200);
+      assert.equal(size, total);
+      assert.equal(got.digest("hex"), sent.digest("hex"));
+    } finally {
+      clearInterval(timer);
+    }
+    sample();
+    const growth = (peak - rss0) / 1024 / 1024;
+    assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`);
+    const agentGrowth = (agentPeak - agentRss0) / 1024 / 1024;
+    assert.ok(agentGrowth < 64, `the agent's and worker's RSS grew by ${agentGrowth.toFixed(1)} MiB`);
+    assert.equal(await sh(`stat -c %s ${HOME}/big.bin; rm ${HOME}/big.bin`), `${total}\n`);
+  });
+
+  it("a client that leaves mid-read ends the transfer; the next reads are whole", async () => {
+    await sh(`head -c 33554432 /dev/zero > ${HOME}/left.bin`);
+    const url = new URL(u.s.url);
+    const get = (leave: boolean) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: `${base}/read?${qs({ path: "left.bin", workingDir: HOME })}`,
+            headers: { authorization: `Bearer ${u.token}` },
+          },
+          (res) => {
+            let size = 0;
+            res.on("data", (d: Buffer) => {
+              size += d.length;
+              if (leave) req.destroy();
+            });
+            res.on("end", () => resolve(size));
+            res.on("close", () => resolve(size));
+            res.on("error", () => resolve(size));
+          },
+        );
+        req.on("error", (err) => (leave ? resolve(0) : reject(err)));
+        req.end();
+      });
+    for (let i = 0; i < 3; i++) {
+      assert.ok((await get(true)) < 33554432);
+      assert.equal(await get(false), 33554432);
+    }
+  });
+});
