@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type WebSocket from "ws";
 import type { AgentEndpoint } from "./deadline.js";
-import { answerError } from "./errors.js";
+import { jsonAnswer } from "./errors.js";
 import { agentFs, agentRead, type FsIdentity, type RawRead } from "./fs.js";
 import { type AgentRequestOpts, agentCall, agentRequest } from "./http.js";
 import { connectAgent } from "./websocket.js";
@@ -38,12 +38,7 @@ export function agentClient(ep: AgentEndpoint): UnitAgent {
     request: (method, path, opts) => agentRequest(ep, method, path, opts),
     async json<T>(method: string, path: string): Promise<T> {
       const answer = await agentCall(ep, method, path);
-      if (answer.status !== 200) throw answerError(answer.status, answer.body);
-      try {
-        return JSON.parse(answer.body) as T;
-      } catch {
-        throw answerError(502, `{"error":"the unit's agent answered ${answer.status} without JSON"}`);
-      }
+      return jsonAnswer<T>(answer.status, answer.body);
     },
     websocket: (path) => connectAgent(ep, path),
     fs: (as, method, path, body, headers) => agentFs(ep, as, method, path, body, headers),

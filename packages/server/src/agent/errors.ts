@@ -3,6 +3,8 @@ import { readLimited, TooLargeError } from "../util/read-limited.js";
 
 /** At most this much of an error answer is read (the agent is the unit's: it may send anything). */
 export const MAX_ANSWER_BYTES = 64 * 1024;
+/** At most this much of a JSON answer is read, unless a call says otherwise. */
+export const MAX_JSON_BYTES = 1 << 20;
 
 /**
  * The agent answered a call with an error status. `code` is what its JSON body said: one of the
@@ -86,13 +88,18 @@ export async function readAnswerError(res: IncomingMessage): Promise<AgentAnswer
   return answerError(res.statusCode ?? 502, body);
 }
 
-/** A successful JSON answer's value; any other answer becomes the error to throw. */
-export async function readJson<T = unknown>(res: IncomingMessage, limit = 1 << 20): Promise<T> {
-  if (res.statusCode !== 200) throw await readAnswerError(res);
-  const text = await readText(res, limit);
+/** An answer read whole, as its JSON value; an error status, or a body that is not JSON, is the error to throw. */
+export function jsonAnswer<T>(status: number, body: string): T {
+  if (status !== 200) throw answerError(status, body);
   try {
-    return JSON.parse(text) as T;
+    return JSON.parse(body) as T;
   } catch {
-    throw new AgentAnswerError(502, undefined, `the unit's agent answered ${res.statusCode} without JSON`);
+    throw new AgentAnswerError(502, undefined, `the unit's agent answered ${status} without JSON`);
   }
+}
+
+/** A successful JSON answer's value; any other answer becomes the error to throw. */
+export async function readJson<T = unknown>(res: IncomingMessage, limit = MAX_JSON_BYTES): Promise<T> {
+  if (res.statusCode !== 200) throw await readAnswerError(res);
+  return jsonAnswer<T>(200, await readText(res, limit));
 }

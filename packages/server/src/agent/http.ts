@@ -1,7 +1,7 @@
 import { type IncomingMessage, request } from "node:http";
 import type { Readable } from "node:stream";
 import { type AgentEndpoint, AgentTimeoutError, boundAnswer } from "./deadline.js";
-import { AgentAnswerError, AgentUnreachableError, MAX_ANSWER_BYTES } from "./errors.js";
+import { AgentAnswerError, AgentUnreachableError, MAX_JSON_BYTES } from "./errors.js";
 
 export interface AgentRequestOpts {
   /** A JSON text, or a stream piped as it comes. */
@@ -55,7 +55,7 @@ export function agentCall(
   ep: AgentEndpoint,
   method: string,
   path: string,
-  limit = MAX_ANSWER_BYTES * 16,
+  limit = MAX_JSON_BYTES,
 ): Promise<AgentAnswer> {
   return new Promise((resolve, reject) => {
     const req = request({ socketPath: ep.path, method, path, agent: false }, (res) => {

@@ -5,7 +5,7 @@ import type { UnitNode } from "../../node/unit-node.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
-import { leaseUnit } from "../unit-access/lease.js";
+import { firstCall, leaseUnit } from "../unit-access/lease.js";
 import { holdUnitWebsocket, joinHeldSocket, leasedWebsocket } from "../unit-access/websockets.js";
 import type { UnitService } from "../units/service.js";
 import { pipeHttpExec } from "./http-exec.js";
@@ -130,14 +130,11 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
         signal: req.query.signal ?? "SIGTERM",
         timeout: String(req.query.timeout ?? 10),
       });
-      let stream: import("node:http").IncomingMessage;
-      try {
-        stream = await lease.agent.request("POST", `/exec/${req.params.id}/kill?${q}`);
-        if (stream.statusCode !== 200) throw await readAnswerError(stream);
-      } catch (err) {
-        lease.release();
-        throw err;
-      }
+      const stream = await firstCall(lease, async () => {
+        const res = await lease.agent.request("POST", `/exec/${req.params.id}/kill?${q}`);
+        if (res.statusCode !== 200) throw await readAnswerError(res);
+        return res;
+      });
       reply.hijack();
       reply.raw.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
       let ended = false;

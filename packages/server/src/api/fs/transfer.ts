@@ -1,9 +1,9 @@
 import { IncomingMessage } from "node:http";
 import { Type } from "@sinclair/typebox";
 import { FsWriteQuery, FsWriteResponse } from "@ums/protocol";
-import type { RawRead } from "../../node/unit-node.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
+import { firstCall } from "../unit-access/lease.js";
 import { resolveIn } from "./paths.js";
 import { type FsRoom, identity } from "./routes.js";
 import { fsErrors, fsRoute, ReadQuery } from "./schemas.js";
@@ -31,13 +31,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
       const path = resolveIn(q.workingDir, q.path);
       const lease = await room.lease(req);
       const release = () => lease.release();
-      let read: RawRead | IncomingMessage;
-      try {
-        read = await lease.agent.read(identity(q.asRoot), path);
-      } catch (err) {
-        release();
-        throw err;
-      }
+      const read = await firstCall(lease, () => lease.agent.read(identity(q.asRoot), path));
       if (read instanceof IncomingMessage) {
         // An agent from before raw reads (a unit that has run since before this server was updated)
         // answers the upgrade request as an ordinary one: the bytes come in its response.

@@ -136,7 +136,7 @@ export async function proxyToUnit(
   call: ProxyCall,
 ): Promise<void> {
   const lease = await deps.node.wake(call.org, call.unit);
-  const release = once(() => lease.release());
+  const release = () => lease.release();
   try {
     const { host, port } = await lease.httpTarget();
     // A fresh boot may reuse the address of a unit that is gone: its kept-alive connections lead nowhere.

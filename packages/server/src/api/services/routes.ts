@@ -5,7 +5,7 @@ import { readAnswerError, readJson } from "../../node/errors.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
-import { leaseUnit } from "../unit-access/lease.js";
+import { firstCall, leaseUnit } from "../unit-access/lease.js";
 import type { UnitService } from "../units/service.js";
 
 /**
@@ -53,17 +53,13 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
     const query = new URLSearchParams(
       Object.entries(req.query ?? {}).map(([k, v]) => [k, String(v)] as [string, string]),
     ).toString();
-    let res: import("node:http").IncomingMessage;
-    try {
-      res = await lease.agent.request(method, `/services${path}${query ? `?${query}` : ""}`, {
+    const res = await firstCall(lease, () =>
+      lease.agent.request(method, `/services${path}${query ? `?${query}` : ""}`, {
         ...(body !== undefined && { body: JSON.stringify(body) }),
         // A DELETE or PUT answers once the old process is gone: it may wait a stop's grace.
         extraMs: method === "DELETE" || method === "PUT" ? STOP_GRACE_MS : 0,
-      });
-    } catch (err) {
-      release();
-      throw err;
-    }
+      }),
+    );
     const status = res.statusCode ?? 502;
     if (method === "PUT" || method === "DELETE") lease.servicesChanged();
     if (status === 204) {

@@ -12,3 +12,16 @@ export async function leaseUnit(req: FastifyRequest, units: UnitService, node: U
   const unit = await units.require(req.auth.org, name);
   return node.wake(req.auth.org, unit);
 }
+
+/**
+ * The first call of a request on its lease: when it fails, the unit is released (the request
+ * answers an error and holds nothing); when it succeeds, the lease is the caller's to release.
+ */
+export async function firstCall<T>(lease: UnitLease, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    lease.release();
+    throw err;
+  }
+}

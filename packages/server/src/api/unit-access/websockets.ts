@@ -2,6 +2,7 @@ import type {} from "@fastify/websocket";
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 import type { UnitLease } from "../../node/unit-node.js";
+import { firstCall } from "./lease.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -100,11 +101,6 @@ export async function holdUnitWebsocket(req: FastifyRequest, lease: UnitLease, p
 }
 
 /** The agent websocket at `path`; a failure to open it releases the lease. */
-export async function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
-  try {
-    return await lease.agent.websocket(path);
-  } catch (err) {
-    lease.release();
-    throw err;
-  }
+export function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
+  return firstCall(lease, () => lease.agent.websocket(path));
 }

@@ -1,5 +1,6 @@
 import type { UnitAgent } from "../../agent/client.js";
 import { AgentTimeoutError } from "../../agent/deadline.js";
+import { AgentAnswerError } from "../../agent/errors.js";
 import type { UnitRecord } from "../../store/records.js";
 
 /** Spec 4.1: the port a unit's HTTP traffic goes to when no service claims one with `http_port`. */
@@ -48,7 +49,7 @@ async function askAgent(agent: UnitAgent): Promise<number | null> {
   try {
     list = await agent.json<{ http_port?: number | null }[]>("GET", "/services");
   } catch (err) {
-    if ((err as { status?: number }).status === 404) return null;
+    if (err instanceof AgentAnswerError && err.status === 404) return null;
     throw err;
   }
   return Array.isArray(list) ? (list.find((s) => typeof s?.http_port === "number")?.http_port ?? null) : null;
