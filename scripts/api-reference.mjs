@@ -18,6 +18,8 @@ export const API_MD = "docs/API.md";
 export const OPENAPI_JSON = "docs/openapi.json";
 
 const METHODS = ["get", "head", "post", "put", "patch", "delete", "options"];
+/** The tag of the `/v1/sprites` compatibility routes (packages/server/src/api/app.ts). */
+const COMPAT_TAG = "sprites";
 
 // ---- Small markdown helpers -------------------------------------------------------------------
 
@@ -239,6 +241,28 @@ function operationSection(g) {
   return parts.filter((p) => p !== "");
 }
 
+/**
+ * The `/v1/sprites` routes repeat the `/v1/units` ones: one table, with each route's summary, which
+ * says where its shape differs (the full schemas are in openapi.json).
+ */
+function compatSection(ops) {
+  return [
+    [
+      "Every route under `/v1/units` is also served under `/v1/sprites`, in the shapes the public Sprites",
+      "clients expect where those differ from the spec; the summary says where. The full schemas are in",
+      "[openapi.json](openapi.json).",
+    ].join(" "),
+    table(
+      ["Method", "Path", "Summary"],
+      groupedOperations(ops).map((g) => [
+        g.methods.map((m) => code(m.toUpperCase())).join(" "),
+        code(g.path),
+        g.op.summary ?? "",
+      ]),
+    ),
+  ];
+}
+
 // ---- Error codes ------------------------------------------------------------------------------
 
 /**
@@ -318,7 +342,8 @@ export function renderMarkdown(doc, codes) {
     const mine = ops
       .filter((o) => o.tag === tag)
       .sort((a, b) => a.path.localeCompare(b.path) || METHODS.indexOf(a.method) - METHODS.indexOf(b.method));
-    for (const g of groupedOperations(mine)) out.push(...operationSection(g));
+    if (tag === COMPAT_TAG) out.push(...compatSection(mine));
+    else for (const g of groupedOperations(mine)) out.push(...operationSection(g));
   }
   out.push("## Schemas", "The named object schemas the operations above refer to.");
   for (const [title, s] of namedSchemas(doc)) {

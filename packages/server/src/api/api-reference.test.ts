@@ -33,19 +33,33 @@ describe("docs/API.md, the API reference", () => {
     assert.deepEqual(stale, [], stale.join("\n"));
   });
 
-  it("has a heading for every operation and a row for every error code", async () => {
+  it("has a heading for every operation (a table row under /v1/sprites) and a row for every error code", async () => {
     const g = await load();
     const files = await generated();
     const md = files[g.API_MD] ?? "";
     const doc = JSON.parse(files[g.OPENAPI_JSON] ?? "{}") as { paths: Record<string, Record<string, unknown>> };
     const headings = md.split("\n").filter((l) => l.startsWith("### `"));
+    const rows = md.split("\n").filter((l) => l.startsWith("| `"));
     const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => ({ path, m })));
     assert.ok(operations.length >= 40, `${operations.length} operations`);
     for (const { path, m } of operations) {
-      assert.ok(
-        headings.some((h) => h.includes(`\`${m.toUpperCase()}\``) && h.endsWith(` \`${path}\``)),
-        `${m.toUpperCase()} ${path} has a heading`,
-      );
+      const method = `\`${m.toUpperCase()}\``;
+      if (path.startsWith("/v1/sprites")) {
+        const row = new RegExp(`^\\| [^|]*${method}[^|]*\\| \`${path.replace(/[{}*]/g, "\\$&")}\` +\\|`);
+        assert.ok(
+          rows.some((r) => row.test(r)),
+          `${m.toUpperCase()} ${path} has a row`,
+        );
+        assert.ok(
+          doc.paths[path.replace("/v1/sprites", "/v1/units")]?.[m],
+          `${m.toUpperCase()} ${path} has a /v1/units twin`,
+        );
+      } else {
+        assert.ok(
+          headings.some((h) => h.includes(method) && h.endsWith(` \`${path}\``)),
+          `${m.toUpperCase()} ${path} has a heading`,
+        );
+      }
     }
     for (const code of Object.values(ErrorCode)) assert.match(md, new RegExp(`\\| \`${code}\` +\\|`), code);
   });

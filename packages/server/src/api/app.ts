@@ -2,13 +2,14 @@ import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import websocket from "@fastify/websocket";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
-import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
+import Fastify, { type FastifyBaseLogger, LogController, type RouteOptions } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
+import { DIALECTS, UNIT_PREFIX } from "./dialect.js";
 import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
 import { fsRoutes } from "./fs/routes.js";
@@ -50,6 +51,11 @@ export interface AppDeps {
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
+
+/** The compatibility prefix's routes are listed under their own tag in the OpenAPI document. */
+function tagCompatRoute(route: RouteOptions): void {
+  if (route.schema && !route.schema.hide) route.schema = { ...route.schema, tags: ["sprites"] };
+}
 
 /** Builds the HTTP API. Routes are registered by feature; errors leave through `sendError` only. */
 export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
@@ -121,16 +127,25 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store));
-    unitRoutes(api, units);
     organizationRoutes(api, deps.store);
-    policyRoutes(api, { units, node });
-    networkPolicyRoutes(api, { units, node });
-    checkpointRoutes(api, { store: deps.store, units, node });
-    await api.register(async (exec) => execRoutes(exec, { units, node }));
-    await api.register(async (fs) => fsRoutes(fs, { units, node }));
-    serviceRoutes(api, { units, node });
-    await api.register(async (p) => proxyRoutes(p, { node, units, config: deps.config }));
     if (deps.connectors) registerConnectorRoutes(api, deps.connectors);
+    // Everything under a unit, once per dialect (api/dialect.ts).
+    for (const dialect of DIALECTS) {
+      await api.register(
+        async (scope) => {
+          if (dialect === "sprites") scope.addHook("onRoute", tagCompatRoute);
+          unitRoutes(scope, { units, dialect });
+          policyRoutes(scope, { units, node, dialect });
+          networkPolicyRoutes(scope, { units, node, dialect });
+          checkpointRoutes(scope, { store: deps.store, units, node, dialect });
+          await scope.register(async (exec) => execRoutes(exec, { units, node, dialect }));
+          await scope.register(async (fs) => fsRoutes(fs, { units, node, dialect }));
+          serviceRoutes(scope, { units, node, dialect });
+          await scope.register(async (p) => proxyRoutes(p, { node, units, config: deps.config, dialect }));
+        },
+        { prefix: UNIT_PREFIX[dialect] },
+      );
+    }
   });
   const connectors = deps.connectors;
   if (connectors) await app.register(async (open) => registerBrowserCallback(open, connectors, deps.store));

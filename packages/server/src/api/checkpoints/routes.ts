@@ -4,6 +4,7 @@ import type { UnitNode } from "../../node/unit-node.js";
 import { checkpointInfo } from "../../present/checkpoint.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
@@ -11,6 +12,8 @@ import type { UnitService } from "../units/service.js";
 import { ndjson } from "./ndjson.js";
 
 export interface CheckpointDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly store: Store;
   readonly units: UnitService;
   readonly node: UnitNode;
@@ -52,7 +55,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node }: Check
   }
 
   app.post(
-    "/v1/units/:name/checkpoint",
+    "/:name/checkpoint",
     {
       schema: {
         tags,
@@ -73,7 +76,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node }: Check
   );
 
   app.get(
-    "/v1/units/:name/checkpoints",
+    "/:name/checkpoints",
     {
       schema: {
         tags,
@@ -89,7 +92,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node }: Check
   );
 
   app.get(
-    "/v1/units/:name/checkpoints/:id",
+    "/:name/checkpoints/:id",
     {
       schema: {
         tags,
@@ -105,7 +108,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node }: Check
   );
 
   app.post(
-    "/v1/units/:name/checkpoints/:id/restore",
+    "/:name/checkpoints/:id/restore",
     {
       schema: {
         tags,
@@ -129,7 +132,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node }: Check
   );
 
   app.delete(
-    "/v1/units/:name/checkpoints/:id",
+    "/:name/checkpoints/:id",
     {
       schema: {
         tags,

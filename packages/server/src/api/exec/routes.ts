@@ -2,6 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { ErrorBody, ErrorCode, ExecSession } from "@ums/protocol";
 import { readAnswerError } from "../../node/errors.js";
 import type { UnitNode } from "../../node/unit-node.js";
+import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
@@ -12,6 +13,8 @@ import { pipeHttpExec } from "./http-exec.js";
 import { agentExecQuery, ExecQuery, type ExecQueryValue } from "./query.js";
 
 export interface ExecDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly units: UnitService;
   readonly node: UnitNode;
 }
@@ -32,7 +35,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
   app.addContentTypeParser("*", (_req, _payload, done) => done(null));
 
   app.post(
-    "/v1/units/:name/exec",
+    "/:name/exec",
     {
       schema: {
         tags,
@@ -54,7 +57,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
 
   app.route({
     method: "GET",
-    url: "/v1/units/:name/exec",
+    url: "/:name/exec",
     schema: {
       tags,
       summary: "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3)",
@@ -84,7 +87,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
 
   app.route({
     method: "GET",
-    url: "/v1/units/:name/exec/:id",
+    url: "/:name/exec/:id",
     schema: {
       tags,
       summary: "Attach to a live exec session (websocket)",
@@ -104,7 +107,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
   });
 
   app.post(
-    "/v1/units/:name/exec/:id/kill",
+    "/:name/exec/:id/kill",
     {
       schema: {
         tags,

@@ -93,7 +93,7 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
   const tags = ["filesystem"];
 
   app.get(
-    "/v1/units/:name/fs/list",
+    "/:name/fs/list",
     fsRoute("List a directory (a file lists as its one entry)", ListQuery, FsListResponse),
     async (req) => {
       const q = req.query;
@@ -105,7 +105,7 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
 
   for (const [op, o] of Object.entries(OPERATIONS)) {
     app.post(
-      `/v1/units/:name/fs/${op}`,
+      `/:name/fs/${op}`,
       {
         schema: {
           tags,
@@ -124,7 +124,7 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
 
   // A JSON body, or the same fields as query parameters (clients that send no body with a DELETE).
   app.delete(
-    "/v1/units/:name/fs/delete",
+    "/:name/fs/delete",
     {
       schema: {
         tags,

@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import type { FastifyRequest } from "fastify";
 import { readJson } from "../../node/errors.js";
 import type { FsIdentity, UnitLease, UnitNode } from "../../node/unit-node.js";
+import type { Dialect } from "../dialect.js";
 import type { ApiInstance } from "../instance.js";
 import { leaseUnit } from "../unit-access/lease.js";
 import type { UnitService } from "../units/service.js";
@@ -16,6 +17,8 @@ import { fsWatchRoute } from "./watch.js";
 // agent's, answered by the API's one error path (errors/node-errors.ts).
 
 export interface FsDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly units: UnitService;
   readonly node: UnitNode;
 }

@@ -13,7 +13,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
   const tags = ["filesystem"];
 
   app.get(
-    "/v1/units/:name/fs/read",
+    "/:name/fs/read",
     {
       schema: {
         tags,
@@ -70,7 +70,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
     raw.removeAllContentTypeParsers();
     raw.addContentTypeParser("*", (_req, _payload, done) => done(null));
     raw.put(
-      "/v1/units/:name/fs/write",
+      "/:name/fs/write",
       fsRoute(
         "Write a file from the raw request body (streamed); creates or truncates it",
         FsWriteQuery,

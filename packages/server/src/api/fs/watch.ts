@@ -10,7 +10,7 @@ export function fsWatchRoute(app: ApiInstance, room: FsRoom): void {
   const tags = ["filesystem"];
   app.route({
     method: "GET",
-    url: "/v1/units/:name/fs/watch",
+    url: "/:name/fs/watch",
     schema: {
       tags,
       summary:

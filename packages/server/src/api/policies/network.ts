@@ -1,12 +1,15 @@
 import { ErrorCode, NetworkLog, NetworkLogQuery, NetworkPolicy } from "@ums/protocol";
 import { CompiledPolicy } from "../../network/matching.js";
 import type { UnitNode } from "../../node/unit-node.js";
+import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 
 export interface NetworkPolicyDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly units: UnitService;
   readonly node: UnitNode;
 }
@@ -18,7 +21,7 @@ const MATCHING =
 export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPolicyDeps): void {
   const tags = ["policies"];
   app.get(
-    "/v1/units/:name/policy/network",
+    "/:name/policy/network",
     {
       schema: {
         tags,
@@ -32,7 +35,7 @@ export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPo
   );
 
   app.post(
-    "/v1/units/:name/policy/network",
+    "/:name/policy/network",
     {
       schema: {
         tags,
@@ -57,7 +60,7 @@ export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPo
   );
 
   app.get(
-    "/v1/units/:name/policy/network/log",
+    "/:name/policy/network/log",
     {
       schema: {
         tags,

@@ -2,12 +2,15 @@ import { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord } from "../../store/records.js";
 import { KeyedMutex } from "../../util/keyed-mutex.js";
+import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 
 export interface PolicyDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly units: UnitService;
   readonly node: UnitNode;
 }
@@ -33,7 +36,7 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
   const privileges = { 200: PrivilegesPolicy, ...commonErrors, ...notFound };
 
   app.get(
-    "/v1/units/:name/policy/resources",
+    "/:name/policy/resources",
     {
       schema: {
         tags,
@@ -69,7 +72,7 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
   }
 
   app.post(
-    "/v1/units/:name/policy/resources",
+    "/:name/policy/resources",
     {
       schema: {
         tags,
@@ -85,13 +88,13 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
   );
 
   app.delete(
-    "/v1/units/:name/policy/resources",
+    "/:name/policy/resources",
     { schema: { tags, summary: "Revert to the default limits", params: UnitParams, response: resources } },
     async (req) => setResources(req.auth.org, req.params.name, {}, true),
   );
 
   app.get(
-    "/v1/units/:name/policy/privileges",
+    "/:name/policy/privileges",
     {
       schema: {
         tags,
@@ -110,7 +113,7 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
   }
 
   app.post(
-    "/v1/units/:name/policy/privileges",
+    "/:name/policy/privileges",
     {
       schema: {
         tags,
@@ -124,7 +127,7 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
   );
 
   app.delete(
-    "/v1/units/:name/policy/privileges",
+    "/:name/policy/privileges",
     { schema: { tags, summary: "Revert to the default privileges", params: UnitParams, response: privileges } },
     async (req) => setPrivileges(req.auth.org, req.params.name, {}),
   );

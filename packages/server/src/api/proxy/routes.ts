@@ -3,6 +3,8 @@ import { Type } from "@sinclair/typebox";
 import { ErrorBody } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { ServerConfig } from "../../config.js";
+import type { Dialect } from "../dialect.js";
+import { UNIT_URL } from "../dialect.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
@@ -11,10 +13,13 @@ import { type ProxyDeps, proxyToUnit } from "./forward.js";
 /** The methods forwarded to a unit (fastify's defaults; WebDAV methods would need `addHttpMethod`). */
 export const PROXY_METHODS = ["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT", "OPTIONS"] as const;
 
-/** `/v1/units/{name}/<path>?<query>` → `/<path>?<query>`, from the URL as sent (nothing decoded). */
+/**
+ * `/v1/units/{name}/<path>?<query>` (or `/v1/sprites/…`) → `/<path>?<query>`, from the URL as sent
+ * (nothing decoded).
+ */
 export function unitPath(url: string): string {
-  const m = /^\/v1\/units\/[^/?#]*\/?(.*)$/s.exec(url);
-  return `/${m?.[1] ?? ""}`;
+  const m = UNIT_URL.exec(url);
+  return `/${m?.[2] ?? ""}`;
 }
 
 /**
@@ -23,11 +28,13 @@ export function unitPath(url: string): string {
  * original URL). Other URLs are returned as they are.
  */
 export function unitRootUrl(url: string): string {
-  const m = /^(\/v1\/units\/[^/?#]+\/)(\?.*)?$/s.exec(url);
+  const m = /^(\/v1\/(?:units|sprites)\/[^/?#]+\/)(\?.*)?$/s.exec(url);
   return m ? `${m[1]}-${m[2] ?? ""}` : url;
 }
 
 export interface ProxyRouteDeps extends ProxyDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly units: UnitService;
   readonly config: ServerConfig;
 }
@@ -58,7 +65,7 @@ export function proxyRoutes(app: ApiInstance, deps: ProxyRouteDeps): void {
   };
   app.route({
     method: [...PROXY_METHODS],
-    url: "/v1/units/:name/*",
+    url: "/:name/*",
     schema: {
       tags: ["proxy"],
       summary: "Forwarded to the unit's HTTP target (port 8080), websockets included",

@@ -3,6 +3,7 @@ import { ErrorBody, SERVICE_NAME_PATTERN, ServiceRequest, ServiceResponse, Servi
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { readAnswerError, readJson } from "../../node/errors.js";
 import type { UnitNode } from "../../node/unit-node.js";
+import type { Dialect } from "../dialect.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import { firstCall, leaseUnit } from "../unit-access/lease.js";
@@ -19,6 +20,8 @@ const STOP_GRACE_MS = 10_000 + 2000;
 // (start, stop, restart, logs, and PUT with a `duration`) flow through as the agent writes them.
 
 export interface ServiceDeps {
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
   readonly units: UnitService;
   readonly node: UnitNode;
 }
@@ -100,7 +103,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   }
 
   app.get(
-    "/v1/units/:name/services",
+    "/:name/services",
     {
       schema: {
         tags,
@@ -113,13 +116,13 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   );
 
   app.get(
-    "/v1/units/:name/services/:service",
+    "/:name/services/:service",
     { schema: { tags, summary: "One service", params: Params, response: { 200: ServiceResponse, ...errors } } },
     (req, reply) => call(req as Req, reply, "GET", `/${req.params.service}`),
   );
 
   app.put(
-    "/v1/units/:name/services/:service",
+    "/:name/services/:service",
     {
       schema: {
         tags,
@@ -135,7 +138,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   );
 
   app.delete(
-    "/v1/units/:name/services/:service",
+    "/:name/services/:service",
     {
       schema: { tags, summary: "Stop and delete a service", params: Params, response: { 204: Type.Null(), ...errors } },
     },
@@ -144,7 +147,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
 
   for (const action of ["start", "stop", "restart"] as const) {
     app.post(
-      `/v1/units/:name/services/:service/${action}`,
+      `/:name/services/:service/${action}`,
       {
         schema: {
           tags,
@@ -163,7 +166,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   }
 
   app.get(
-    "/v1/units/:name/services/:service/logs",
+    "/:name/services/:service/logs",
     {
       schema: {
         tags,
@@ -177,7 +180,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   );
 
   app.post(
-    "/v1/units/:name/services/signal",
+    "/:name/services/signal",
     {
       schema: {
         tags,

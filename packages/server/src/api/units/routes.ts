@@ -12,17 +12,24 @@ import {
   UpgradeRequest,
   UpgradeResponse,
 } from "@ums/protocol";
+import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import type { UnitService } from "./service.js";
 
 /** Spec 4.1: the units resource. */
-export function unitRoutes(app: ApiInstance, units: UnitService): void {
+export interface UnitRouteDeps {
+  readonly units: UnitService;
+  /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
+  readonly dialect: Dialect;
+}
+
+export function unitRoutes(app: ApiInstance, { units }: UnitRouteDeps): void {
   const tags = ["units"];
 
   app.get(
-    "/v1/units",
+    "/",
     {
       schema: {
         tags,
@@ -44,7 +51,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
   );
 
   app.post(
-    "/v1/units",
+    "/",
     {
       schema: {
         tags,
@@ -61,7 +68,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
   );
 
   app.get(
-    "/v1/units/:name",
+    "/:name",
     {
       schema: {
         tags,
@@ -74,7 +81,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
   );
 
   app.put(
-    "/v1/units/:name",
+    "/:name",
     {
       schema: {
         tags,
@@ -91,7 +98,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
   );
 
   app.delete(
-    "/v1/units/:name",
+    "/:name",
     {
       schema: {
         tags,
@@ -107,7 +114,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
   );
 
   app.get(
-    "/v1/units/:name/check",
+    "/:name/check",
     {
       schema: {
         tags,
@@ -120,7 +127,7 @@ export function unitRoutes(app: ApiInstance, units: UnitService): void {
   );
 
   app.post(
-    "/v1/units/:name/upgrade",
+    "/:name/upgrade",
     {
       schema: {
         tags,
