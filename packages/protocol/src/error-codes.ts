@@ -79,6 +79,13 @@ export const ErrorCode = {
    * unhealthy (spec 2.4) and the next request restarts it.
    */
   AgentTimeout: "UMS_AGENT_TIMEOUT",
+  /**
+   * Control websocket (`op.error`): the client broke the envelope protocol (a malformed envelope, an
+   * op.start while one runs, a data frame with no op); `error` names the problem.
+   */
+  ControlProtocol: "UMS_CONTROL_PROTOCOL",
+  /** Control websocket (`op.error`): the op.start names no operation this server runs. */
+  ControlUnknownOp: "UMS_CONTROL_UNKNOWN_OP",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
