@@ -1,5 +1,5 @@
 // The envelope of the multiplexed control websocket (GET /v1/sprites/{name}/control, and the same
-// under /v1/units; docs/API.md "The control websocket"). Pure: parsing and encoding only.
+// under /v1/units; docs/API.md, GET /v1/units/{name}/control; docs/ARCHITECTURE.md section 10). Pure: parsing and encoding only.
 //
 // The public Sprites clients speak it in two framings, and both are accepted:
 // - "prefixed": a text frame `control:` + JSON (`{"type":"op.start","op":"exec","args":{…}}`), as the

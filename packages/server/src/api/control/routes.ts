@@ -16,7 +16,7 @@ import { ControlSession, type OpStarter } from "./session.js";
 import { websocketTransport } from "./transport.js";
 
 // GET /v1/sprites/{name}/control (and /v1/units/{name}/control): the multiplexed control websocket the
-// public Sprites clients pool per unit (docs/API.md "The control websocket"). The Go client offers
+// public Sprites clients pool per unit (the protocol: CONTROL_PROTOCOL below, shown in docs/API.md). The Go client offers
 // itself control when this upgrade succeeds (and falls back to its other routes on a refusal), so the
 // route refuses what it can before the upgrade: another organization's unit or a missing one is 404,
 // as everywhere. The connection holds no unit awake: each op leases the unit for its own length,
@@ -32,6 +32,24 @@ export interface ControlDeps {
 
 const UPGRADE = "control with a websocket upgrade (Connection: Upgrade)";
 
+/** The protocol, as docs/API.md shows it under this route. */
+const CONTROL_PROTOCOL = [
+  "The websocket the public Sprites clients pool per unit (the Go client uses it when this upgrade succeeds).",
+  "One op runs at a time. Envelopes are text frames: `control:` followed by JSON, or bare JSON (the Go client's",
+  "filesystem ops); answers come in the framing of the op.start they answer.",
+  "Client: `op.start` `{type, op, args}` (args an object of strings and lists of strings, or a URL-encoded",
+  'string), `release` (stops a running op; nothing more of it is sent). Server: `op.complete` (`{"exitCode"}` for',
+  "exec), `op.error` `{error, code, status, path?, errors?}`; an unknown op is UMS_CONTROL_UNKNOWN_OP, a broken",
+  "envelope or an op.start while one runs UMS_CONTROL_PROTOCOL. Websocket pings keep it alive.",
+  "`exec` (args: the /exec query; `id` attaches): the /exec websocket's frames out; in: a pipe's stdin as raw",
+  "binary frames, EOF as the one byte 4, TTY bytes raw, `resize`/`signal` JSON as text or binary frames.",
+  "`fs.read`, `fs.write`, `fs.list`, `fs.delete`, `fs.chmod`, `fs.chown`, `fs.copy`, `fs.rename` (args: the",
+  "/fs/* fields as text; workingDir defaults to /home/unit, a write's mkdirParents to true; a read takes",
+  "`start`/`end` byte offsets): one text frame with the route's JSON answer (or its `{error, code, path}`), for",
+  "fs.read then one binary frame of the bytes (at most 16 MiB; fs.write sends the file as one binary frame",
+  "after op.start), then op.complete or op.error. The connection holds no unit awake; each op checks the token again.",
+].join(" ");
+
 export function controlRoutes(app: ApiInstance, deps: ControlDeps): void {
   app.route({
     method: "GET",
@@ -40,6 +58,7 @@ export function controlRoutes(app: ApiInstance, deps: ControlDeps): void {
       tags: ["control"],
       summary:
         "Control websocket: one op at a time (exec, fs.read, fs.write, fs.list, fs.delete, fs.chmod, fs.chown, fs.copy, fs.rename) in control:{…} envelopes",
+      description: CONTROL_PROTOCOL,
       params: UnitParams,
       response: { 400: ValidationErrorBody, 401: ErrorBody, 404: ErrorBody },
     },

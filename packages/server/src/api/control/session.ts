@@ -1,7 +1,7 @@
 import { ErrorCode } from "@ums/protocol";
 import { type Envelope, encodeEnvelope, type Framing, type OpArgs, parseText } from "./envelope.js";
 
-// The control websocket's state machine (docs/API.md "The control websocket"): one op at a time, as the
+// The control websocket's state machine (docs/API.md, GET /v1/units/{name}/control; docs/ARCHITECTURE.md section 10): one op at a time, as the
 // public clients use a pooled connection. Idle → `op.start` → the op runs, its data frames pass both
 // ways → `op.complete` or `op.error` (or the client's `release`) → idle again, ready for the next op.
 // No timers and no sockets here: the transport (transport.ts) and the ops (exec-op.ts, fs-ops.ts) are
