@@ -14,7 +14,11 @@ async function pair(clientOpts: WebSocket.ClientOptions = {}) {
   client.on("error", () => {});
   const [server] = (await accepted) as [WebSocket];
   await once(client, "open");
-  return { wss, server, client, done: () => (client.terminate(), wss.close()) };
+  const done = () => {
+    client.terminate();
+    wss.close();
+  };
+  return { wss, server, client, done };
 }
 
 describe("control transport", () => {
