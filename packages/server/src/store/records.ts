@@ -127,3 +127,22 @@ export interface ConnectorPatch {
   readonly keyVersion?: number;
   readonly updatedAt?: string;
 }
+
+/**
+ * Spec 4.8: an authorization started with `authorize`, kept on the server until it expires, keyed by
+ * the SHA-256 of its OAuth `state` (the state itself is the caller's and is never stored).
+ */
+export interface OAuthStateRecord {
+  readonly stateHash: string;
+  readonly orgId: string;
+  readonly provider: string;
+  readonly redirectUri: string;
+  /** Scopes asked for (comma-separated). */
+  readonly scopes: string;
+  /** A connector to add the scopes to (add_scopes), if any. */
+  readonly connectorId: string | null;
+  readonly createdAt: string;
+  readonly expiresAt: string;
+  /** Set when a callback took it: a state completes one authorization only. */
+  readonly usedAt: string | null;
+}

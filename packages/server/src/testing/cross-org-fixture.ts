@@ -120,6 +120,9 @@ export const ORG_LEVEL = new Set([
   "POST /v1/oauth/connections/provision",
   "GET /v1/oauth/{provider}/authorize",
   "POST /v1/oauth/{provider}/callback",
+  "POST /v1/organizations/{org}/tokens",
+  "GET /v1/organizations/{org}/tokens",
+  "DELETE /v1/organizations/{org}/tokens/{id}",
 ]);
 
 /** The concrete path of an OpenAPI path for a target. */

@@ -72,10 +72,23 @@ export interface ConnectorsTable {
   updated_at: string;
 }
 
+export interface OAuthStatesTable {
+  state_hash: string;
+  org_id: string;
+  provider: string;
+  redirect_uri: string;
+  scopes: string;
+  connector_id: string | null;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
 export interface Database {
   orgs: OrgsTable;
   tokens: TokensTable;
   units: UnitsTable;
   checkpoints: CheckpointsTable;
   connectors: ConnectorsTable;
+  oauth_states: OAuthStatesTable;
 }
