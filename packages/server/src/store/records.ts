@@ -53,12 +53,30 @@ export interface UnitRecord {
   readonly network: string;
   /** The checkpoint the unit's files are on (spec 2.6 `source_id` of the next one), if any. */
   readonly activeCheckpoint: string | null;
+  /** The disk size asked for at create (`config.storage_gb`), shown; its quota is issue #20. */
+  readonly storageGb: number | null;
+  /** A wake at the organization's running limit waits for a slot instead of failing (create's `wait_for_capacity`). */
+  readonly waitForCapacity: boolean;
 }
 
 export type NewUnit = Omit<
   UnitRecord,
-  "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges" | "network" | "activeCheckpoint"
-> & { readonly resources?: string; readonly privileges?: string; readonly network?: string };
+  | "updatedAt"
+  | "lastRunningAt"
+  | "lastWarmingAt"
+  | "resources"
+  | "privileges"
+  | "network"
+  | "activeCheckpoint"
+  | "storageGb"
+  | "waitForCapacity"
+> & {
+  readonly resources?: string;
+  readonly privileges?: string;
+  readonly network?: string;
+  readonly storageGb?: number | null;
+  readonly waitForCapacity?: boolean;
+};
 
 /** A unit's policies (spec 2.8-2.10) as stored: JSON texts. */
 export interface PolicyTexts {
@@ -75,6 +93,8 @@ export interface CheckpointRecord extends PolicyTexts {
   readonly comment: string;
   readonly sourceId: string | null;
   readonly createdAt: string;
+  /** Taken by ums itself (the backup before a restore, spec 3.3), not asked for. */
+  readonly auto: boolean;
 }
 
 export interface UnitPatch extends Partial<PolicyTexts> {

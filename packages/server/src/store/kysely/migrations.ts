@@ -135,6 +135,22 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("oauth_states_expires").on("oauth_states").column("expires_at").execute();
     },
   },
+  "0007_unit_config": {
+    async up(db: Kysely<unknown>) {
+      // Issue #12: the disk size a unit was created with (shown; enforced by issue #20), whether
+      // its wakes wait for a running slot, and which checkpoints ums took itself.
+      await db.schema.alterTable("units").addColumn("storage_gb", "integer").execute();
+      await db.schema
+        .alterTable("units")
+        .addColumn("wait_for_capacity", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+      // Checkpoints ums takes itself (the backup before a restore); the Sprites clients list them apart.
+      await db.schema
+        .alterTable("checkpoints")
+        .addColumn("auto", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -40,6 +40,8 @@ export interface UnitsTable {
   network: string;
   active_checkpoint: string | null;
   checkpoint_seq: number;
+  storage_gb: number | null;
+  wait_for_capacity: number;
 }
 
 export interface CheckpointsTable {
@@ -52,6 +54,7 @@ export interface CheckpointsTable {
   privileges: string;
   network: string;
   created_at: string;
+  auto: number;
 }
 
 export interface ConnectorsTable {

@@ -176,6 +176,7 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
           privileges: cp.privileges,
           network: cp.network,
           created_at: cp.createdAt,
+          auto: cp.auto ? 1 : 0,
         })
         .execute();
     },
