@@ -60,7 +60,8 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
     url: "/:name/exec",
     schema: {
       tags,
-      summary: "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3)",
+      summary:
+        "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3; with `id`: attach to that session). A TTY session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise",
       params: UnitParams,
       querystring: Type.Partial(ExecQuery),
       response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound, ...agentErrors },
@@ -68,6 +69,11 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
     preHandler: async (req) => {
       if (!req.ws) return;
       const q = req.query as Partial<ExecQueryValue>;
+      // `?id=` attaches to that session, whatever else the query says (the Go client's older form).
+      if (q.id !== undefined) {
+        if (!/^\d{1,9}$/.test(q.id)) throw ApiError.validation(["id: must be a session id (digits)"]);
+        return holdUnitWebsocket(req, await leaseUnit(req, units, node), `/exec/${q.id}`);
+      }
       if (!q.cmd || q.cmd.length === 0) throw ApiError.validation(["cmd: is required"]);
       const path = `/exec?${agentExecQuery(q as ExecQueryValue)}`;
       await holdUnitWebsocket(req, await leaseUnit(req, units, node), path);
@@ -90,7 +96,8 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
     url: "/:name/exec/:id",
     schema: {
       tags,
-      summary: "Attach to a live exec session (websocket)",
+      summary:
+        "Attach to an exec session (websocket): its recent output is replayed, then it streams live; the query (e.g. a client's `cmd`) is ignored",
       params: SessionParams,
       response: { ...notFound, ...agentErrors },
     },
