@@ -9,10 +9,34 @@ export const CheckpointInfo = Type.Object(
     source_id: Type.Optional(Type.String({ description: "The checkpoint the unit was on when this one was taken" })),
     health: Type.String({ description: "Empty when healthy; mount_failed when its snapshot is missing" }),
     active: Type.Boolean(),
+    is_auto: Type.Boolean({ description: "Taken by ums itself: the backup before a restore (spec 3.3)" }),
   },
   { title: "CheckpointInfo" },
 );
 export type CheckpointInfo = Static<typeof CheckpointInfo>;
+
+export const CHECKPOINT_ID_PATTERN = "^v\\d{1,9}$";
+
+/**
+ * The checkpoint list's filters (the Sprites clients send them): `history` narrows the list to a
+ * checkpoint and those it descends from (its `source_id` chain); `includeAuto` says whether the
+ * backups ums takes before a restore are listed (default: yes under /v1/units, as spec 4.2 lists
+ * every checkpoint; no under /v1/sprites, as the clients expect).
+ */
+export const ListCheckpointsQuery = Type.Object(
+  {
+    history: Type.Optional(
+      Type.String({
+        pattern: CHECKPOINT_ID_PATTERN,
+        description: "A checkpoint id, e.g. v3: that checkpoint and its ancestors",
+        "x-message": "must be a checkpoint id such as v3",
+      }),
+    ),
+    includeAuto: Type.Optional(Type.Boolean({ description: "List the automatic backups taken before restores" })),
+  },
+  { additionalProperties: false },
+);
+export type ListCheckpointsQuery = Static<typeof ListCheckpointsQuery>;
 
 export const CreateCheckpointRequest = Type.Object(
   { comment: Type.Optional(Type.String({ maxLength: 1000 })) },
@@ -25,5 +49,3 @@ export type CheckpointEvent =
   | { type: "info"; data: string; time: string }
   | { type: "error"; error: string; time: string }
   | { type: "complete"; data: string; time: string; id?: string; backup_id?: string };
-
-export const CHECKPOINT_ID_PATTERN = "^v\\d{1,9}$";

@@ -98,7 +98,17 @@ export const AuthorizeQuery = Type.Object(
     scopes: Type.Optional(Type.String({ maxLength: 2048 })),
     add_scopes: Type.Optional(Type.String({ maxLength: 2048 })),
     redirect_uri: Type.Optional(Type.String({ maxLength: 2048 })),
-    state: Type.Optional(Type.String({ maxLength: 1024 })),
+    state: Type.Optional(
+      Type.String({
+        minLength: 16,
+        maxLength: 512,
+        // RFC 6749 §A.5 (VSCHAR) without the space; at least 16 characters, so it stays hard to guess.
+        pattern: "^[\\x21-\\x7E]+$",
+        "x-message": "must be 16 to 512 printable ASCII characters, no spaces",
+        description:
+          "Put into the authorization URL exactly as given; generated when omitted. It must not be in use by another pending authorization.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -84,6 +84,24 @@ export const ErrorCode = {
    * unhealthy (spec 2.4) and the next request restarts it.
    */
   AgentTimeout: "UMS_AGENT_TIMEOUT",
+  /**
+   * Control websocket (`op.error`): the client broke the envelope protocol (a malformed envelope, an
+   * op.start while one runs, a data frame with no op); `error` names the problem.
+   */
+  ControlProtocol: "UMS_CONTROL_PROTOCOL",
+  /** Control websocket (`op.error`): the op.start names no operation this server runs. */
+  ControlUnknownOp: "UMS_CONTROL_UNKNOWN_OP",
+  /**
+   * 404: the organization in the path is not the calling token's (whether it exists is not said:
+   * a token reaches its own organization only).
+   */
+  OrganizationNotFound: "UMS_ORGANIZATION_NOT_FOUND",
+  /** 403: the route is for the organization's admin tokens; the calling token is a member token. */
+  AdminRequired: "UMS_ADMIN_REQUIRED",
+  /** 404: the organization has no live token with that id. */
+  TokenNotFound: "UMS_TOKEN_NOT_FOUND",
+  /** 409: the token is the organization's last live admin token; revoking it would leave no way to mint tokens over the API. */
+  LastAdminToken: "UMS_LAST_ADMIN_TOKEN",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

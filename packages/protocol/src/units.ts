@@ -41,6 +41,39 @@ export const UrlSettingsRequest = Type.Object(
 );
 export type UrlSettingsRequest = Static<typeof UrlSettingsRequest>;
 
+/**
+ * A unit's size (issue #12; the Sprites clients' `config`). `ram_mb` and `cpus` are the unit's
+ * resources policy (`memory.limit_mb`, `cpu.cores`, spec 4.5): set at create they are its limits,
+ * and a later resources POST shows here. `storage_gb` is stored and shown.
+ */
+export const UnitConfig = Type.Object(
+  {
+    ram_mb: Type.Optional(
+      Type.Integer({
+        minimum: 32,
+        maximum: 1048576,
+        description: "Memory limit in MiB: the resources policy's memory.limit_mb",
+      }),
+    ),
+    cpus: Type.Optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        maximum: 1024,
+        description: "CPU time in cores: the resources policy's cpu.cores (at most what units may use on this host)",
+      }),
+    ),
+    storage_gb: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 65536,
+        description: "Disk size in GiB: validated, stored and shown; not enforced yet (the disk quota is issue #20)",
+      }),
+    ),
+  },
+  { additionalProperties: false, title: "UnitConfig" },
+);
+export type UnitConfig = Static<typeof UnitConfig>;
+
 /** Spec 2.1. */
 export const Unit = Type.Object(
   {
@@ -53,6 +86,7 @@ export const Unit = Type.Object(
     updated_at: DateTime(),
     url_settings: Type.Union([UrlSettings, Type.Null()]),
     labels: Type.Optional(Type.Array(Type.String(), { description: "Omitted when empty" })),
+    config: Type.Optional(UnitConfig),
     environment_version: Nullable(Type.String({ pattern: ENVIRONMENT_VERSION_PATTERN })),
     version: Nullable(Type.String()),
     last_running_at: Nullable(DateTime()),
@@ -68,6 +102,13 @@ export const CreateUnitRequest = Type.Object(
     name: UnitName,
     url_settings: Type.Optional(UrlSettingsRequest),
     labels: Type.Optional(Labels),
+    config: Type.Optional(UnitConfig),
+    wait_for_capacity: Type.Optional(
+      Type.Boolean({
+        description:
+          "When the organization runs its running_limit of busy units, a request that wakes this unit waits (up to 60 s) for one to go idle instead of answering 409",
+      }),
+    ),
     from: Type.Optional(
       Type.Object(
         {
@@ -82,10 +123,17 @@ export const CreateUnitRequest = Type.Object(
 );
 export type CreateUnitRequest = Static<typeof CreateUnitRequest>;
 
-/** Spec 4.1 PUT /v1/units/{name}: `url_settings`, and (ours; spec 2.1 leaves it open) `labels`, replacing them. */
+/**
+ * Spec 4.1 PUT /v1/units/{name}: `url_settings`, and (ours; spec 2.1 leaves it open) `labels`,
+ * replacing them, or `clear_labels` removing them all (the Sprites clients' form).
+ */
 export const UpdateUnitRequest = Type.Object(
-  { url_settings: Type.Optional(UrlSettingsRequest), labels: Type.Optional(Labels) },
-  { additionalProperties: false, minProperties: 1, "x-message": "send url_settings and/or labels" },
+  {
+    url_settings: Type.Optional(UrlSettingsRequest),
+    labels: Type.Optional(Labels),
+    clear_labels: Type.Optional(Type.Boolean({ description: "true removes every label (not with labels)" })),
+  },
+  { additionalProperties: false, minProperties: 1, "x-message": "send url_settings, labels and/or clear_labels" },
 );
 export type UpdateUnitRequest = Static<typeof UpdateUnitRequest>;
 

@@ -148,6 +148,10 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.TaskNotFound]: NotFoundError,
   [ErrorCode.ConnectionNotFound]: NotFoundError,
   [ErrorCode.ProviderNotFound]: NotFoundError,
+  [ErrorCode.OrganizationNotFound]: NotFoundError,
+  [ErrorCode.TokenNotFound]: NotFoundError,
+  [ErrorCode.AdminRequired]: UmsError,
+  [ErrorCode.LastAdminToken]: ConflictError,
   [ErrorCode.MethodNotAllowed]: UmsError,
   [ErrorCode.UnitExists]: ConflictError,
   [ErrorCode.CheckpointActive]: ConflictError,
@@ -166,6 +170,8 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.AgentTimeout]: ServerError,
   [ErrorCode.ProviderFailed]: null, // 400 from an OAuth callback, 502 from the gateway
   [ErrorCode.UnitUnavailable]: null, // 502, or the 4xx of an agent answer that carried no code
+  [ErrorCode.ControlProtocol]: ValidationError, // op.error on the control websocket
+  [ErrorCode.ControlUnknownOp]: ValidationError,
 };
 
 /** For answers without a known code (e.g. from a proxy in front of the server). */

@@ -9,6 +9,7 @@ import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
+import { controlRoutes } from "./control/routes.js";
 import { DIALECTS, UNIT_PREFIX } from "./dialect.js";
 import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
@@ -140,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
           checkpointRoutes(scope, { store: deps.store, units, node, dialect });
           await scope.register(async (exec) => execRoutes(exec, { units, node, dialect }));
           await scope.register(async (fs) => fsRoutes(fs, { units, node, dialect }));
+          controlRoutes(scope, { units, node, dialect, store: deps.store });
           serviceRoutes(scope, { units, node, dialect });
           await scope.register(async (p) => proxyRoutes(p, { node, units, config: deps.config, dialect }));
         },

@@ -38,7 +38,12 @@ export class CheckpointWork {
     return this.table.mutex.run(unit.id, () => this.take(unit, comment, progress));
   }
 
-  private async take(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
+  private async take(
+    unit: UnitRecord,
+    comment: string,
+    progress: (msg: string) => void,
+    auto = false,
+  ): Promise<CheckpointResult> {
     const fresh = (await this.store.units.getById(unit.id)) ?? unit;
     const seq = await this.store.checkpoints.nextSeq(unit.id);
     const id = `v${seq}`;
@@ -55,6 +60,7 @@ export class CheckpointWork {
       privileges: fresh.privileges,
       network: fresh.network,
       createdAt: new Date().toISOString(),
+      auto,
     };
     // A crash before this insert leaves a snapshot the database does not know: removed at start.
     await this.store.checkpoints.insert(cp);
@@ -78,7 +84,7 @@ export class CheckpointWork {
       if (t) t.changing = true;
       let backup: CheckpointResult;
       try {
-        backup = await this.take(unit, `automatic backup before restoring ${cp.id}`, progress);
+        backup = await this.take(unit, `automatic backup before restoring ${cp.id}`, progress, true);
       } catch (err) {
         if (t) t.changing = false;
         throw err;

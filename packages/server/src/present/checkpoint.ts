@@ -13,5 +13,6 @@ export function checkpointInfo(unit: UnitRecord, cp: CheckpointRecord, present: 
     ...(cp.sourceId && { source_id: cp.sourceId }),
     health: present ? "" : "mount_failed",
     active: unit.activeCheckpoint === cp.id,
+    is_auto: cp.auto,
   };
 }

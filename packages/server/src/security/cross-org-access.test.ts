@@ -117,13 +117,37 @@ describe("cross-organization access on every route", { timeout: 15 * 60_000 }, (
       json: { code: "x", state: b.state, redirect_uri: "https://app.example/cb" },
     });
     assert.equal(cb.status, 400, cb.text);
+    // B's tokens: B's organization in the path is not found for A (as a missing one); a token id of
+    // B's through A's own path is not A's.
+    const bTokens = await call(x.tB, "GET", "/v1/organizations/beta/tokens");
+    assert.equal(bTokens.status, 200, bTokens.text);
+    const bTokenId = bTokens.body.tokens[0]?.id as string;
+    const tokens = [];
+    for (const [m, p, json] of [
+      ["POST", "/v1/organizations/beta/tokens", { role: "admin" }],
+      ["GET", "/v1/organizations/beta/tokens", undefined],
+      ["DELETE", `/v1/organizations/beta/tokens/${bTokenId}`, undefined],
+      ["DELETE", `/v1/organizations/alpha/tokens/${bTokenId}`, undefined],
+    ] as const) {
+      const r = await call(x.tA, m, p, json === undefined ? {} : { json });
+      assert.equal(r.status, 404, `${m} ${p}: ${r.text}`);
+      assert.equal(r.body.code, p.includes("/beta/") ? ErrorCode.OrganizationNotFound : ErrorCode.TokenNotFound);
+      tokens.push(r);
+    }
+    const ids = (r: { body: { tokens: { id: string; role: string }[] } }) =>
+      r.body.tokens.map((t) => `${t.id} ${t.role}`);
+    assert.deepEqual(
+      ids(await call(x.tB, "GET", "/v1/organizations/beta/tokens")),
+      ids(bTokens),
+      "B's tokens as they were",
+    );
     // A may name a unit like B's: it is A's own, another unit.
     const mine = await call(x.tA, "POST", "/v1/units", { json: { name: "bonly" } });
     assert.equal(mine.status, 201, mine.text);
     assert.notEqual(mine.body.id, id.bOnly);
     assert.equal((await call(x.tA, "DELETE", "/v1/units/bonly")).status, 204);
     assert.equal((await call(x.tA, "DELETE", "/v1/units/shared")).status, 204);
-    for (const r of [list, org, conns, key, prov, authorize, cb, mine]) noLeak("org-level", "", r.text);
+    for (const r of [list, org, conns, key, prov, authorize, cb, mine, ...tokens]) noLeak("org-level", "", r.text);
   });
 
   it("nothing of B changed, and B still reaches all of it", () => x.bUnchanged());

@@ -53,12 +53,30 @@ export interface UnitRecord {
   readonly network: string;
   /** The checkpoint the unit's files are on (spec 2.6 `source_id` of the next one), if any. */
   readonly activeCheckpoint: string | null;
+  /** The disk size asked for at create (`config.storage_gb`), shown; its quota is issue #20. */
+  readonly storageGb: number | null;
+  /** A wake at the organization's running limit waits for a slot instead of failing (create's `wait_for_capacity`). */
+  readonly waitForCapacity: boolean;
 }
 
 export type NewUnit = Omit<
   UnitRecord,
-  "updatedAt" | "lastRunningAt" | "lastWarmingAt" | "resources" | "privileges" | "network" | "activeCheckpoint"
-> & { readonly resources?: string; readonly privileges?: string; readonly network?: string };
+  | "updatedAt"
+  | "lastRunningAt"
+  | "lastWarmingAt"
+  | "resources"
+  | "privileges"
+  | "network"
+  | "activeCheckpoint"
+  | "storageGb"
+  | "waitForCapacity"
+> & {
+  readonly resources?: string;
+  readonly privileges?: string;
+  readonly network?: string;
+  readonly storageGb?: number | null;
+  readonly waitForCapacity?: boolean;
+};
 
 /** A unit's policies (spec 2.8-2.10) as stored: JSON texts. */
 export interface PolicyTexts {
@@ -75,6 +93,8 @@ export interface CheckpointRecord extends PolicyTexts {
   readonly comment: string;
   readonly sourceId: string | null;
   readonly createdAt: string;
+  /** Taken by ums itself (the backup before a restore, spec 3.3), not asked for. */
+  readonly auto: boolean;
 }
 
 export interface UnitPatch extends Partial<PolicyTexts> {
@@ -126,4 +146,23 @@ export interface ConnectorPatch {
   readonly secret?: string;
   readonly keyVersion?: number;
   readonly updatedAt?: string;
+}
+
+/**
+ * Spec 4.8: an authorization started with `authorize`, kept on the server until it expires, keyed by
+ * the SHA-256 of its OAuth `state` (the state itself is the caller's and is never stored).
+ */
+export interface OAuthStateRecord {
+  readonly stateHash: string;
+  readonly orgId: string;
+  readonly provider: string;
+  readonly redirectUri: string;
+  /** Scopes asked for (comma-separated). */
+  readonly scopes: string;
+  /** A connector to add the scopes to (add_scopes), if any. */
+  readonly connectorId: string | null;
+  readonly createdAt: string;
+  readonly expiresAt: string;
+  /** Set when a callback took it: a state completes one authorization only. */
+  readonly usedAt: string | null;
 }

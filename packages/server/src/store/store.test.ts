@@ -141,5 +141,68 @@ for (const dialect of testDialects) {
       assert.equal(await store.connectors.delete(org.id, "conn_a"), true);
       assert.equal(await store.connectors.getById("conn_a"), undefined);
     });
+
+    it("revokes an organization's token unless it is its last admin one, concurrent revokes included", async () => {
+      const org = await store.orgs.ensure("revokes", limits);
+      const other = await store.orgs.ensure("revokes-other", limits);
+      const mk = (id: string, orgId: string, role: "admin" | "member") =>
+        store.tokens.create({ id, orgId, name: id, role, hash: `hash-${id}`, createdAt: new Date().toISOString() });
+      await mk("tok_r_a1", org.id, "admin");
+      await mk("tok_r_a2", org.id, "admin");
+      await mk("tok_r_m", org.id, "member");
+      await mk("tok_r_x", other.id, "admin");
+      const at = new Date().toISOString();
+      assert.equal(await store.tokens.revokeInOrg(org.id, "tok_r_x", at), "not_found", "another org's token");
+      assert.equal(await store.tokens.revokeInOrg(org.id, "tok_r_none", at), "not_found");
+      assert.equal(await store.tokens.revokeInOrg(org.id, "tok_r_m", at), "revoked");
+      assert.equal(await store.tokens.revokeInOrg(org.id, "tok_r_m", at), "not_found", "already revoked");
+      // The two admins revoke each other at once: exactly one of them goes.
+      const both = await Promise.all([
+        store.tokens.revokeInOrg(org.id, "tok_r_a1", at),
+        store.tokens.revokeInOrg(org.id, "tok_r_a2", at),
+      ]);
+      assert.deepEqual([...both].sort(), ["last_admin", "revoked"]);
+      const live = (await store.tokens.list(org.id)).filter((t) => !t.revokedAt).map((t) => t.id);
+      assert.equal(live.length, 1);
+      assert.equal(await store.tokens.revokeInOrg(org.id, live[0] ?? "", at), "last_admin");
+      assert.ok(await store.tokens.authenticate("hash-tok_r_x"), "the other organization's token is untouched");
+    });
+
+    it("OAuth states: one record per state hash until it expires, used once", async () => {
+      const org = await store.orgs.ensure("oauth-states", limits);
+      const t0 = Date.parse("2030-01-01T00:00:00.000Z");
+      const iso = (ms: number) => new Date(t0 + ms).toISOString();
+      const rec = {
+        stateHash: "a".repeat(64),
+        orgId: org.id,
+        provider: "github",
+        redirectUri: "https://app.example/cb",
+        scopes: "repo",
+        connectorId: null,
+        createdAt: iso(0),
+        expiresAt: iso(600_000),
+        usedAt: null,
+      };
+      assert.equal(await store.oauthStates.insert(rec), true);
+      assert.equal(await store.oauthStates.insert({ ...rec, orgId: org.id, provider: "slack" }), false, "in use");
+      assert.equal((await store.oauthStates.get(rec.stateHash))?.provider, "github");
+      assert.equal(await store.oauthStates.get("b".repeat(64)), undefined);
+      const uses = await Promise.all([
+        store.oauthStates.use(rec.stateHash, iso(1000)),
+        store.oauthStates.use(rec.stateHash, iso(1000)),
+      ]);
+      assert.deepEqual([...uses].sort(), [false, true], "one callback wins");
+      assert.equal((await store.oauthStates.get(rec.stateHash))?.usedAt, iso(1000));
+      assert.equal(await store.oauthStates.insert({ ...rec, createdAt: iso(2000) }), false, "used, not expired");
+      const late = { ...rec, stateHash: "c".repeat(64) };
+      await store.oauthStates.insert(late);
+      assert.equal(await store.oauthStates.use(late.stateHash, iso(600_000)), false, "expired");
+      // Once expired, a record is removed by the next insert and its state may be used again.
+      assert.equal(
+        await store.oauthStates.insert({ ...rec, createdAt: iso(700_000), expiresAt: iso(1_300_000) }),
+        true,
+      );
+      assert.equal(await store.oauthStates.get(late.stateHash), undefined);
+    });
   });
 }

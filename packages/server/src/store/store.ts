@@ -3,6 +3,7 @@ import type {
   ConnectorPatch,
   ConnectorRecord,
   NewUnit,
+  OAuthStateRecord,
   OrgLimits,
   OrgRecord,
   TokenRecord,
@@ -24,6 +25,7 @@ export interface Store {
   readonly units: UnitStore;
   readonly checkpoints: CheckpointStore;
   readonly connectors: ConnectorStore;
+  readonly oauthStates: OAuthStateStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -55,6 +57,12 @@ export interface TokenStore {
   list(orgId?: string): Promise<TokenRecord[]>;
   /** Returns false when no live token has that id. */
   revoke(id: string, at: string): Promise<boolean>;
+  /**
+   * Revokes a live token of organization `orgId`, unless it is the organization's last live admin
+   * token (the organization would be left with no token that can mint tokens): one decision,
+   * serialised with the organization's other revokes.
+   */
+  revokeInOrg(orgId: string, id: string, at: string): Promise<"revoked" | "not_found" | "last_admin">;
   touch(id: string, at: string): Promise<void>;
 }
 
@@ -107,4 +115,16 @@ export interface ConnectorStore {
   sealedUnder(notVersion: number, limit: number): Promise<ConnectorRecord[]>;
   /** Replaces a secret only if it is still the one read (a concurrent refresh wins). */
   reseal(id: string, from: string, to: string, keyVersion: number): Promise<boolean>;
+}
+
+/** Spec 4.8: pending OAuth authorizations, keyed by the hash of their state. */
+export interface OAuthStateStore {
+  /**
+   * Records a new authorization; false when a record with that state hash exists (pending, or used
+   * and not yet expired). Expired records are removed first.
+   */
+  insert(s: OAuthStateRecord): Promise<boolean>;
+  get(stateHash: string): Promise<OAuthStateRecord | undefined>;
+  /** Marks it used at `at`; false when it was already used or has expired by then (one callback wins). */
+  use(stateHash: string, at: string): Promise<boolean>;
 }

@@ -82,6 +82,7 @@ export const EXAMPLES: Record<string, (t: Target) => Example> = {
   "POST /v1/units/{name}/fs/rename": () => ({ json: { source: B_FILE, dest: "/tmp/moved", workingDir: "/" } }),
   "DELETE /v1/units/{name}/fs/delete": () => ({ json: { path: B_FILE, workingDir: "/" } }),
   "GET /v1/units/{name}/fs/watch": () => ({}),
+  "GET /v1/units/{name}/control": () => ({}),
   "PUT /v1/units/{name}/fs/write": () => ({ query: `path=${encodeURIComponent(B_FILE)}&workingDir=/`, body: "a's" }),
   "GET /v1/units/{name}/services": () => ({}),
   "GET /v1/units/{name}/services/{service}": () => ({}),
@@ -119,6 +120,9 @@ export const ORG_LEVEL = new Set([
   "POST /v1/oauth/connections/provision",
   "GET /v1/oauth/{provider}/authorize",
   "POST /v1/oauth/{provider}/callback",
+  "POST /v1/organizations/{org}/tokens",
+  "GET /v1/organizations/{org}/tokens",
+  "DELETE /v1/organizations/{org}/tokens/{id}",
 ]);
 
 /** The concrete path of an OpenAPI path for a target. */

@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { CheckpointInfo, CreateCheckpointRequest, ErrorBody } from "@ums/protocol";
+import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ListCheckpointsQuery } from "@ums/protocol";
 import type { UnitNode } from "../../node/unit-node.js";
 import { checkpointInfo } from "../../present/checkpoint.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
@@ -23,7 +23,17 @@ const Params = Type.Object({ name: Type.String({ maxLength: 256 }) });
 const CpParams = Type.Object({ name: Type.String({ maxLength: 256 }), id: Type.String({ maxLength: 64 }) });
 
 /** Spec 4.2, 6.1 and 3.3: checkpoints of a unit, taken live, restored with an automatic backup. */
-export function checkpointRoutes(app: ApiInstance, { store, units, node }: CheckpointDeps): void {
+/** A checkpoint and those it descends from (its `source_id` chain), in the list's order. */
+function lineage(cps: readonly CheckpointRecord[], id: string): CheckpointRecord[] {
+  const byId = new Map(cps.map((c) => [c.id, c]));
+  const chain = new Set<string>();
+  for (let cp = byId.get(id); cp && !chain.has(cp.id); cp = cp.sourceId ? byId.get(cp.sourceId) : undefined) {
+    chain.add(cp.id);
+  }
+  return cps.filter((c) => chain.has(c.id));
+}
+
+export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect }: CheckpointDeps): void {
   const tags = ["checkpoints"];
   /** Spec 2.6 views of the unit's checkpoints, with whether each one's files are on its node. */
   const infos = async (unit: UnitRecord, cps: readonly CheckpointRecord[]) => {
@@ -80,14 +90,22 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node }: Check
     {
       schema: {
         tags,
-        summary: "The unit's checkpoints, oldest first",
+        summary:
+          dialect === "sprites"
+            ? "The unit's checkpoints, oldest first; without includeAuto=true the backups taken before restores are left out under /v1/sprites"
+            : "The unit's checkpoints, oldest first",
         params: Params,
+        querystring: ListCheckpointsQuery,
         response: { 200: Type.Array(CheckpointInfo), ...commonErrors, ...notFound },
       },
     },
     async (req) => {
       const unit = await units.require(req.auth.org, req.params.name);
-      return infos(unit, await store.checkpoints.list(unit.id));
+      const { history, includeAuto = dialect === "units" } = req.query;
+      let cps = await store.checkpoints.list(unit.id);
+      if (history !== undefined) cps = lineage(cps, (await units.requireCheckpoint(unit, history)).id);
+      if (!includeAuto) cps = cps.filter((c) => !c.auto);
+      return infos(unit, cps);
     },
   );
 

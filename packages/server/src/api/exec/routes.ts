@@ -1,7 +1,8 @@
-import { Type } from "@sinclair/typebox";
-import { ErrorBody, ErrorCode, ExecSession } from "@ums/protocol";
+import { type Static, Type } from "@sinclair/typebox";
+import { ErrorBody, ErrorCode, ExecSession, parseDuration } from "@ums/protocol";
 import { readAnswerError } from "../../node/errors.js";
 import type { UnitNode } from "../../node/unit-node.js";
+import type { OrgRecord } from "../../store/records.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -27,12 +28,42 @@ const SessionParams = Type.Object({
 /** The unit could not be reached (502) or its agent did not answer in time (504, UMS_AGENT_TIMEOUT). */
 const agentErrors = { 502: ErrorBody, 504: ErrorBody } as const;
 
+/** Under /v1/sprites the session list is wrapped, `{"sessions": [...]}` (what the Sprites clients read). */
+const SpritesSessionList = Type.Object({ sessions: Type.Array(ExecSession) }, { title: "SpritesSessionList" });
+
+/** The Sprites clients also send `cc` (`detachable` is in ExecQuery: a session kept until it exits). */
+const SpritesExecQuery = Type.Composite(
+  [Type.Partial(ExecQuery), Type.Object({ cc: Type.Optional(Type.Boolean({ description: "Accepted and ignored" })) })],
+  { additionalProperties: false },
+);
+
+/** The kill wait: integer seconds or a `10s`-style duration (docs/ARCHITECTURE.md section 10), at most an hour. */
+function killTimeoutSeconds(value: string | undefined): number {
+  if (value === undefined) return 10;
+  const ms = parseDuration(value);
+  if (ms === null || ms > 3_600_000) {
+    throw ApiError.validation([`timeout: '${value}' is not a duration of at most 1h (seconds, or e.g. 10s, 500ms)`]);
+  }
+  return Math.ceil(ms / 1000);
+}
+
 /** Spec 4.3: exec over HTTP and websockets, sessions, kill. */
-export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
+export function execRoutes(app: ApiInstance, { units, node, dialect }: ExecDeps): void {
   const tags = ["exec"];
   // HTTP exec bodies are raw stdin bytes of any type.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", (_req, _payload, done) => done(null));
+
+  async function listSessions(org: OrgRecord, name: string): Promise<ExecSession[]> {
+    const unit = await units.require(org, name);
+    if ((await node.status(unit.id)) === "cold") return [];
+    const lease = await node.wake(org, unit);
+    try {
+      return await lease.agent.json<ExecSession[]>("GET", "/exec");
+    } finally {
+      lease.release();
+    }
+  }
 
   app.post(
     "/:name/exec",
@@ -61,10 +92,18 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
     schema: {
       tags,
       summary:
-        "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3; with `id`: attach to that session). A TTY session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise",
+        dialect === "sprites"
+          ? "List exec sessions as {sessions: [...]} under /v1/sprites (plain GET) or start one (websocket upgrade; with `id`: attach to that session). A TTY or `detachable` session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise"
+          : "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3; with `id`: attach to that session). A TTY session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise",
       params: UnitParams,
-      querystring: Type.Partial(ExecQuery),
-      response: { 200: Type.Array(ExecSession), ...commonErrors, ...notFound, ...agentErrors },
+      querystring: dialect === "sprites" ? SpritesExecQuery : Type.Partial(ExecQuery),
+      // One type for both (the handler answers by dialect); each dialect documents its own.
+      response: {
+        200: (dialect === "sprites" ? SpritesSessionList : Type.Array(ExecSession)) as typeof SpritesSessionList,
+        ...commonErrors,
+        ...notFound,
+        ...agentErrors,
+      },
     },
     preHandler: async (req) => {
       if (!req.ws) return;
@@ -79,14 +118,8 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
       await holdUnitWebsocket(req, await leaseUnit(req, units, node), path);
     },
     handler: async (req) => {
-      const unit = await units.require(req.auth.org, req.params.name);
-      if ((await node.status(unit.id)) === "cold") return [];
-      const lease = await node.wake(req.auth.org, unit);
-      try {
-        return await lease.agent.json("GET", "/exec");
-      } finally {
-        lease.release();
-      }
+      const sessions = await listSessions(req.auth.org, req.params.name);
+      return (dialect === "sprites" ? { sessions } : sessions) as Static<typeof SpritesSessionList>;
     },
     wsHandler: joinHeldSocket,
   });
@@ -123,7 +156,12 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
         querystring: Type.Object(
           {
             signal: Type.Optional(Type.String({ maxLength: 16, default: "SIGTERM" })),
-            timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600, default: 10 })),
+            timeout: Type.Optional(
+              Type.String({
+                maxLength: 16,
+                description: "Wait for the exit: seconds (default 10) or e.g. 10s, at most 1h",
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -131,6 +169,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
       },
     },
     async (req, reply) => {
+      const timeout = killTimeoutSeconds(req.query.timeout);
       const unit = await units.require(req.auth.org, req.params.name);
       if ((await node.status(unit.id)) === "cold") {
         throw new ApiError(404, ErrorCode.SessionNotFound, `no exec session ${req.params.id} in unit '${unit.name}'`);
@@ -138,7 +177,7 @@ export function execRoutes(app: ApiInstance, { units, node }: ExecDeps): void {
       const lease = await node.wake(req.auth.org, unit);
       const q = new URLSearchParams({
         signal: req.query.signal ?? "SIGTERM",
-        timeout: String(req.query.timeout ?? 10),
+        timeout: String(timeout),
       });
       const stream = await firstCall(lease, async () => {
         const res = await lease.agent.request("POST", `/exec/${req.params.id}/kill?${q}`);

@@ -37,7 +37,7 @@ interface OpBody {
  * One JSON operation: its body schema, its answer, and the body the agent gets (paths resolved
  * against `workingDir`, defaults filled in; packages/agent/src/fs/router.ts).
  */
-interface JsonOperation {
+export interface JsonOperation {
   readonly summary: string;
   readonly body: TSchema;
   readonly response: TSchema;
@@ -45,7 +45,7 @@ interface JsonOperation {
   readonly agentBody: (b: any) => object;
 }
 
-const OPERATIONS: Readonly<Record<"chmod" | "chown" | "copy" | "rename", JsonOperation>> = {
+export const OPERATIONS: Readonly<Record<"chmod" | "chown" | "copy" | "rename", JsonOperation>> = {
   chmod: {
     summary: "Change permissions",
     body: FsChmodBody,
@@ -88,6 +88,19 @@ const OPERATIONS: Readonly<Record<"chmod" | "chown" | "copy" | "rename", JsonOpe
   },
 };
 
+/** Delete's body for the agent (its fields come as a JSON body or as query parameters). */
+export const deleteAgentBody = (b: FsDeleteBody) => ({
+  path: resolveIn(b.workingDir, b.path),
+  recursive: b.recursive ?? false,
+});
+
+/** List's query for the agent. */
+export function listAgentQuery(q: { path: string; workingDir: string; recursive?: boolean; pattern?: string }): string {
+  const p = new URLSearchParams({ path: resolveIn(q.workingDir, q.path), recursive: String(q.recursive ?? false) });
+  if (q.pattern) p.set("pattern", q.pattern);
+  return p.toString();
+}
+
 /** Spec 4.4: listing and the JSON operations (chmod, chown, copy, rename, delete). */
 export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
   const tags = ["filesystem"];
@@ -97,9 +110,7 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
     fsRoute("List a directory (a file lists as its one entry)", ListQuery, FsListResponse),
     async (req) => {
       const q = req.query;
-      const p = new URLSearchParams({ path: resolveIn(q.workingDir, q.path), recursive: String(q.recursive ?? false) });
-      if (q.pattern) p.set("pattern", q.pattern);
-      return room.call<FsListResponse>(req, q.asRoot, "GET", `/fs/list?${p}`);
+      return room.call<FsListResponse>(req, q.asRoot, "GET", `/fs/list?${listAgentQuery(q)}`);
     },
   );
 
@@ -138,8 +149,7 @@ export function fsOperationRoutes(app: ApiInstance, room: FsRoom): void {
       const b = hasBody
         ? validate<FsDeleteBody>(FsDeleteBody, req.body, "body")
         : validate<FsDeleteBody>(FsDeleteBody, { ...(req.query as object) }, "querystring");
-      const body = { path: resolveIn(b.workingDir, b.path), recursive: b.recursive ?? false };
-      return (await room.jsonOp(req, "delete", b.asRoot, body)) as FsDeleteResponse;
+      return (await room.jsonOp(req, "delete", b.asRoot, deleteAgentBody(b))) as FsDeleteResponse;
     },
   );
 }

@@ -49,6 +49,18 @@ const MAX_FS_ANSWER = 64 * 1024 * 1024;
 
 export const identity = (asRoot: boolean | undefined): FsIdentity => (asRoot ? "root" : "user");
 
+/** One filesystem request to the unit's agent on `lease`, run as the unit user or root; its JSON answer. */
+export async function fsJson<T = unknown>(
+  lease: UnitLease,
+  asRoot: boolean | undefined,
+  method: string,
+  path: string,
+  body?: Readable | string,
+  headers?: Record<string, string>,
+): Promise<T> {
+  return readJson<T>(await lease.agent.fs(identity(asRoot), method, path, body, headers), MAX_FS_ANSWER);
+}
+
 export function fsRoutes(app: ApiInstance, deps: FsDeps): void {
   const room: FsRoom = {
     deps,
@@ -56,7 +68,7 @@ export function fsRoutes(app: ApiInstance, deps: FsDeps): void {
     async call(req, asRoot, method, path, body, headers) {
       const lease = await leaseUnit(req, deps.units, deps.node);
       try {
-        return await readJson(await lease.agent.fs(identity(asRoot), method, path, body, headers), MAX_FS_ANSWER);
+        return await fsJson(lease, asRoot, method, path, body, headers);
       } finally {
         lease.release();
       }

@@ -2,9 +2,11 @@ import { OrganizationInfo } from "@ums/protocol";
 import type { Store } from "../../store/store.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors } from "../schemas.js";
+import { tokenRoutes } from "./tokens.js";
 
-/** Spec 2.5: the caller's organization. */
+/** Spec 2.5: the caller's organization; its tokens (tokens.ts). */
 export function organizationRoutes(app: ApiInstance, store: Store): void {
+  tokenRoutes(app, store);
   app.get(
     "/v1/organization",
     {

@@ -1,3 +1,4 @@
+import { type TNull, Type } from "@sinclair/typebox";
 import { ErrorCode, NetworkLog, NetworkLogQuery, NetworkPolicy } from "@ums/protocol";
 import { CompiledPolicy } from "../../network/matching.js";
 import type { UnitNode } from "../../node/unit-node.js";
@@ -18,7 +19,7 @@ const MATCHING =
   'Rules are matched by specificity: an exact name beats *.sub.example beats *.example beats *; among equally specific rules the later one wins. With any rule present, a name no rule matches is refused and connections to addresses no allowed lookup produced are dropped; private, loopback and link-local ranges are never reachable. {"rules": []} (the default) enforces nothing.';
 
 /** Spec 4.5 (network) and 2.10; the decisions log is ours (issue #6). */
-export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPolicyDeps): void {
+export function networkPolicyRoutes(app: ApiInstance, { units, node, dialect }: NetworkPolicyDeps): void {
   const tags = ["policies"];
   app.get(
     "/:name/policy/network",
@@ -39,14 +40,24 @@ export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPo
     {
       schema: {
         tags,
-        summary: "Replace the unit's network policy (in force at once; open connections it forbids are cut)",
+        summary:
+          dialect === "sprites"
+            ? "Replace the unit's network policy; answers 204 with no body under /v1/sprites (the Sprites clients' shape)"
+            : "Replace the unit's network policy (in force at once; open connections it forbids are cut)",
         description: MATCHING,
         params: UnitParams,
         body: NetworkPolicy,
-        response: { 200: NetworkPolicy, ...commonErrors, ...notFound },
+        // One type for both (the handler answers by dialect); each dialect documents its own.
+        response: (dialect === "sprites"
+          ? { 204: Type.Null(), ...commonErrors, ...notFound }
+          : { 200: NetworkPolicy, ...commonErrors, ...notFound }) as {
+          200: typeof NetworkPolicy;
+          204: TNull;
+        } & typeof commonErrors &
+          typeof notFound,
       },
     },
-    async (req) => {
+    async (req, reply) => {
       const unit = await units.require(req.auth.org, req.params.name);
       const compiled = CompiledPolicy.compile(req.body);
       if (!(compiled instanceof CompiledPolicy)) {
@@ -55,7 +66,9 @@ export function networkPolicyRoutes(app: ApiInstance, { units, node }: NetworkPo
       const json = JSON.stringify({ rules: req.body.rules } satisfies NetworkPolicy);
       await units.setPolicy(unit, { network: json });
       // In force at once when the unit runs: its resolver and firewall follow the new rules.
-      return node.applyNetworkPolicy(unit.id, json).then(() => JSON.parse(json) as NetworkPolicy);
+      await node.applyNetworkPolicy(unit.id, json);
+      if (dialect === "sprites") return reply.code(204).send(null);
+      return JSON.parse(json) as NetworkPolicy;
     },
   );
 

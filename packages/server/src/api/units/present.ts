@@ -1,4 +1,4 @@
-import type { Unit } from "@ums/protocol";
+import type { ResourcesPolicy, Unit, UnitConfig } from "@ums/protocol";
 import type { ServerConfig } from "../../config.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 
@@ -10,17 +10,30 @@ export function unitUrl(config: ServerConfig, listenPort: number, urlLabel: stri
   return `${config.unitUrlScheme}://${urlLabel}.${config.unitHost}${port}`;
 }
 
-export function presentUnit(config: ServerConfig, listenPort: number, org: OrgRecord, u: UnitRecord): Unit {
+/** The unit's size as the Sprites clients' `config`: its resources policy's memory and CPU, its disk. */
+function unitConfig(u: UnitRecord): UnitConfig | undefined {
+  const policy = JSON.parse(u.resources) as ResourcesPolicy;
+  const config: UnitConfig = {
+    ...(policy.memory && { ram_mb: policy.memory.limit_mb }),
+    ...(policy.cpu && { cpus: policy.cpu.cores }),
+    ...(u.storageGb !== null && { storage_gb: u.storageGb }),
+  };
+  return Object.keys(config).length > 0 ? config : undefined;
+}
+
+export function presentUnit(server: ServerConfig, listenPort: number, org: OrgRecord, u: UnitRecord): Unit {
+  const config = unitConfig(u);
   return {
     id: u.id,
     name: u.name,
     organization: org.slug,
-    url: unitUrl(config, listenPort, u.urlLabel),
+    url: unitUrl(server, listenPort, u.urlLabel),
     status: u.status,
     created_at: u.createdAt,
     updated_at: u.updatedAt,
     url_settings: u.privateAccess ? { auth: u.urlAuth, private_access: u.privateAccess } : { auth: u.urlAuth },
     ...(u.labels.length > 0 && { labels: [...u.labels] }),
+    ...(config && { config }),
     environment_version: u.environmentVersion,
     version: u.version,
     last_running_at: u.lastRunningAt,

@@ -25,7 +25,20 @@ export interface UnitRouteDeps {
   readonly dialect: Dialect;
 }
 
-export function unitRoutes(app: ApiInstance, { units }: UnitRouteDeps): void {
+/** Spec 2.4 under /v1/sprites: the Sprites clients read the unit as `sprite_name` and `sprite_id`. */
+const SpritesHealthCheck = Type.Object(
+  {
+    sprite_name: Type.String(),
+    sprite_id: Type.String(),
+    status: HealthCheck.properties.status,
+    reason: HealthCheck.properties.reason,
+    checked_at: HealthCheck.properties.checked_at,
+    elapsed: HealthCheck.properties.elapsed,
+  },
+  { title: "SpritesHealthCheck" },
+);
+
+export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps): void {
   const tags = ["units"];
 
   app.get(
@@ -61,8 +74,7 @@ export function unitRoutes(app: ApiInstance, { units }: UnitRouteDeps): void {
       },
     },
     async (req, reply) => {
-      const { name, url_settings, from, labels } = req.body;
-      const unit = await units.create(req.auth.org, name, url_settings, from, labels);
+      const unit = await units.create(req.auth.org, req.body);
       return reply.code(201).send(units.present(req.auth.org, unit));
     },
   );
@@ -85,14 +97,15 @@ export function unitRoutes(app: ApiInstance, { units }: UnitRouteDeps): void {
     {
       schema: {
         tags,
-        summary: "Update a unit's url_settings and/or labels (each replaced whole)",
+        summary: "Update a unit's url_settings and/or labels (each replaced whole; clear_labels removes them)",
         params: UnitParams,
         body: UpdateUnitRequest,
         response: { 200: Unit, ...commonErrors, ...notFound },
       },
     },
     async (req) => {
-      const unit = await units.update(req.auth.org, req.params.name, req.body.url_settings, req.body.labels);
+      const { url_settings, labels, clear_labels } = req.body;
+      const unit = await units.update(req.auth.org, req.params.name, url_settings, labels, clear_labels);
       return units.present(req.auth.org, unit);
     },
   );
@@ -118,12 +131,20 @@ export function unitRoutes(app: ApiInstance, { units }: UnitRouteDeps): void {
     {
       schema: {
         tags,
-        summary: "Health check",
+        summary:
+          dialect === "sprites"
+            ? "Health check; names the unit as sprite_name and sprite_id under /v1/sprites"
+            : "Health check",
         params: UnitParams,
-        response: { 200: HealthCheck, ...commonErrors, ...notFound },
+        response: { 200: dialect === "sprites" ? SpritesHealthCheck : HealthCheck, ...commonErrors, ...notFound },
       },
     },
-    async (req) => units.check(req.auth.org, req.params.name),
+    async (req) => {
+      const health = await units.check(req.auth.org, req.params.name);
+      if (dialect === "units") return health;
+      const { unit_name, unit_id, ...rest } = health;
+      return { sprite_name: unit_name, sprite_id: unit_id, ...rest };
+    },
   );
 
   app.post(

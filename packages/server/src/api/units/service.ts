@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
 import {
+  type CreateUnitRequest,
   ENVIRONMENT_VERSION,
   ENVIRONMENT_VERSION_PATTERN,
   ErrorCode,
   type HealthCheck,
   KNOWN_ENVIRONMENT_VERSIONS,
+  type ResourcesPolicy,
   type UnitList,
   type UpgradeResponse,
   type UrlSettingsRequest,
@@ -80,19 +82,37 @@ export class UnitService {
     return cp;
   }
 
-  async create(
-    org: OrgRecord,
-    name: string,
-    settings: UrlSettingsRequest | undefined,
-    from?: { unit: string; checkpoint: string },
-    labels: readonly string[] = [],
-  ): Promise<UnitRecord> {
+  /**
+   * `config.ram_mb` and `config.cpus` as a resources policy (spec 4.5), over `base` (a fork's);
+   * cpus beyond what units may use on this host are refused, as a resources POST refuses them.
+   */
+  private async configResources(config: CreateUnitRequest["config"], base: string): Promise<string> {
+    if (config?.ram_mb === undefined && config?.cpus === undefined) return base;
+    if (config.cpus !== undefined) {
+      const max = (await this.node.resourceLimits()).maxCpuCores;
+      if (config.cpus > max) {
+        throw ApiError.validation([
+          `config.cpus: must be at most ${max}, the cores units may use on this host; got ${config.cpus}`,
+        ]);
+      }
+    }
+    const policy: ResourcesPolicy = {
+      ...(JSON.parse(base) as ResourcesPolicy),
+      ...(config.ram_mb !== undefined && { memory: { limit_mb: config.ram_mb } }),
+      ...(config.cpus !== undefined && { cpu: { cores: config.cpus } }),
+    };
+    return JSON.stringify(policy);
+  }
+
+  async create(org: OrgRecord, req: CreateUnitRequest): Promise<UnitRecord> {
+    const { name, from, labels = [], config } = req;
     // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
     const source = from && (await this.require(org, from.unit));
     const cp = source && from && (await this.requireCheckpoint(source, from.checkpoint));
     if (!org.unitsEnabled) {
       throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
     }
+    const resources = await this.configResources(config, cp?.resources ?? "{}");
     let unit: UnitRecord;
     try {
       unit = await this.store.units.create(
@@ -102,12 +122,15 @@ export class UnitService {
           name,
           urlLabel: `${name}-${randomString(8, URL_ALPHABET)}`,
           status: "cold",
-          ...urlSettings(settings),
+          ...urlSettings(req.url_settings),
           labels: [...labels],
           version: source?.version ?? ENVIRONMENT_VERSION,
           environmentVersion: source?.environmentVersion ?? ENVIRONMENT_VERSION,
           createdAt: new Date().toISOString(),
-          ...(cp && { resources: cp.resources, privileges: cp.privileges, network: cp.network }),
+          resources,
+          storageGb: config?.storage_gb ?? null,
+          waitForCapacity: req.wait_for_capacity ?? false,
+          ...(cp && { privileges: cp.privileges, network: cp.network }),
         },
         org.maxUnits,
       );
@@ -172,13 +195,21 @@ export class UnitService {
     };
   }
 
-  /** Spec 4.1 PUT: `url_settings` when given, and `labels` (ours) when given, each replaced whole. */
+  /**
+   * Spec 4.1 PUT: `url_settings` when given, and `labels` (ours) when given, each replaced whole;
+   * `clear_labels` removes them all.
+   */
   async update(
     org: OrgRecord,
     name: string,
     settings: UrlSettingsRequest | undefined,
     labels?: readonly string[],
+    clearLabels = false,
   ): Promise<UnitRecord> {
+    if (clearLabels && labels && labels.length > 0) {
+      throw ApiError.validation(["clear_labels: removes every label; send it without labels, or send labels alone"]);
+    }
+    if (clearLabels) labels = [];
     const unit = await this.store.units.update(org.id, UnitService.existing(name), {
       ...(settings && urlSettings(settings)),
       ...(labels && { labels: [...labels] }),

@@ -79,10 +79,10 @@ for (const dialect of testDialects) {
       assert.deepEqual((await s.api("GET", "/v1/units/put-me", { token })).body.url_settings, { auth: "unit" });
     });
 
-    it("PUT validates: url_settings and/or labels, nothing else", async () => {
+    it("PUT validates: url_settings, labels and/or clear_labels, nothing else", async () => {
       await create("put-bad");
       const cases: [unknown, RegExp][] = [
-        [{}, /send url_settings and\/or labels/],
+        [{}, /send url_settings, labels and\/or clear_labels/],
         [{ labels: ["ok", " bad"] }, /^labels\.1: must be 1-63 letters/],
         [{ labels: ["a", "a"] }, /^labels: /],
         [{ url_settings: { auth: "everyone" } }, /^url_settings\.auth: must be one of "unit", "public"$/],

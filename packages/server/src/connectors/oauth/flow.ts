@@ -1,10 +1,10 @@
 import type { AccessPolicy, AuthorizeQuery } from "@ums/protocol";
 import { ErrorCode } from "@ums/protocol";
 import { ApiError } from "../../errors/api-error.js";
-import type { ConnectorRecord, OrgRecord } from "../../store/records.js";
+import type { ConnectorRecord, OAuthStateRecord, OrgRecord } from "../../store/records.js";
 import type { OAuthClient, ResolvedProvider } from "../registry/registry.js";
 import type { ConnectorService } from "../service/service.js";
-import { type StatePayload, signState, stateKey, verifyState } from "./state.js";
+import { newState, STATE_TTL_MS, stateHash } from "./state.js";
 import { requestToken, TokenEndpointError } from "./token.js";
 
 const splitScopes = (s: string | undefined) => (s ?? "").split(/[\s,]+/).filter(Boolean);
@@ -20,10 +20,6 @@ function httpUrl(raw: string, field: string): string {
 /** Spec 4.8 authorize and callback (RFC 6749 §4.1, authorization code grant). */
 export class OAuthFlow {
   constructor(private readonly connectors: ConnectorService) {}
-
-  private key(): Buffer {
-    return stateKey(this.connectors.deps.keys.current.currentKey());
-  }
 
   client(provider: string): { p: ResolvedProvider; client: OAuthClient } {
     const p = this.connectors.provider(provider, 404);
@@ -52,14 +48,24 @@ export class OAuthFlow {
       scopes = [...new Set([...base, ...splitScopes(q.add_scopes)])];
     }
     const redirectUri = q.redirect_uri !== undefined ? httpUrl(q.redirect_uri, "redirect_uri") : defaultRedirect;
-    const state = signState(this.key(), {
-      o: org.id,
-      p: p.key,
+    // Spec 4.8: the caller's state as given (its rule is in the route's schema), or a new one.
+    const state = q.state ?? newState();
+    const now = Date.now();
+    const recorded = await this.connectors.deps.store.oauthStates.insert({
+      stateHash: stateHash(state),
+      orgId: org.id,
+      provider: p.key,
       redirectUri,
       scopes: scopes.join(","),
-      ...(conn && { conn: conn.id }),
-      ...(q.state !== undefined && { client: q.state }),
+      connectorId: conn?.id ?? null,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + STATE_TTL_MS).toISOString(),
+      usedAt: null,
     });
+    if (!recorded) {
+      // Only a caller's own state can collide (a generated one has 256 random bits).
+      throw ApiError.validation(["state: is in use by another authorization; send another one or omit it"]);
+    }
     const url = new URL(client.authorizeUrl);
     url.searchParams.set("response_type", "code");
     url.searchParams.set("client_id", client.clientId);
@@ -69,15 +75,32 @@ export class OAuthFlow {
     return { authorize_url: url.href, state };
   }
 
-  /** Verifies the state; `orgId` undefined (browser GET) takes the organization from it. */
-  checkState(provider: string, state: string, orgId: string | undefined, redirectUri?: string): StatePayload {
-    const s = verifyState(this.key(), state);
-    if (typeof s === "string") throw ApiError.validation([`state: ${s}`]);
-    if (s.p !== provider || (orgId !== undefined && s.o !== orgId)) {
-      throw ApiError.validation(["state: was issued for another provider or organization"]);
+  /**
+   * The authorization `state` started, taken for one callback: `orgId` undefined (the browser's GET)
+   * takes the organization from it. A state of another organization or provider is refused exactly as
+   * an unknown one, so a caller learns nothing about other organizations' authorizations.
+   */
+  async claimState(
+    provider: string,
+    state: string,
+    orgId: string | undefined,
+    redirectUri?: string,
+  ): Promise<OAuthStateRecord> {
+    const store = this.connectors.deps.store.oauthStates;
+    const hash = stateHash(state);
+    const s = await store.get(hash);
+    if (!s || s.provider !== provider || (orgId !== undefined && s.orgId !== orgId)) {
+      throw ApiError.validation([
+        "state: is not one this server issued to this organization for this provider; start again with authorize",
+      ]);
     }
     if (redirectUri !== undefined && redirectUri !== s.redirectUri) {
       throw ApiError.validation(["redirect_uri: differs from the one the authorization URL was made with"]);
+    }
+    const now = new Date().toISOString();
+    if (s.usedAt !== null) throw ApiError.validation(["state: was used already; start again with authorize"]);
+    if (!(await store.use(hash, now))) {
+      throw ApiError.validation(["state: has expired or was used already; start again with authorize"]);
     }
     return s;
   }
@@ -85,7 +108,7 @@ export class OAuthFlow {
   async callback(
     org: OrgRecord,
     provider: string,
-    s: StatePayload,
+    s: OAuthStateRecord,
     code: string,
     policy: AccessPolicy | undefined,
     userId: string | undefined,
@@ -100,7 +123,7 @@ export class OAuthFlow {
     }
     const scopes = t.scopes ?? s.scopes;
     const store = this.connectors.deps.store;
-    const existing = s.conn ? await store.connectors.get(org.id, s.conn) : undefined;
+    const existing = s.connectorId ? await store.connectors.get(org.id, s.connectorId) : undefined;
     const secrets = { accessToken: t.accessToken, ...(t.refreshToken && { refreshToken: t.refreshToken }) };
     if (existing) {
       const updated = await store.connectors.update(org.id, existing.id, {

@@ -26,7 +26,7 @@ function page(reply: FastifyReply, status: number, title: string, text: string) 
 
 /**
  * Spec 4.8 callback, as the provider's browser redirect reaches it (RFC 6749 §4.1.2): no bearer
- * token; the signed state names the organization. Answers a small page, never the tokens.
+ * token; the organization is the one the state was issued to (oauth/state.ts). Answers a small page, never the tokens.
  */
 export function browserCallbackRoutes(app: ApiInstance, oauth: OAuthFlow, store: Store): void {
   app.get(
@@ -50,8 +50,8 @@ export function browserCallbackRoutes(app: ApiInstance, oauth: OAuthFlow, store:
       }
       try {
         if (!code || !state) throw ApiError.validation(["code and state are required"]);
-        const s = oauth.checkState(provider, state, undefined);
-        const org = await store.orgs.getById(s.o);
+        const s = await oauth.claimState(provider, state, undefined);
+        const org = await store.orgs.getById(s.orgId);
         if (!org) throw new ApiError(400, ErrorCode.Validation, "the organization is gone");
         const c = await oauth.callback(org, provider, s, code, undefined, undefined);
         return page(

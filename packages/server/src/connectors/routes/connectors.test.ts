@@ -171,7 +171,7 @@ for (const dialect of testDialects) {
       // Another organization cannot complete it; nor can a tampered state or another redirect URI.
       const foreign = await call("POST", "/v1/oauth/github/callback", { code, state: a.body.state }, other);
       assert.equal(foreign.status, 400);
-      assert.match(foreign.body.errors[0], /another provider or organization/);
+      assert.match(foreign.body.errors[0], /^state: is not one this server issued to this organization/);
       const tampered = await call("POST", "/v1/oauth/github/callback", { code, state: `${a.body.state}x` });
       assert.equal(tampered.status, 400);
       const wrongUri = await call("POST", "/v1/oauth/github/callback", {
@@ -192,10 +192,10 @@ for (const dialect of testDialects) {
       assert.equal(c.scopes, "repo,gist");
       assert.equal(c.provider_account_id, "acct-42");
       assert.ok(Date.parse(c.token_expires_at) > Date.now());
-      // The code is single-use at the provider: a replay is a 400 naming the provider's error.
+      // A state completes one authorization: a replay is refused before the provider is asked.
       const replay = await call("POST", "/v1/oauth/github/callback", { code, state: a.body.state });
       assert.equal(replay.status, 400);
-      assert.match(replay.body.error ?? replay.body.errors[0], /invalid_grant/);
+      assert.match(replay.body.errors[0], /^state: was used already/);
       // add_scopes: added to the scopes already granted, on the same connector.
       const more = await call(
         "GET",
@@ -230,6 +230,66 @@ for (const dialect of testDialects) {
       const bad = await fetch(`${s.url}/v1/oauth/github/callback?code=x&state=forged.sig`);
       assert.equal(bad.status, 400);
       assert.match(await bad.text(), /not created/);
+    });
+
+    it("OAuth: a caller's state goes into the URL as given; its organization stays on the server", async () => {
+      const given = `app+csrf/${Date.now()}=&#%20x~`;
+      secrets.push(given);
+      const a = await call("GET", `/v1/oauth/github/authorize?state=${encodeURIComponent(given)}`);
+      assert.equal(a.status, 200, a.text);
+      assert.equal(a.body.state, given);
+      assert.equal(new URL(a.body.authorize_url).searchParams.get("state"), given, "in the URL exactly as given");
+      // In use: refused for this organization and for another one (which gets no binding to it).
+      for (const t of [token, other]) {
+        const again = await call("GET", `/v1/oauth/github/authorize?state=${encodeURIComponent(given)}`, undefined, t);
+        assert.equal(again.status, 400);
+        assert.match(again.body.errors[0], /^state: is in use/);
+      }
+      // Bounded length and charset, named in the answer; nothing recorded.
+      for (const bad of [
+        "short",
+        "has a space in it ok",
+        "x".repeat(513),
+        "ctl\u0001character-here",
+        "ünïcödé-state-value",
+      ]) {
+        const r = await call("GET", `/v1/oauth/github/authorize?state=${encodeURIComponent(bad)}`);
+        assert.equal(r.status, 400, bad);
+        assert.equal(r.body.code, "UMS_VALIDATION");
+        assert.match(r.body.errors[0], /^state: must be 16 to 512 printable ASCII characters/);
+      }
+      // The provider sends the browser back with the state as given; the callback finds the organization by it.
+      const consent = await fetch(a.body.authorize_url, { redirect: "manual" });
+      const back = new URL(consent.headers.get("location") ?? "");
+      assert.equal(back.searchParams.get("state"), given);
+      const forged = new URL(back);
+      forged.searchParams.set("state", `${given}-not-issued`);
+      const unknown = await fetch(forged, { redirect: "manual" });
+      assert.equal(unknown.status, 400);
+      assert.match(await unknown.text(), /not one this server issued/);
+      const before = (await call("GET", "/v1/oauth/connections", undefined, other)).body.connections.length;
+      const page = await fetch(back, { redirect: "manual" });
+      const html = await page.text();
+      assert.equal(page.status, 200, html);
+      const id = /(conn_[a-z0-9]+)/.exec(html)?.[1];
+      assert.equal(
+        (await call("GET", `/v1/oauth/connections/${id}`)).status,
+        200,
+        "made in the organization that authorized",
+      );
+      assert.equal((await call("GET", `/v1/oauth/connections/${id}`, undefined, other)).status, 404);
+      assert.equal((await call("GET", "/v1/oauth/connections", undefined, other)).body.connections.length, before);
+      // Used: another callback with it is refused, and it cannot start a new authorization while kept.
+      const twice = await fetch(back, { redirect: "manual" });
+      assert.equal(twice.status, 400);
+      assert.match(await twice.text(), /used already/);
+      const reuse = await call("GET", `/v1/oauth/github/authorize?state=${encodeURIComponent(given)}`);
+      assert.match(reuse.body.errors[0], /^state: is in use/);
+      // A state issued for one provider is unknown to another's callback.
+      const b = await call("GET", "/v1/oauth/github/authorize");
+      assert.equal(b.body.state.length, 43, "generated when omitted");
+      const cross = await call("POST", "/v1/oauth/slack/callback", { code: "c", state: b.body.state });
+      assert.equal(cross.status, 400);
     });
 
     it("the gateway answers no one but units: 401 on the API and from the host", async () => {

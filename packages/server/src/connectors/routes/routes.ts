@@ -139,7 +139,7 @@ export function connectorRoutes(app: ApiInstance, connectors: ConnectorService, 
     {
       schema: {
         tags,
-        summary: "An authorization URL and a signed state bound to the organization",
+        summary: "An authorization URL with the caller's state (or a new one), bound to the organization on the server",
         params: ProviderParams,
         querystring: AuthorizeQuery,
         response: { 200: AuthorizeResponse, ...commonErrors, ...notFound },
@@ -163,7 +163,7 @@ export function connectorRoutes(app: ApiInstance, connectors: ConnectorService, 
     async (req, reply) => {
       const { code, state, redirect_uri, access_policy } = req.body;
       oauth.client(req.params.provider);
-      const s = oauth.checkState(req.params.provider, state, req.auth.org.id, redirect_uri);
+      const s = await oauth.claimState(req.params.provider, state, req.auth.org.id, redirect_uri);
       const c = await oauth.callback(req.auth.org, req.params.provider, s, code, access_policy, req.auth.token.id);
       return reply.code(201).send({ connection: connectors.present(c) });
     },

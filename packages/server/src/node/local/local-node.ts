@@ -12,6 +12,11 @@ import type { HttpTargets } from "./http-targets.js";
 import type { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalLease } from "./lease.js";
 
+/** How long a wake of a unit created with `wait_for_capacity` waits for a running slot. */
+export const CAPACITY_WAIT_MS = 60_000;
+/** Tries again at least this often while it waits (deletes and stops free slots without a release). */
+const CAPACITY_RETRY_MS = 1_000;
+
 /**
  * The node in this process: units run on this host (runtime/), move through their lifecycle
  * (lifecycle/), have their DNS and egress policy served (network/), and call ums from inside over
@@ -74,13 +79,23 @@ export class LocalNode implements UnitNode {
     return new LocalLease(this, org, unit, booted, await this.hold(org, unit));
   }
 
-  /** Wakes the unit and holds it (lease.ts); lifecycle failures become the node's errors. */
+  /**
+   * Wakes the unit and holds it (lease.ts); lifecycle failures become the node's errors. A unit
+   * created with `wait_for_capacity` waits up to CAPACITY_WAIT_MS for a running slot (another
+   * unit going idle) where others fail at once with `RunningLimitError`.
+   */
   async hold(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
-    try {
-      return await this.lifecycle.acquire(org, unit);
-    } catch (err) {
-      if (err instanceof RunningLimitError) throw err;
-      throw new UnitStartError(unit.name, err);
+    const deadline = Date.now() + (unit.waitForCapacity ? CAPACITY_WAIT_MS : 0);
+    for (;;) {
+      try {
+        return await this.lifecycle.acquire(org, unit);
+      } catch (err) {
+        if (!(err instanceof RunningLimitError)) throw new UnitStartError(unit.name, err);
+        const left = deadline - Date.now();
+        if (left <= 0) throw err;
+        // A release frees a slot at once; a unit deleted or stopped is seen by the next try.
+        await this.lifecycle.activity.nextIdle(Math.min(left, CAPACITY_RETRY_MS));
+      }
     }
   }
 

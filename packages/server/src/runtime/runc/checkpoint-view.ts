@@ -2,20 +2,35 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, rmdir } from "node:fs/promises";
 import { join } from "node:path";
 import { run } from "../exec/host-command.js";
-import { mountAt, readMounts } from "../storage/mounts.js";
+import { type MountEntry, mountAt, readMounts } from "../storage/mounts.js";
 
 /** Spec section 8: a unit sees its five most recent checkpoints, read-only, at /.unit/checkpoints. */
 export const VISIBLE_CHECKPOINTS = 5;
+
+/** Where the unit sees the view (oci-spec.ts binds `dir` there). */
+const IN_UNIT = "/.unit/checkpoints";
 
 /** `v12` → 12; the most recent checkpoints have the highest numbers. */
 function seqOf(id: string): number {
   return /^v(\d+)$/.test(id) ? Number(id.slice(1)) : -1;
 }
 
+/** Whether a mountinfo entry's per-mount flags make it read-only. */
+function readOnly(options: string): boolean {
+  return options.split(",").includes("ro");
+}
+
 /**
  * The host side of /.unit/checkpoints: a directory in the unit's run dir, made a shared mount so
- * that read-only binds of checkpoint snapshots made (and removed) here while the unit runs
- * propagate into the unit, whose mount of it is a slave (mount_namespaces(7), shared subtrees).
+ * that binds of checkpoint snapshots made (and removed) here while the unit runs propagate into the
+ * unit, whose mount of it is a slave (mount_namespaces(7), shared subtrees).
+ *
+ * Each bind is read-only from the moment it exists, so that what propagates into the unit is a
+ * read-only mount too: a remount (what `mount --bind -o ro` does after its bind) changes only the
+ * host's copy, never the copies already propagated. So a snapshot is first bound read-only in
+ * `staging`, a private mount whose binds propagate nowhere, and that read-only mount is bound into
+ * the view: a bind copies its source's mount flags. In the unit's user namespace the read-only flag
+ * of a mount made by the host is locked: root there cannot remount it read-write.
  */
 export class CheckpointView {
   constructor(
@@ -23,6 +38,8 @@ export class CheckpointView {
     readonly dir: string,
     /** The unit's directory of checkpoint snapshots. */
     private readonly snapshots: string,
+    /** A private mount in the unit's run dir (never seen by the unit) where binds are made read-only. */
+    private readonly staging: string,
   ) {}
 
   /** Makes the directory a shared mount point (idempotent) and shows the current checkpoints. */
@@ -32,7 +49,16 @@ export class CheckpointView {
       await run("mount", ["--bind", this.dir, this.dir]);
       await run("mount", ["--make-shared", this.dir]);
     }
+    await this.prepareStaging();
     await this.refresh();
+  }
+
+  private async prepareStaging(): Promise<void> {
+    await mkdir(this.staging, { recursive: true });
+    if (!(await mountAt(this.staging))) {
+      await run("mount", ["--bind", this.staging, this.staging]);
+      await run("mount", ["--make-private", this.staging]);
+    }
   }
 
   /** Binds the five most recent snapshots and unbinds (and removes) the rest. */
@@ -54,12 +80,56 @@ export class CheckpointView {
       if (mounted.has(id)) await run("umount", ["-l", join(this.dir, id)]);
       await rmdir(join(this.dir, id)).catch(() => {});
     }
-    for (const id of want) {
-      if (mounted.has(id)) continue;
-      await mkdir(join(this.dir, id), { recursive: true });
-      // The snapshot is a read-only subvolume: writes fail with EROFS whatever the bind's flags.
-      await run("mount", ["--bind", "-o", "ro", join(this.snapshots, id), join(this.dir, id)]);
+    for (const id of want) if (!mounted.has(id)) await this.show(id);
+  }
+
+  /** Binds checkpoint `id` into the view, read-only from the start (see the class comment). */
+  private async show(id: string): Promise<void> {
+    await this.prepareStaging(); // a view prepared by an older ums has none
+    const staged = join(this.staging, id);
+    const target = join(this.dir, id);
+    await mkdir(staged, { recursive: true });
+    await mkdir(target, { recursive: true });
+    try {
+      // util-linux binds, then remounts the bind read-only: both happen in the private staging mount.
+      await run("mount", ["--bind", "-o", "ro", join(this.snapshots, id), staged]);
+      const source = await mountAt(staged);
+      if (!source || !readOnly(source.options)) throw new Error(`the staged bind of checkpoint ${id} is not read-only`);
+      await run("mount", ["--bind", staged, target]);
+      const shown = await mountAt(target);
+      if (!shown || !readOnly(shown.options)) {
+        await run("umount", ["-l", target]).catch(() => {});
+        throw new Error(`the bind of checkpoint ${id} at ${target} is not read-only`);
+      }
+    } finally {
+      if (await mountAt(staged)) await run("umount", ["-l", staged]).catch(() => {});
+      await rmdir(staged).catch(() => {});
     }
+  }
+
+  /**
+   * Re-adoption (a unit that kept running while ums restarted): binds the unit sees read-write (made
+   * by an older ums, which remounted only the host's copy read-only) are replaced by read-only ones.
+   * `pid` is a process in the unit (its PID 1): its mountinfo is the unit's view of its mounts.
+   */
+  async reassert(pid: number): Promise<void> {
+    if (!(await mountAt(this.dir))) return;
+    let seen: MountEntry[];
+    try {
+      seen = await readMounts(`/proc/${pid}/mountinfo`);
+    } catch {
+      return; // it stopped meanwhile: its next boot prepares a new view
+    }
+    const writable = seen
+      .filter((m) => m.mountPoint.startsWith(`${IN_UNIT}/`) && !readOnly(m.options))
+      .map((m) => m.mountPoint.slice(IN_UNIT.length + 1))
+      .filter((id) => seqOf(id) >= 0);
+    for (const id of new Set(writable)) {
+      const target = join(this.dir, id);
+      // An unmount propagates to the unit's slave copy; refresh then binds a read-only one.
+      while (await mountAt(target)) await run("umount", ["-l", target]);
+    }
+    await this.refresh();
   }
 
   /** Unbinds one checkpoint (before its snapshot is deleted: a mounted subvolume cannot be). */
@@ -73,11 +143,11 @@ export class CheckpointView {
   async teardown(): Promise<void> {
     const mounts = (await readMounts())
       .map((m) => m.mountPoint)
-      .filter((p) => p === this.dir || p.startsWith(`${this.dir}/`));
+      .filter((p) => [this.dir, this.staging].some((d) => p === d || p.startsWith(`${d}/`)));
     for (const p of mounts.sort((a, b) => b.length - a.length)) await run("umount", ["-l", p]).catch(() => {});
-    if (existsSync(this.dir)) {
-      for (const id of await readdir(this.dir).catch(() => [] as string[]))
-        await rmdir(join(this.dir, id)).catch(() => {});
+    for (const d of [this.dir, this.staging]) {
+      if (!existsSync(d)) continue;
+      for (const id of await readdir(d).catch(() => [] as string[])) await rmdir(join(d, id)).catch(() => {});
     }
   }
 }

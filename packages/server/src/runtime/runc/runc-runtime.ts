@@ -62,6 +62,7 @@ export class RuncRuntime implements UnitRuntime {
     await rt.egress.start();
     await rt.stopOldLayoutUnits();
     await rt.links.recover(await rt.running());
+    await rt.reassertCheckpointViews();
     rt.weights.start();
     return rt;
   }
@@ -139,6 +140,13 @@ export class RuncRuntime implements UnitRuntime {
    * directory the unit can write, which the host no longer connects into) are stopped: their next
    * use boots them with the host-owned layout.
    */
+  /** Re-adoption: every running unit's checkpoints are read-only mounts in it (checkpoint-view.ts). */
+  private async reassertCheckpointViews(): Promise<void> {
+    for (const c of await this.runc.list()) {
+      if (c.status === "running" || c.status === "paused") await this.paths.checkpointView(c.id).reassert(c.pid);
+    }
+  }
+
   private async stopOldLayoutUnits(): Promise<void> {
     for (const id of (await this.running()).keys()) {
       if (existsSync(this.agentSocket(id))) continue;

@@ -65,6 +65,6 @@ export class UnitPaths {
   /** The host side of the unit's /.unit/checkpoints (checkpoint-view.ts). */
   checkpointView(id: string): CheckpointView {
     const unit = this.unit(id);
-    return new CheckpointView(join(unit.run, "checkpoints"), unit.checkpoints);
+    return new CheckpointView(join(unit.run, "checkpoints"), unit.checkpoints, join(unit.run, "checkpoints-staging"));
   }
 }

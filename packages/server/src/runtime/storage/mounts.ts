@@ -13,9 +13,13 @@ function unescapeOctal(field: string): string {
   return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(Number.parseInt(oct, 8)));
 }
 
-/** The mounts of this process's mount namespace, in mount order. */
-export async function readMounts(): Promise<MountEntry[]> {
-  const text = await readFile("/proc/self/mountinfo", "utf8");
+/**
+ * The mounts of this process's mount namespace (or of the one of the process whose mountinfo
+ * `file` is, e.g. `/proc/<pid>/mountinfo`: its mount points are then as that process sees them), in
+ * mount order. `options` are the per-mount flags (`ro` or `rw` first), not the filesystem's.
+ */
+export async function readMounts(file = "/proc/self/mountinfo"): Promise<MountEntry[]> {
+  const text = await readFile(file, "utf8");
   const out: MountEntry[] = [];
   for (const line of text.split("\n")) {
     if (!line) continue;

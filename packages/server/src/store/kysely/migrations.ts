@@ -117,6 +117,40 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("connectors_key_version").on("connectors").column("key_version").execute();
     },
   },
+  "0006_oauth_states": {
+    async up(db: Kysely<unknown>) {
+      // Spec 4.8: the organization an authorization belongs to stays here, keyed by its state.
+      await db.schema
+        .createTable("oauth_states")
+        .addColumn("state_hash", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("provider", "text", (c) => c.notNull())
+        .addColumn("redirect_uri", "text", (c) => c.notNull())
+        .addColumn("scopes", "text", (c) => c.notNull())
+        .addColumn("connector_id", "text")
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("expires_at", "text", (c) => c.notNull())
+        .addColumn("used_at", "text")
+        .execute();
+      await db.schema.createIndex("oauth_states_expires").on("oauth_states").column("expires_at").execute();
+    },
+  },
+  "0007_unit_config": {
+    async up(db: Kysely<unknown>) {
+      // Issue #12: the disk size a unit was created with (shown; enforced by issue #20), whether
+      // its wakes wait for a running slot, and which checkpoints ums took itself.
+      await db.schema.alterTable("units").addColumn("storage_gb", "integer").execute();
+      await db.schema
+        .alterTable("units")
+        .addColumn("wait_for_capacity", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+      // Checkpoints ums takes itself (the backup before a restore); the Sprites clients list them apart.
+      await db.schema
+        .alterTable("checkpoints")
+        .addColumn("auto", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

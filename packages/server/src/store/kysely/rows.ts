@@ -56,6 +56,8 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     privileges: r.privileges,
     network: r.network,
     activeCheckpoint: r.active_checkpoint,
+    storageGb: r.storage_gb === null ? null : Number(r.storage_gb),
+    waitForCapacity: Number(r.wait_for_capacity) === 1,
   });
 }
 
@@ -78,6 +80,8 @@ export function unitToRow(u: NewUnit): UnitsTable {
     resources: u.resources ?? "{}",
     privileges: u.privileges ?? "{}",
     network: u.network ?? '{"rules":[]}',
+    storage_gb: u.storageGb ?? null,
+    wait_for_capacity: u.waitForCapacity ? 1 : 0,
     active_checkpoint: null,
     checkpoint_seq: 0,
   };
@@ -94,6 +98,7 @@ export function checkpointFromRow(r: CheckpointsTable): CheckpointRecord {
     privileges: r.privileges,
     network: r.network,
     createdAt: r.created_at,
+    auto: Number(r.auto) === 1,
   });
 }
 

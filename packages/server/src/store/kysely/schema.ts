@@ -40,6 +40,8 @@ export interface UnitsTable {
   network: string;
   active_checkpoint: string | null;
   checkpoint_seq: number;
+  storage_gb: number | null;
+  wait_for_capacity: number;
 }
 
 export interface CheckpointsTable {
@@ -52,6 +54,7 @@ export interface CheckpointsTable {
   privileges: string;
   network: string;
   created_at: string;
+  auto: number;
 }
 
 export interface ConnectorsTable {
@@ -72,10 +75,23 @@ export interface ConnectorsTable {
   updated_at: string;
 }
 
+export interface OAuthStatesTable {
+  state_hash: string;
+  org_id: string;
+  provider: string;
+  redirect_uri: string;
+  scopes: string;
+  connector_id: string | null;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
 export interface Database {
   orgs: OrgsTable;
   tokens: TokensTable;
   units: UnitsTable;
   checkpoints: CheckpointsTable;
   connectors: ConnectorsTable;
+  oauth_states: OAuthStatesTable;
 }

@@ -6,6 +6,7 @@ import { UnitExistsError, UnitLimitError } from "../store.js";
 import { connectorStore } from "./connectors.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
+import { oauthStateStore } from "./oauth-states.js";
 import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 
@@ -14,10 +15,11 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
   return Object.freeze({
     dialect: adapter.name,
     orgs: orgStore(db),
-    tokens: tokenStore(db),
+    tokens: tokenStore(db, adapter),
     units: unitStore(db, adapter),
     checkpoints: checkpointStore(db),
     connectors: connectorStore(db),
+    oauthStates: oauthStateStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
@@ -66,7 +68,7 @@ function orgStore(db: Kysely<Database>): OrgStore {
   };
 }
 
-function tokenStore(db: Kysely<Database>): TokenStore {
+function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
   const withOrg = () =>
     db
       .selectFrom("tokens")
@@ -126,6 +128,23 @@ function tokenStore(db: Kysely<Database>): TokenStore {
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0;
     },
+    async revokeInOrg(orgId, id, at) {
+      return db.transaction().execute(async (trx) => {
+        // Two admins revoking each other at once: the second one sees the first's revoke.
+        await adapter.lockOrg(trx, orgId);
+        const live = await trx
+          .selectFrom("tokens")
+          .select(["id", "role"])
+          .where("org_id", "=", orgId)
+          .where("revoked_at", "is", null)
+          .execute();
+        const target = live.find((t) => t.id === id);
+        if (!target) return "not_found";
+        if (target.role === "admin" && !live.some((t) => t.id !== id && t.role === "admin")) return "last_admin";
+        await trx.updateTable("tokens").set({ revoked_at: at }).where("id", "=", id).execute();
+        return "revoked";
+      });
+    },
     async touch(id, at) {
       await db.updateTable("tokens").set({ last_used_at: at }).where("id", "=", id).execute();
     },
@@ -157,6 +176,7 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
           privileges: cp.privileges,
           network: cp.network,
           created_at: cp.createdAt,
+          auto: cp.auto ? 1 : 0,
         })
         .execute();
     },
