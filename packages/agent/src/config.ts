@@ -25,6 +25,11 @@ export interface AgentConfig {
   portPollMs: number;
   /** Output kept per session for re-attach (UMS_AGENT_RING_BYTES, 256 KiB). */
   ringBytes: number;
+  /**
+   * Most sessions that may outlive their websocket (TTY, detachable, max_run_after_disconnect > 0)
+   * the unit holds at once, live or exited and kept for a re-attach (UMS_AGENT_MAX_DETACHABLE, 32).
+   */
+  maxDetachable: number;
 }
 
 export const DEFAULT_SOCKET = "/run/ums/agent.sock";
@@ -48,6 +53,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     killGraceMs: durationVar(env, "UMS_AGENT_KILL_GRACE", 5_000),
     portPollMs: durationVar(env, "UMS_AGENT_PORT_POLL", 500),
     ringBytes: intVar(env, "UMS_AGENT_RING_BYTES", 256 * 1024),
+    maxDetachable: intVar(env, "UMS_AGENT_MAX_DETACHABLE", 32),
   };
 }
 

@@ -96,6 +96,8 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
     const user = resolveUser(config, parsed.value.user);
     if (!user)
       return rejectUpgrade(socket, 400, validation([`user: unknown user ${JSON.stringify(parsed.value.user)}`]));
+    const refused = sessions.refusal(parsed.value);
+    if (refused !== null) return rejectUpgrade(socket, 409, { error: refused, code: AgentErrorCode.SessionLimit });
     return sockets.upgrade(req, socket, head, { kind: "new", request: parsed.value, user });
   });
 

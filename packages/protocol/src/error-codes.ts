@@ -25,6 +25,11 @@ export const ErrorCode = {
   CheckpointActive: "UMS_CHECKPOINT_ACTIVE",
   /** 404: no exec session with that id in the unit. */
   SessionNotFound: "UMS_SESSION_NOT_FOUND",
+  /**
+   * 409: the unit holds as many exec sessions that outlive their websocket (TTY sessions, detachable
+   * ones, a `max_run_after_disconnect`) as its agent allows; end one first (kill, or exit it).
+   */
+  SessionLimit: "UMS_SESSION_LIMIT",
   /** 409: the organization runs as many busy units as its running_limit allows. */
   RunningLimit: "UMS_RUNNING_LIMIT",
   /** 502: the unit could not be started or its agent did not answer. */
@@ -111,6 +116,7 @@ export const AgentErrorCode = {
   Internal: ErrorCode.Internal,
   RouteNotFound: ErrorCode.RouteNotFound,
   SessionNotFound: ErrorCode.SessionNotFound,
+  SessionLimit: ErrorCode.SessionLimit,
   ServiceNotFound: ErrorCode.ServiceNotFound,
   ServicePortTaken: ErrorCode.ServicePortTaken,
   ServiceNeeded: ErrorCode.ServiceNeeded,

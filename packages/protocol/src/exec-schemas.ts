@@ -44,7 +44,18 @@ export const ExecQuery = Type.Object(
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     user: Type.Optional(Type.Union([Type.Literal("unit"), Type.Literal("root")])),
     id: Type.Optional(Type.String({ maxLength: 64 })),
-    max_run_after_disconnect: Type.Optional(Type.String({ maxLength: 16, description: "Seconds or 10s-style" })),
+    max_run_after_disconnect: Type.Optional(
+      Type.String({
+        maxLength: 16,
+        description:
+          "How long the process may run with no client attached: seconds or 10s-style; default: until it exits for a TTY, 0 otherwise",
+      }),
+    ),
+    detachable: Type.Optional(
+      Type.Boolean({
+        description: "Keep the session after its websocket closes, until it exits (the Sprites clients')",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

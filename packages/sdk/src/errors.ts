@@ -156,6 +156,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.UnitExists]: ConflictError,
   [ErrorCode.CheckpointActive]: ConflictError,
   [ErrorCode.RunningLimit]: ConflictError,
+  [ErrorCode.SessionLimit]: ConflictError,
   [ErrorCode.ServicePortTaken]: ConflictError,
   [ErrorCode.ServiceNeeded]: ConflictError,
   [ErrorCode.ServiceNotRunning]: ConflictError,

@@ -83,5 +83,7 @@ export async function killSession(session: Session, q: URLSearchParams, res: Ser
     event({ type: "error", message: `kill failed: ${(err as Error).message}` });
   } finally {
     res.end();
+    // Killed on purpose: a detached session is not kept for a re-attach.
+    session.discardIfDone();
   }
 }

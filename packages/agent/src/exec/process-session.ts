@@ -65,3 +65,80 @@ export function killSession(id: number, forMs = 2000, everyMs = 20): boolean {
   if (sent) setTimeout(again, everyMs).unref();
   return sent;
 }
+
+/** A process as it was seen: its pid and its start time (proc(5) field 22), so a reused pid is told apart. */
+export interface ProcessRef {
+  pid: number;
+  start: string;
+}
+
+interface Stat {
+  ppid: number;
+  pgrp: number;
+  session: number;
+  start: string;
+}
+
+function readStat(pid: number): Stat | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return null;
+  }
+  // Fields from the state (field 3) on; comm (field 2) may hold spaces and parentheses.
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  if (f[0] === "Z" || f[0] === "X") return null;
+  return { ppid: Number(f[1]), pgrp: Number(f[2]), session: Number(f[3]), start: f[19] ?? "" };
+}
+
+/**
+ * The live descendants of `root` (by parent pid), outside its process group and session too: a child
+ * that called setsid (a daemon, `setsid cmd &`) leaves both, but stays the child of its parent while
+ * that lives. One that leaves its parent too (a double fork) is reparented to PID 1 and out of reach.
+ */
+export function descendants(root: number): ProcessRef[] {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const children = new Map<number, { pid: number; start: string }[]>();
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const st = readStat(Number(entry));
+    if (!st) continue;
+    const list = children.get(st.ppid) ?? [];
+    list.push({ pid: Number(entry), start: st.start });
+    children.set(st.ppid, list);
+  }
+  const out: ProcessRef[] = [];
+  const queue = [root];
+  while (queue.length > 0 && out.length < 100_000) {
+    for (const c of children.get(queue.shift() as number) ?? []) {
+      out.push(c);
+      queue.push(c.pid);
+    }
+  }
+  return out;
+}
+
+/**
+ * Signals each process still alive as it was seen (same start time), and the process group and
+ * session it leads, if any (SIGKILL: again until none of them is left, as killSession).
+ */
+export function signalRefs(refs: readonly ProcessRef[], sig: NodeJS.Signals): void {
+  for (const ref of refs) {
+    if (ref.pid <= 1 || ref.pid === process.pid) continue;
+    const st = readStat(ref.pid);
+    if (!st || st.start !== ref.start) continue;
+    try {
+      process.kill(ref.pid, sig);
+    } catch {}
+    if (st.pgrp === ref.pid || st.session === ref.pid) {
+      if (sig === "SIGKILL") killSession(ref.pid);
+      else signalSession(ref.pid, sig);
+    }
+  }
+}

@@ -39,6 +39,23 @@ test("parseExecQuery applies the documented defaults", () => {
   assert.equal(s.value.maxRunAfterDisconnectMs, 30_000);
 });
 
+test("a TTY or detachable session outlives its clients until it exits unless max_run_after_disconnect says otherwise", () => {
+  const at = (q: string) => {
+    const r = parseExecQuery(new URLSearchParams(q));
+    assert.ok(r.ok, q);
+    return r.value.maxRunAfterDisconnectMs;
+  };
+  assert.equal(at("cmd=bash&tty=true"), Number.POSITIVE_INFINITY);
+  assert.equal(at("cmd=bash&tty=true&detachable=true"), Number.POSITIVE_INFINITY);
+  assert.equal(at("cmd=sleep&detachable=true"), Number.POSITIVE_INFINITY);
+  assert.equal(at("cmd=sleep&detachable=false"), 0);
+  assert.equal(at("cmd=bash&tty=true&max_run_after_disconnect=0"), 0);
+  assert.equal(at("cmd=bash&tty=true&max_run_after_disconnect=5s"), 5000);
+  const bad = parseExecQuery(new URLSearchParams("cmd=bash&detachable=maybe"));
+  assert.ok(!bad.ok);
+  assert.match(bad.errors.join(), /detachable/);
+});
+
 test("parseExecQuery reports every problem", () => {
   const r = parseExecQuery(new URLSearchParams("cols=0&rows=x&env=NOPE&tty=perhaps&max_run_after_disconnect=-1"));
   assert.ok(!r.ok);

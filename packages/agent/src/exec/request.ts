@@ -3,7 +3,9 @@ import { isValidSize } from "@ums/protocol/exec";
 
 // Query parameters of a new exec websocket (docs/ARCHITECTURE.md section 10; spec 4.3 for the shared HTTP exec ones):
 // cmd (repeatable, required), path, tty, stdin, cols, rows, env (repeatable KEY=VALUE), dir, user,
-// max_run_after_disconnect. Unknown parameters (e.g. the public clients' `detachable`, `cc`) are ignored.
+// max_run_after_disconnect, detachable. Unknown parameters (e.g. the public clients' `cc`) are ignored.
+// A TTY session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise
+// (the spec's black-box default); a non-TTY one ends with its last client unless asked to stay.
 
 export interface ExecRequest {
   argv: string[];
@@ -17,7 +19,10 @@ export interface ExecRequest {
   env: [string, string][];
   dir: string | null;
   user: string | null;
-  /** 0: end the process (SIGHUP, then SIGKILL after the grace) as soon as the last client leaves. */
+  /**
+   * 0: end the process (SIGHUP, then SIGKILL after the grace) as soon as the last client leaves;
+   * Infinity: let it run until it exits.
+   */
   maxRunAfterDisconnectMs: number;
   /** Port notifications on this websocket (default true); the host's HTTP exec turns them off. */
   ports: boolean;
@@ -69,7 +74,10 @@ export function parseExecQuery(q: URLSearchParams): Parsed<ExecRequest> {
   const dir = q.get("dir");
   if (dir?.includes("\0")) errors.push("dir must not contain NUL bytes");
 
-  let maxRun = 0;
+  const detachable = parseBool(q.get("detachable"));
+  if (detachable === null) errors.push("detachable must be true or false");
+  const isTty = tty ?? false;
+  let maxRun = isTty || detachable ? Number.POSITIVE_INFINITY : 0;
   const mrad = q.get("max_run_after_disconnect");
   if (mrad !== null && mrad !== "") {
     const ms = parseDuration(mrad);
@@ -79,7 +87,6 @@ export function parseExecQuery(q: URLSearchParams): Parsed<ExecRequest> {
   }
 
   if (errors.length > 0) return { ok: false, errors };
-  const isTty = tty ?? false;
   return {
     ok: true,
     value: {

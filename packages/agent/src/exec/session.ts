@@ -14,7 +14,9 @@ import { type ChildHandle, type SpawnSpec, spawnProcess } from "./spawn.js";
 // One exec session (docs/ARCHITECTURE.md section 10, spec 2.8): a process, the clients attached to it, the recent
 // output for re-attach, and the rule for what happens when the last client leaves
 // (max_run_after_disconnect: 0 ends the process at once with SIGHUP, then SIGKILL after a grace; more
-// keeps it running that long, waiting for a re-attach).
+// keeps it running that long, waiting for a re-attach; Infinity, a TTY's default, until it exits). A
+// session whose process exits with no client attached is kept, output and exit code, for a re-attach
+// for at most EXITED_KEEP_MS.
 
 /** What a session needs from a connected client (a websocket, adapted in ws.ts). */
 export interface Attachment {
@@ -37,6 +39,9 @@ export interface SessionOptions {
   /** Called once when the session is over and must leave the session table. */
   onRemove(session: Session): void;
 }
+
+/** How long a session that ended with no client attached stays listed, for a re-attach to see its end. */
+export const EXITED_KEEP_MS = 60_000;
 
 /** Output queued for a client above which the process's output is paused until the client catches up. */
 const HIGH_WATER = 4 * 1024 * 1024;
@@ -96,6 +101,11 @@ export class Session {
     return this.exitCode === null;
   }
 
+  /** Whether the session may outlive its clients (and so counts against the agent's cap). */
+  get detachable(): boolean {
+    return this.opts.maxRunAfterDisconnectMs > 0;
+  }
+
   info(isOwner: boolean): SessionInfoMessage {
     return {
       type: "session_info",
@@ -153,6 +163,7 @@ export class Session {
     }
     // No client left: the process must not be held back by output nobody reads.
     this.setOutputPaused(false);
+    if (this.opts.maxRunAfterDisconnectMs === Number.POSITIVE_INFINITY) return;
     if (this.opts.maxRunAfterDisconnectMs > 0) {
       this.lingerTimer = setTimeout(() => {
         this.lingerTimer = null;
@@ -245,8 +256,25 @@ export class Session {
     const hadClients = this.clients.size > 0;
     for (const c of [...this.clients]) this.sendExit(c, code);
     this.clients.clear();
-    // Without a client the exit is kept (with the output ring) until the re-attach window closes.
-    if (hadClients || !this.lingerTimer) this.remove();
+    // Without a client the exit is kept (with the output ring) for a re-attach, within the
+    // re-attach window and for at most EXITED_KEEP_MS.
+    if (hadClients || !this.detachable) {
+      this.remove();
+      return;
+    }
+    if (this.lingerTimer) clearTimeout(this.lingerTimer);
+    this.lingerTimer = setTimeout(
+      () => {
+        this.lingerTimer = null;
+        this.remove();
+      },
+      Math.min(EXITED_KEEP_MS, this.opts.maxRunAfterDisconnectMs),
+    );
+  }
+
+  /** Leaves the table now if no client is attached and the process has exited (after a kill). */
+  discardIfDone(): void {
+    if (this.exitCode !== null && this.clients.size === 0) this.remove();
   }
 
   /** TTY: {"type":"exit"} then close; pipes: the two-byte exit frame then close (docs/ARCHITECTURE.md section 10). */

@@ -13,6 +13,7 @@ import {
   type RunningAgent,
   sleep,
   startAgent,
+  upgradeRejection,
 } from "../testing/harness.js";
 
 async function list(agent: RunningAgent): Promise<ExecSession[]> {
@@ -267,5 +268,37 @@ describe("agent exec sessions", () => {
         process.kill(job, "SIGKILL");
       } catch {}
     }
+  });
+});
+
+describe("agent exec sessions: the cap on sessions that outlive their clients", () => {
+  let agent: RunningAgent;
+  before(async () => {
+    agent = await startAgent({ UMS_AGENT_MAX_DETACHABLE: "2" });
+  });
+  after(async () => {
+    await agent?.stop();
+  });
+
+  test("a third detachable session is refused with 409 UMS_SESSION_LIMIT; one that ends frees its place", async () => {
+    const tty = await ExecClient.open(agent, `/exec?${query({ cmd: ["sleep", "1000"], tty: true })}`);
+    const ttyInfo = await tty.waitText("session_info");
+    await tty.close();
+    const kept = await ExecClient.open(agent, `/exec?${query({ cmd: ["sleep", "1000"], detachable: true })}`);
+    await kept.waitText("session_info");
+    const refused = await upgradeRejection(agent, `/exec?${query({ cmd: ["sleep", "1"], tty: true })}`);
+    assert.equal(refused.status, 409);
+    assert.equal((refused.body as { code: string }).code, "UMS_SESSION_LIMIT");
+    assert.match((refused.body as { error: string }).error, /outlive their websocket/);
+    // A session that ends with its client is not capped.
+    const plain = await ExecClient.open(agent, `/exec?${query({ cmd: ["sh", "-c", "exit 3"] })}`);
+    assert.equal(await plain.closed, 4003);
+    const k = await kill(agent, ttyInfo.session_id, "signal=SIGKILL&timeout=5");
+    assert.equal(k.events.at(-1)?.type, "complete");
+    assert.equal(await find(agent, ttyInfo.session_id), undefined);
+    const next = await ExecClient.open(agent, `/exec?${query({ cmd: ["sleep", "1000"], tty: true })}`);
+    await next.waitText("session_info");
+    await next.close();
+    await kept.close();
   });
 });

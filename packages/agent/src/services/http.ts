@@ -4,17 +4,20 @@ import { parseDuration } from "@ums/protocol/duration";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson, validation } from "../http/respond.js";
 import { parseSignal } from "../util/signals.js";
+import { STOP_GRACE_MS } from "./service.js";
 import { DependencyError, type Supervisor } from "./supervisor.js";
 
 // The services routes (spec 4.6 and 4.7), served twice with the same code: under /services on the
 // agent socket (ums calls them for the external API) and under /v1/services on /.unit/api.sock.
 //   GET    {p}                       list            GET  {p}/{name}/logs?lines&duration  log stream
-//   GET    {p}/{name}                one             POST {p}/{name}/start|stop|restart?duration
-//   PUT    {p}/{name}?duration       create/update   POST {p}/signal  {name, signal}
-//   DELETE {p}/{name}                204
+//   GET    {p}/{name}                one             POST {p}/{name}/start|restart?duration
+//   PUT    {p}/{name}?duration       create/update   POST {p}/{name}/stop?timeout (grace before SIGKILL)
+//   DELETE {p}/{name}                204             POST {p}/signal  {name, signal}
 // Streams are NDJSON (spec 6.4); `duration` is seconds or `10s` style; 0 = no stream (PUT) / no follow.
+// A DELETE answers once the service's processes are gone (SIGTERM, SIGKILL after the grace).
 
 const MAX_FOLLOW_MS = 3600_000;
+const MAX_STOP_TIMEOUT_MS = 60_000;
 const DEFAULT_MONITOR_MS = 5000;
 
 /** Handles `rest` (the path after the prefix); false when it is no services route. */
@@ -79,9 +82,12 @@ export async function serveServices(
   const s = sup.service(name);
   if (action === "start") return done(await stream(sup, name, res, ms, () => sup.start(name, true)));
   if (action === "stop") {
+    const grace = durationOf(q.get("timeout"), STOP_GRACE_MS);
+    if (grace === null || grace > MAX_STOP_TIMEOUT_MS)
+      return done(sendJson(res, 400, validation(["timeout: must be seconds or a duration like 10s, at most 60s"])));
     return done(
       await stream(sup, name, res, 0, async (send) => {
-        const code = await sup.stop(name);
+        const code = await sup.stop(name, grace);
         send({ type: "stopped", exit_code: code, timestamp: Date.now() });
       }),
     );
@@ -122,9 +128,10 @@ async function put(
   if (!checked.ok) return sendJson(res, checked.status, { errors: checked.errors, code: checked.code });
   onChange();
   if (ms === 0) {
-    const answer = sup.describe(name);
-    void sup.start(name, true);
-    return sendJson(res, 200, answer);
+    // start() marks the service `starting` before its first wait: the answer shows it (spec 3.2).
+    const started = sup.start(name, true).catch(() => {});
+    sendJson(res, 200, sup.describe(name));
+    return started;
   }
   await stream(sup, name, res, ms, () => sup.start(name, true));
 }

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import type { ServiceState } from "@ums/protocol";
 import { StreamId } from "@ums/protocol/exec";
 import { sessionEnv } from "../exec/environment.js";
+import { descendants, type ProcessRef, signalRefs } from "../exec/process-session.js";
 import { type ChildHandle, spawnProcess } from "../exec/spawn.js";
 import { parseProcNetTcp } from "../ports/watch.js";
 import type { SessionUser } from "../util/users.js";
@@ -29,6 +30,8 @@ export class Service {
   private nextRestartAt = 0;
   private restartTimer: NodeJS.Timeout | null = null;
   private exitWaiters: ((code: number) => void)[] = [];
+  /** What a stop found below the process outside its group (setsid children), killed with it. */
+  private stopTree: ProcessRef[] = [];
   lastExit = 0;
 
   constructor(
@@ -117,8 +120,10 @@ export class Service {
       const why = this.lastStderr || `exit code ${code}`;
       this.log.emit({ type: "error", data: `the service could not be started: ${why}`, timestamp: now });
     }
-    // Whatever the service left behind in its process group goes with it.
+    // Whatever the service left behind in its process group goes with it; on a stop, also the
+    // children that left the group (setsid) that the stop found.
     this.child?.signal("SIGKILL");
+    if (this.status === "stopping") signalRefs(this.stopTree.splice(0), "SIGKILL");
     const ranMs = this.child ? now - this.startedAt : 0;
     this.child = null;
     this.lastExit = code;
@@ -142,7 +147,11 @@ export class Service {
     for (const w of waiters) w(code);
   }
 
-  /** Stops the process group: SIGTERM, then SIGKILL after STOP_GRACE_MS. Resolves with the exit code. */
+  /**
+   * Stops the process group and the process's other descendants: SIGTERM, then SIGKILL after the
+   * grace (STOP_GRACE_MS by default); whatever is left when the process exits is killed then.
+   * Resolves with the exit code once the process is gone.
+   */
   stop(graceMs = STOP_GRACE_MS): Promise<number> {
     this.clearRestart();
     const child = this.child;
@@ -153,8 +162,14 @@ export class Service {
     this.status = "stopping";
     this.log.emit({ type: "stopping", timestamp: Date.now() });
     const done = new Promise<number>((r) => this.exitWaiters.push(r));
+    const tree = descendants(child.pid);
+    this.stopTree.push(...tree);
     child.signal("SIGTERM");
-    const kill = setTimeout(() => child.signal("SIGKILL"), graceMs);
+    signalRefs(tree, "SIGTERM");
+    const kill = setTimeout(() => {
+      child.signal("SIGKILL");
+      signalRefs(tree, "SIGKILL");
+    }, graceMs);
     return done.finally(() => clearTimeout(kill));
   }
 

@@ -136,12 +136,12 @@ export class Supervisor {
   }
 
   /** Stops a service and keeps it stopped (also across boots) until it is started again. */
-  async stop(name: string): Promise<number> {
+  async stop(name: string, graceMs?: number): Promise<number> {
     const s = this.services.get(name);
     if (!s) return 0;
     this.sticky.set(name, true);
     this.persist();
-    return s.stop();
+    return s.stop(graceMs);
   }
 
   private async whenRunning(name: string): Promise<void> {

@@ -36,8 +36,13 @@ export function tools(s: TestServer, token: string) {
     const r = await execHttp(s.url, token, unit, ["sh", "-c", script], user ? { user } : {});
     return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
   };
+  /** A PUT; with a `duration` other than 0 it asks for the NDJSON stream of the start (spec 6.4). */
   const put = (unit: string, svc: string, json: unknown, duration = "0") =>
-    s.api("PUT", `/v1/units/${unit}/services/${svc}?duration=${duration}`, { token, json });
+    s.api("PUT", `/v1/units/${unit}/services/${svc}?duration=${duration}`, {
+      token,
+      json,
+      ...(duration !== "0" && { headers: { accept: "application/x-ndjson" } }),
+    });
   const get = async (unit: string, svc: string) => {
     const r = await s.api("GET", `/v1/units/${unit}/services/${svc}`, { token });
     assert.equal(r.status, 200, r.text);

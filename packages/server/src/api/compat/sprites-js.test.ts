@@ -35,8 +35,6 @@ const GROUPS: readonly { name: string; steps: readonly string[]; todo?: string }
   {
     name: "services: stop, start, signal",
     steps: ["services-stop-start", "services-signal"],
-    // Helper "services" of issue #12 owns these shapes: stop's `timeout` query, signal's 204.
-    todo: "the service start/stop/signal shapes of issue #12 (helper 'services'); on after its merge",
   },
   { name: "network policy get and set", steps: ["policy"] },
   { name: "checkpoints: create, list (with the history filter), get, restore", steps: ["checkpoints", "restore"] },

@@ -33,6 +33,7 @@ export function agentExecQuery(q: ExecQueryValue, overrides: Record<string, stri
   if (q.cols) p.set("cols", String(q.cols));
   if (q.rows) p.set("rows", String(q.rows));
   if (q.max_run_after_disconnect) p.set("max_run_after_disconnect", q.max_run_after_disconnect);
+  if (q.detachable !== undefined) p.set("detachable", String(q.detachable));
   for (const [k, v] of Object.entries(overrides)) p.set(k, v);
   return p.toString();
 }

@@ -31,15 +31,9 @@ const agentErrors = { 502: ErrorBody, 504: ErrorBody } as const;
 /** Under /v1/sprites the session list is wrapped, `{"sessions": [...]}` (what the Sprites clients read). */
 const SpritesSessionList = Type.Object({ sessions: Type.Array(ExecSession) }, { title: "SpritesSessionList" });
 
-/** The Sprites clients also send `detachable` (a TTY session outlives its websocket anyway) and `cc`. */
+/** The Sprites clients also send `cc` (`detachable` is in ExecQuery: a session kept until it exits). */
 const SpritesExecQuery = Type.Composite(
-  [
-    Type.Partial(ExecQuery),
-    Type.Object({
-      detachable: Type.Optional(Type.Boolean({ description: "Accepted and ignored: TTY sessions are detachable" })),
-      cc: Type.Optional(Type.Boolean({ description: "Accepted and ignored" })),
-    }),
-  ],
+  [Type.Partial(ExecQuery), Type.Object({ cc: Type.Optional(Type.Boolean({ description: "Accepted and ignored" })) })],
   { additionalProperties: false },
 );
 
@@ -99,8 +93,8 @@ export function execRoutes(app: ApiInstance, { units, node, dialect }: ExecDeps)
       tags,
       summary:
         dialect === "sprites"
-          ? "List exec sessions as {sessions: [...]} under /v1/sprites (plain GET) or start one (websocket upgrade)"
-          : "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3)",
+          ? "List exec sessions as {sessions: [...]} under /v1/sprites (plain GET) or start one (websocket upgrade; with `id`: attach to that session). A TTY or `detachable` session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise"
+          : "List exec sessions (plain GET) or start one (websocket upgrade, spec 4.3; with `id`: attach to that session). A TTY session outlives its websocket until it exits unless `max_run_after_disconnect` says otherwise",
       params: UnitParams,
       querystring: dialect === "sprites" ? SpritesExecQuery : Type.Partial(ExecQuery),
       // One type for both (the handler answers by dialect); each dialect documents its own.
@@ -114,6 +108,11 @@ export function execRoutes(app: ApiInstance, { units, node, dialect }: ExecDeps)
     preHandler: async (req) => {
       if (!req.ws) return;
       const q = req.query as Partial<ExecQueryValue>;
+      // `?id=` attaches to that session, whatever else the query says (the Go client's older form).
+      if (q.id !== undefined) {
+        if (!/^\d{1,9}$/.test(q.id)) throw ApiError.validation(["id: must be a session id (digits)"]);
+        return holdUnitWebsocket(req, await leaseUnit(req, units, node), `/exec/${q.id}`);
+      }
       if (!q.cmd || q.cmd.length === 0) throw ApiError.validation(["cmd: is required"]);
       const path = `/exec?${agentExecQuery(q as ExecQueryValue)}`;
       await holdUnitWebsocket(req, await leaseUnit(req, units, node), path);
@@ -130,7 +129,8 @@ export function execRoutes(app: ApiInstance, { units, node, dialect }: ExecDeps)
     url: "/:name/exec/:id",
     schema: {
       tags,
-      summary: "Attach to a live exec session (websocket)",
+      summary:
+        "Attach to an exec session (websocket): its recent output is replayed, then it streams live; the query (e.g. a client's `cmd`) is ignored",
       params: SessionParams,
       response: { ...notFound, ...agentErrors },
     },

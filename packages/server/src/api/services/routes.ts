@@ -1,9 +1,11 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorBody, SERVICE_NAME_PATTERN, ServiceRequest, ServiceResponse, ServiceSignalRequest } from "@ums/protocol";
+import { parseDuration } from "@ums/protocol/duration";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { readAnswerError, readJson } from "../../node/errors.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { Dialect } from "../dialect.js";
+import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import { firstCall, leaseUnit } from "../unit-access/lease.js";
@@ -13,11 +15,15 @@ import type { UnitService } from "../units/service.js";
  * The longest a service's stop waits before SIGKILL (packages/agent/src/services/service.ts
  * STOP_GRACE_MS), plus a margin: a DELETE or PUT answers only once the old process is gone.
  */
-const STOP_GRACE_MS = 10_000 + 2000;
+const STOP_GRACE_MS = 10_000 + 4000;
 
 // Spec 4.6, 3.2 and 6.4: a unit's services. ums validates, wakes the unit and hands each call to the
 // unit's agent, whose supervisor owns the services (packages/agent/src/services/); NDJSON streams
-// (start, stop, restart, logs, and PUT with a `duration`) flow through as the agent writes them.
+// (start, stop, restart, logs, and a PUT that asks for one) flow through as the agent writes them.
+// A PUT answers the spec's ServiceResponse (spec 4.6) under /v1/units, and streams its start as NDJSON
+// for `duration` when the client asks (`Accept: application/x-ndjson`) or under /v1/sprites, whose
+// clients read every PUT, start and stop answer as an NDJSON stream. Under /v1/sprites a signal
+// answers 204 and a ServiceRequest may spell `http_port` as `httpPort` (the JS client's field).
 
 export interface ServiceDeps {
   /** Which of the API's two dialects these routes answer in (api/dialect.ts). */
@@ -37,6 +43,16 @@ const Duration = Type.String({
   "x-message": "must be seconds (e.g. 5) or a duration such as 10s or 500ms",
 });
 const DurationQuery = Type.Object({ duration: Type.Optional(Duration) }, { additionalProperties: false });
+const StopQuery = Type.Object(
+  {
+    duration: Type.Optional(Duration),
+    timeout: Type.Optional({
+      ...Duration,
+      description: "How long the process has after SIGTERM before SIGKILL (default 10 s, at most 60 s)",
+    }),
+  },
+  { additionalProperties: false },
+);
 const LogsQuery = Type.Object(
   { duration: Type.Optional(Duration), lines: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })) },
   { additionalProperties: false },
@@ -46,16 +62,37 @@ const ndjsonResponse = { 200: Type.Any({ description: "NDJSON stream of spec 6.4
 
 type Req = FastifyRequest<{ Params: { name: string; service?: string }; Querystring: Record<string, unknown> }>;
 
+/** The longest stop grace a client may ask for (`timeout` of a stop); the agent caps it the same. */
+const MAX_STOP_TIMEOUT_MS = 60_000;
+
+/** Whether a PUT streams its start as NDJSON (true) or answers the ServiceResponse as JSON. */
+export function putStreams(dialect: Dialect, accept: string | undefined): boolean {
+  const types = (accept ?? "").split(",").map((t) => t.split(";")[0]?.trim().toLowerCase());
+  if (types.includes("application/x-ndjson")) return true;
+  if (dialect === "units") return false;
+  // The public clients send no Accept (or */*); only a client that asks for JSON alone gets JSON.
+  return !(types.length > 0 && types.every((t) => t === "application/json"));
+}
+
 export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   const tags = ["services"];
 
   /** Sends one call to the unit's agent and answers with its JSON or streams its NDJSON. */
-  async function call(req: Req, reply: FastifyReply, method: string, path: string, body?: unknown): Promise<void> {
+  async function call(
+    req: Req,
+    reply: FastifyReply,
+    method: string,
+    path: string,
+    body?: unknown,
+    overrides: Record<string, string> = {},
+  ): Promise<void> {
     const lease = await leaseUnit(req, deps.units, deps.node);
     const release = () => lease.release();
-    const query = new URLSearchParams(
+    const params = new URLSearchParams(
       Object.entries(req.query ?? {}).map(([k, v]) => [k, String(v)] as [string, string]),
-    ).toString();
+    );
+    for (const [k, v] of Object.entries(overrides)) params.set(k, v);
+    const query = params.toString();
     const res = await firstCall(lease, () =>
       lease.agent.request(method, `/services${path}${query ? `?${query}` : ""}`, {
         ...(body !== undefined && { body: JSON.stringify(body) }),
@@ -65,7 +102,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
     );
     const status = res.statusCode ?? 502;
     if (method === "PUT" || method === "DELETE") lease.servicesChanged();
-    if (status === 204) {
+    if (status === 204 || (status === 200 && path === "/signal" && deps.dialect === "sprites")) {
       res.resume();
       release();
       reply.code(204).send(null);
@@ -127,14 +164,33 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
       schema: {
         tags,
         summary:
-          "Create or update a service and start it; with `duration` > 0 (default 5 s) the start's events stream as NDJSON for that long, with 0 the answer is the ServiceResponse",
+          deps.dialect === "units"
+            ? "Create or update a service and start it; answers the ServiceResponse (spec 4.6). With `Accept: application/x-ndjson` the start's events stream as NDJSON for `duration` (default 5 s; 0: the ServiceResponse)"
+            : "Create or update a service and start it; the start's events stream as NDJSON for `duration` (default 5 s) unless the client accepts only application/json (the Sprites clients read a stream; `httpPort` is taken for `http_port`)",
         params: Params,
         querystring: DurationQuery,
         body: ServiceRequest,
         response: { 200: Type.Any({ description: "ServiceResponse, or an NDJSON stream (spec 6.4)" }), ...errors },
       },
+      // The JS client sends its ServiceRequest as written in its types, with `httpPort`.
+      preValidation: async (req) => {
+        const body = req.body as Record<string, unknown> | null;
+        if (deps.dialect !== "sprites" || !body || typeof body !== "object" || Array.isArray(body)) return;
+        if ("httpPort" in body && !("http_port" in body)) {
+          const { httpPort, ...rest } = body;
+          req.body = { ...rest, http_port: httpPort } as typeof req.body;
+        }
+      },
     },
-    (req, reply) => call(req as Req, reply, "PUT", `/${req.params.service}`, req.body),
+    (req, reply) =>
+      call(
+        req as Req,
+        reply,
+        "PUT",
+        `/${req.params.service}`,
+        req.body,
+        putStreams(deps.dialect, req.headers.accept) ? {} : { duration: "0" },
+      ),
   );
 
   app.delete(
@@ -146,6 +202,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   );
 
   for (const action of ["start", "stop", "restart"] as const) {
+    const querystring = action === "stop" ? StopQuery : DurationQuery;
     app.post(
       `/:name/services/:service/${action}`,
       {
@@ -153,15 +210,20 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
           tags,
           summary: {
             start: "Start a service (and the services it needs); NDJSON for `duration`",
-            stop: "Stop a service; it stays stopped, across boots too, until started again (NDJSON)",
+            stop: "Stop a service (SIGTERM, SIGKILL after `timeout`); it stays stopped, across boots too, until started again (NDJSON)",
             restart: "Stop the service if it runs, then start it (NDJSON stop and start progress, spec 6.4)",
           }[action],
           params: Params,
-          querystring: DurationQuery,
+          querystring,
           response: { ...ndjsonResponse, ...errors },
         },
       },
-      (req, reply) => call(req as Req, reply, "POST", `/${req.params.service}/${action}`),
+      (req, reply) => {
+        const timeout = (req.query as { timeout?: string }).timeout;
+        if (timeout !== undefined && (parseDuration(timeout) ?? Number.POSITIVE_INFINITY) > MAX_STOP_TIMEOUT_MS)
+          throw ApiError.validation(["timeout: must be at most 60s"]);
+        return call(req as Req, reply, "POST", `/${req.params.service}/${action}`);
+      },
     );
   }
 
@@ -184,13 +246,16 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
     {
       schema: {
         tags,
-        summary: "Send a signal to a service's process group",
+        summary:
+          deps.dialect === "units"
+            ? "Send a signal to a service's process group"
+            : "Send a signal to a service's process group; answers 204 (the Sprites clients' shape)",
         params: Type.Object({ name: Type.String({ maxLength: 256 }) }),
         body: ServiceSignalRequest,
-        response: {
-          200: Type.Object({ name: Type.String(), signal: Type.String(), pid: Type.Integer() }),
-          ...errors,
-        },
+        response:
+          deps.dialect === "units"
+            ? { 200: Type.Object({ name: Type.String(), signal: Type.String(), pid: Type.Integer() }), ...errors }
+            : { 204: Type.Null(), ...errors },
       },
     },
     (req, reply) => call(req as Req, reply, "POST", "/signal", req.body),
