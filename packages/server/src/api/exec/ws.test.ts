@@ -102,9 +102,10 @@ describe("exec over websockets", () => {
 
   it("lists sessions and kills one, streaming the 6.3 events", async () => {
     const c = await open(
-      `/v1/units/term/exec?${q(["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"], { max_run_after_disconnect: "30s" })}`,
+      `/v1/units/term/exec?${q(["sh", "-c", "trap '' TERM; echo trapped; while true; do sleep 0.1; done"], { max_run_after_disconnect: "30s" })}`,
     );
-    await c.waitFor(() => c.messages.length > 0);
+    // The TERM is sent once the shell ignores it (else it may exit before the timeout under load).
+    await c.waitFor(() => c.messages.length > 0 && c.text().includes("trapped"), 30_000);
     const id = (c.messages[0] as { session_id: number }).session_id;
     const list = await s.api("GET", "/v1/units/term/exec", { token });
     assert.equal(list.status, 200);

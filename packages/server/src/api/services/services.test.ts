@@ -157,7 +157,8 @@ describe("services", () => {
       200,
     );
     await t.until("box", "talk", (b) => b.state.status === "running");
-    const r = await s.api("POST", "/v1/units/box/services/talk/restart?duration=1s", { token });
+    // The stream follows for `duration`: long enough for the new process's first line under load.
+    const r = await s.api("POST", "/v1/units/box/services/talk/restart?duration=5s", { token });
     const types = events(r.text).map((e) => e.type);
     assert.deepEqual(
       types.filter((x) => x !== "exit"),
