@@ -1,4 +1,3 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from "node:dns";
 import type { IncomingMessage } from "node:http";
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
@@ -18,22 +17,10 @@ import { rejectUpgrade, validation } from "../http/respond.js";
 /** How long a connection to a tunnel's target may take (the host waits 10 s for the agent's answer). */
 export const DIAL_TIMEOUT_MS = 5000;
 
-/** The unit's loopback, both families, IPv4 first: a name the unit's resolver need never see. */
-const LOOPBACK: LookupAddress[] = [
-  { address: "127.0.0.1", family: 4 },
-  { address: "::1", family: 6 },
-];
-
-type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
-
-function lookup(hostname: string, options: LookupOptions, callback: LookupCallback): void {
-  const name = hostname.toLowerCase();
-  if (name === "localhost" || name.endsWith(".localhost")) {
-    if (options.all) callback(null, LOOPBACK);
-    else callback(null, "127.0.0.1", 4);
-    return;
-  }
-  dnsLookup(hostname, options, callback as never);
+/** `localhost` is the unit's own loopback: resolved here, never asked of the unit's resolver. */
+function isLocalhost(host: string): boolean {
+  const name = host.toLowerCase();
+  return name === "localhost" || name.endsWith(".localhost");
 }
 
 /** A connection that failed, as the answer the host passes on (502, with one of the tunnel codes). */
@@ -56,12 +43,13 @@ function failure(err: NodeJS.ErrnoException & { errors?: NodeJS.ErrnoException[]
 }
 
 /** Connects to host:port within DIAL_TIMEOUT_MS; the socket stays half-open when the target ends first. */
-function dial(host: string, port: number): Promise<Socket> {
+function dialOnce(host: string, port: number, deadline: number): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const target = connect({ host, port, lookup, autoSelectFamily: true, allowHalfOpen: true, noDelay: true });
-    const timer = setTimeout(() => {
-      target.destroy(Object.assign(new Error("timed out"), { code: "ETIMEDOUT" }));
-    }, DIAL_TIMEOUT_MS);
+    const target = connect({ host, port, allowHalfOpen: true, noDelay: true });
+    const timer = setTimeout(
+      () => target.destroy(Object.assign(new Error("timed out"), { code: "ETIMEDOUT" })),
+      Math.max(deadline - Date.now(), 0),
+    );
     const failed = (err: Error) => {
       clearTimeout(timer);
       reject(err);
@@ -73,6 +61,22 @@ function dial(host: string, port: number): Promise<Socket> {
       resolve(target);
     });
   });
+}
+
+/**
+ * Connects to the target. `localhost` is 127.0.0.1, then ::1 when nothing listens there (a server on
+ * the IPv6 loopback only); a name is resolved by the unit's resolver (its policy applies), an address
+ * is dialed as it is.
+ */
+async function dial(host: string, port: number): Promise<Socket> {
+  const deadline = Date.now() + DIAL_TIMEOUT_MS;
+  if (!isLocalhost(host)) return dialOnce(host, port, deadline);
+  try {
+    return await dialOnce("127.0.0.1", port, deadline);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ECONNREFUSED") throw err;
+    return dialOnce("::1", port, deadline).catch(() => Promise.reject(err));
+  }
 }
 
 /**

@@ -83,13 +83,20 @@ export function relayTunnel(client: WebSocket, agent: Socket, done: () => void, 
       agent.pause();
     }
   });
+  // A websocket paused for a drain that will not come now could not read the client's answer to the
+  // close (it would wait for ws's close timeout): resumed first.
+  const closeClient = (code: number, reason: string) => {
+    if (!clientOpen()) return;
+    client.resume();
+    client.close(code, reason);
+  };
   agent.once("end", () => {
-    if (clientOpen()) client.close(1000, "the target closed the connection");
-    if (!clientOpen()) finish();
+    closeClient(1000, "the target closed the connection");
+    finish();
   });
   agent.on("error", () => {});
   agent.once("close", () => {
-    if (clientOpen()) client.close(1011, "the connection to the target broke");
+    closeClient(1011, "the connection to the target broke");
     finish();
   });
 

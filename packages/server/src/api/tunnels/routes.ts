@@ -47,9 +47,11 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
     schema: {
       tags,
       summary:
-        'TCP tunnel into the unit (websocket): send {"host","port"} (host default localhost: the unit\'s own); ' +
-        'receive {"status":"connected","target"} or {"status":"error",…}; then binary messages both ways, ' +
-        "an empty one ends the client's side",
+        'TCP tunnel into the unit (websocket): send {"host","port"}, get {"status":"connected","target"}, then binary messages',
+      description:
+        "The connection is made by the unit's agent inside the unit (host default localhost: the unit's own " +
+        'loopback; its egress policy applies). A failure answers {"status":"error",…,"code"} and closes. ' +
+        "An empty binary message ends the client's side; the websocket closes when the target ends its own.",
       params: UnitParams,
       response: { ...commonErrors, 404: ErrorBody, 429: ErrorBody, 502: ErrorBody, 504: ErrorBody },
     },
@@ -102,8 +104,7 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
     schema: {
       tags,
       summary:
-        'Listening ports (websocket): first {"type":"ports","ports":[{"port","address","pid"}]}, then ' +
-        '{"type":"port_opened"|"port_closed","port","address","pid"} (spec 6.5) and {"type":"ping"} keepalives',
+        'Listening ports (websocket): {"type":"ports","ports":[…]} first, then port_opened / port_closed (spec 6.5)',
       params: UnitParams,
       response: { ...commonErrors, 404: ErrorBody, 502: ErrorBody, 504: ErrorBody },
     },
