@@ -42,10 +42,12 @@ export function agentTunnel(ep: AgentEndpoint, host: string, port: number): Prom
     });
     // The refusal's body is part of the agent's answer: the deadline stays armed until it has come.
     req.on("response", (res) => {
-      readAnswerError(res).then((err) => {
-        deadline.answered();
-        reject(err);
-      }, reject);
+      readAnswerError(res)
+        .then((err) => {
+          deadline.answered();
+          reject(err);
+        })
+        .catch(reject);
     });
     req.on("error", (err) => reject(wrap(err)));
     req.end();

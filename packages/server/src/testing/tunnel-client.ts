@@ -29,8 +29,10 @@ export function openTestTunnel(url: string, token: string, init: unknown, data: 
     const answer = new Promise<Record<string, unknown>>((r) => {
       resolveAnswer = r;
     });
+    let closedNow = false;
     const closed = new Promise<{ code: number; reason: string }>((r) =>
       ws.on("close", (code, reason) => {
+        closedNow = true;
         r({ code, reason: reason.toString() });
         wake?.();
       }),
@@ -46,10 +48,6 @@ export function openTestTunnel(url: string, token: string, init: unknown, data: 
       if (chunks.length > 1) chunks.splice(0, chunks.length, Buffer.concat(chunks, size));
       return chunks[0] ?? Buffer.alloc(0);
     };
-    let closedNow = false;
-    closed.then(() => {
-      closedNow = true;
-    });
     const waitUntil = async (done: () => boolean, ms: number) => {
       const deadline = Date.now() + ms;
       while (!done()) {

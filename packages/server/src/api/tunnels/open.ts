@@ -49,9 +49,6 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
     release();
   };
   client.on("error", () => {});
-  client.once("close", () => {
-    if (!relaying) release();
-  });
   const timer = setTimeout(
     () =>
       refuse(
@@ -64,6 +61,10 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
       ),
     OPEN_MESSAGE_MS,
   );
+  client.once("close", () => {
+    clearTimeout(timer);
+    if (!relaying) release();
+  });
   // What follows the first message is the tunnel's: it waits until the target is connected. A paused
   // websocket still hands over the messages already read (at most one read's worth).
   const early: EarlyMessage[] = [];
@@ -88,20 +89,27 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
       return;
     }
     const { host, port } = parsed.value;
-    lease.agent.tunnel(host, port).then(
-      (tunnel) => {
-        if (client.readyState !== client.OPEN) {
-          tunnel.socket.destroy();
-          release();
-          return;
-        }
-        relaying = true;
-        client.send(JSON.stringify({ status: "connected", target: tunnel.target } satisfies TunnelAnswer));
-        client.off("message", onMessage);
-        relayTunnel(client, tunnel.socket, release, early.splice(0));
-        client.resume();
-      },
-      (err: unknown) => refuse(failureAnswer(err, log), 1011),
-    );
+    lease.agent
+      .tunnel(host, port)
+      .then(
+        (tunnel) => {
+          if (client.readyState !== client.OPEN) {
+            tunnel.socket.destroy();
+            release();
+            return;
+          }
+          relaying = true;
+          client.send(JSON.stringify({ status: "connected", target: tunnel.target } satisfies TunnelAnswer));
+          client.off("message", onMessage);
+          relayTunnel(client, tunnel.socket, release, early.splice(0));
+          client.resume();
+        },
+        (err: unknown) => refuse(failureAnswer(err, log), 1011),
+      )
+      .catch((err: unknown) => {
+        log.error({ err }, "relaying a tunnel failed");
+        client.terminate();
+        release();
+      });
   };
 }
