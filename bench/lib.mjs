@@ -35,7 +35,7 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
   const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
   const { testServeEnv } = await import("../packages/server/dist/testing/host-cleanup.js");
   const { removeFirewall } = await import("../packages/server/dist/runtime/network/firewall.js");
-  const { removeCgroups } = await import("../packages/server/dist/runtime/runc/runc-runtime.js");
+  const { removeCgroups } = await import("../packages/server/dist/runtime/runc/cgroups.js");
   const image = await testImage({ onProgress: (p) => process.stderr.write(`image: ${p.message}\n`) });
   const dataDir = mkdtempSync(join(tmpdir(), "ums-bench-"));
   const subnet = await lockSubnet();

@@ -12,8 +12,10 @@ import { FsRouter } from "./fs/router.js";
 import { FsWatchSockets } from "./fs/watch.js";
 import { notFound, rejectUpgrade, sendJson, sessionNotFound, validation } from "./http/respond.js";
 import { PortWatcher } from "./ports/watch.js";
+import { PortSockets } from "./ports/ws.js";
 import { serveServices } from "./services/http.js";
 import type { Supervisor } from "./services/supervisor.js";
+import { Tunnels } from "./tunnel/tunnel.js";
 import { resolveUser } from "./util/users.js";
 import { AGENT_VERSION } from "./version.js";
 
@@ -29,6 +31,8 @@ import { AGENT_VERSION } from "./version.js";
 //   GET  /fs/watch (upgrade)     → file watch websocket (fs/watch.ts)
 //   GET  /fs/connect?as= (upgrade: ums-fs) → the connection goes to the fs process of that identity (fs/router.ts)
 //   /services…                   → the unit's services (spec 4.6, services/http.ts), when it has a supervisor
+//   GET  /ports/watch (upgrade)  → listening ports, then port_opened/port_closed (spec 6.5, ports/ws.ts)
+//   GET  /tunnel?host=&port= (upgrade: ums-tcp) → a TCP connection from inside the unit (tunnel/tunnel.ts)
 
 export interface Agent {
   server: Server;
@@ -42,6 +46,8 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
   const sockets = new ExecSockets(config, sessions, ports);
   const fsRouter = new FsRouter(config);
   const fsWatch = new FsWatchSockets(config.pingIntervalMs);
+  const portSockets = new PortSockets(config, ports);
+  const tunnels = new Tunnels();
 
   const server = createServer((req, res) => {
     handleRequest(req, res).catch((err) => {
@@ -82,6 +88,8 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
     const q = url.searchParams;
     if (req.method === "GET" && path === "/fs/watch") return fsWatch.upgrade(req, socket, head);
     if (req.method === "GET" && path === "/fs/connect") return fsRouter.connect(req, socket, head, q);
+    if (req.method === "GET" && path === "/ports/watch") return portSockets.upgrade(req, socket, head);
+    if (req.method === "GET" && path === "/tunnel") return tunnels.upgrade(req, socket, head, q);
     const attachId = /^\/exec\/([^/]+)$/.exec(path)?.[1] ?? (path === "/exec" && !q.has("cmd") ? q.get("id") : null);
     if (req.method !== "GET" || (path !== "/exec" && !/^\/exec\/[^/]+$/.test(path))) {
       return rejectUpgrade(socket, 404, notFound(`no websocket route for ${req.method} ${path}`));
@@ -109,6 +117,8 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
         sessions.terminateAll();
         sockets.close();
         fsWatch.close();
+        portSockets.close();
+        tunnels.close();
         fsRouter.close();
         server.close(() => resolve());
         server.closeAllConnections();

@@ -102,6 +102,12 @@ export const ErrorCode = {
   TokenNotFound: "UMS_TOKEN_NOT_FOUND",
   /** 409: the token is the organization's last live admin token; revoking it would leave no way to mint tokens over the API. */
   LastAdminToken: "UMS_LAST_ADMIN_TOKEN",
+  /** 429: the unit has as many open TCP tunnels (`/proxy`) as one unit may have; close one first. */
+  TunnelLimit: "UMS_TUNNEL_LIMIT",
+  /** 502: nothing listens at the address and port a tunnel (`/proxy`) was to connect to, in the unit. */
+  TunnelRefused: "UMS_TUNNEL_REFUSED",
+  /** 502: the host a tunnel (`/proxy`) was to connect to did not resolve, was unreachable or did not answer in time. */
+  TunnelUnreachable: "UMS_TUNNEL_UNREACHABLE",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -122,6 +128,8 @@ export const AgentErrorCode = {
   ServiceNeeded: ErrorCode.ServiceNeeded,
   ServiceNotRunning: ErrorCode.ServiceNotRunning,
   FsReservedPath: ErrorCode.FsReservedPath,
+  TunnelRefused: ErrorCode.TunnelRefused,
+  TunnelUnreachable: ErrorCode.TunnelUnreachable,
   /** 404: the agent has no route (HTTP or websocket) for the request. */
   NotFound: "UMS_NOT_FOUND",
   /** 502, internal API socket: ums serve could not be reached over the unit's host socket. */

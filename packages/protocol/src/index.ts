@@ -10,5 +10,6 @@ export * from "./network.js";
 export * from "./organization.js";
 export * from "./policies.js";
 export * from "./services.js";
+export * from "./tunnel.js";
 export * from "./units.js";
 export * from "./versions.js";

@@ -168,6 +168,9 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.UnitProxyFailed]: ServerError,
   [ErrorCode.UnitTimeout]: ServerError,
   [ErrorCode.AgentTimeout]: ServerError,
+  [ErrorCode.TunnelLimit]: UmsError,
+  [ErrorCode.TunnelRefused]: ServerError,
+  [ErrorCode.TunnelUnreachable]: ServerError,
   [ErrorCode.ProviderFailed]: null, // 400 from an OAuth callback, 502 from the gateway
   [ErrorCode.UnitUnavailable]: null, // 502, or the 4xx of an agent answer that carried no code
   [ErrorCode.ControlProtocol]: ValidationError, // op.error on the control websocket

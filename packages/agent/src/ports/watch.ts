@@ -6,7 +6,8 @@ import { findSocketOwners } from "./owners.js";
 // by polling /proc/net/tcp and /proc/net/tcp6 (LISTEN state only) and finds the owning process by
 // matching the socket inode against /proc/<pid>/fd. A port counts as open while at least one listening
 // socket (any address, IPv4 or IPv6) has it. Watching runs only while someone is subscribed (an exec
-// websocket is open); the ports listening at subscription time are the baseline and are not reported.
+// websocket or a port watch is open); the ports listening at subscription time are the baseline and are not
+// reported. A port watch asks for them (`current`): their owners are then looked up once.
 
 /** A port notification before the agent adds the address it is reached at. */
 export type PortEvent = Omit<PortMessage, "address">;
@@ -32,7 +33,14 @@ export function parseProcNetTcp(text: string): ListeningSocket[] {
   return out;
 }
 
-type Listener = (event: PortEvent) => void;
+/** An event's place in the order of all events since the watcher began (see `current`). */
+type Listener = (event: PortEvent, seq: number) => void;
+
+/** The ports listening at one moment: every event up to `seq` is reflected in `ports`. */
+export interface PortSnapshot {
+  seq: number;
+  ports: { port: number; pid: number }[];
+}
 
 export class PortWatcher {
   private readonly listeners = new Set<Listener>();
@@ -40,6 +48,9 @@ export class PortWatcher {
   private known = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
   private polling = false;
+  private seq = 0;
+  /** Looks up the owners of the baseline's ports (pid 0 until then), once per start. */
+  private baseline: Promise<void> | null = null;
 
   constructor(
     private readonly pollMs: number,
@@ -55,8 +66,34 @@ export class PortWatcher {
     };
   }
 
+  /**
+   * The ports listening now and their processes, for a subscriber (call it after `subscribe`): the
+   * events it received with a `seq` up to the snapshot's are part of it, later ones are news.
+   */
+  async current(): Promise<PortSnapshot> {
+    this.baseline ??= this.resolveBaseline();
+    await this.baseline;
+    const ports = [...this.known].sort((a, b) => a[0] - b[0]).map(([port, pid]) => ({ port, pid }));
+    return { seq: this.seq, ports };
+  }
+
+  private async resolveBaseline(): Promise<void> {
+    const unknown = [...this.known].filter(([, pid]) => pid === 0).map(([port]) => port);
+    if (unknown.length === 0) return;
+    const now = this.listeningPorts();
+    const inodes = new Set<number>();
+    for (const p of unknown) for (const i of now.get(p) ?? []) inodes.add(i);
+    const owners = await findSocketOwners(inodes, this.procRoot);
+    for (const port of unknown) {
+      if (this.known.get(port) !== 0) continue; // closed (or reported anew) since
+      const pids = (now.get(port) ?? []).map((i) => owners.get(i)).filter((p): p is number => p !== undefined);
+      if (pids.length > 0) this.known.set(port, Math.min(...pids));
+    }
+  }
+
   private start(): void {
     this.known = new Map();
+    this.baseline = null;
     for (const port of this.listeningPorts().keys()) this.known.set(port, 0);
     this.timer = setInterval(() => void this.poll(), this.pollMs);
     this.timer.unref();
@@ -116,9 +153,10 @@ export class PortWatcher {
   }
 
   private emit(event: PortEvent): void {
+    const seq = ++this.seq;
     for (const l of this.listeners) {
       try {
-        l(event);
+        l(event, seq);
       } catch {
         // a failing listener must not stop the others
       }

@@ -4,6 +4,7 @@ import type { AgentEndpoint } from "./deadline.js";
 import { jsonAnswer } from "./errors.js";
 import { agentFs, agentRead, type FsIdentity, type RawRead } from "./fs.js";
 import { type AgentRequestOpts, agentCall, agentRequest } from "./http.js";
+import { type AgentTunnel, agentTunnel } from "./tunnel.js";
 import { connectAgent } from "./websocket.js";
 
 /**
@@ -30,6 +31,8 @@ export interface UnitAgent {
   ): Promise<IncomingMessage>;
   /** A raw read of the file at `path` (spec 4.4): its size and the relay of its bytes. */
   read(as: FsIdentity, path: string): Promise<RawRead | IncomingMessage>;
+  /** A TCP connection to `host`:`port` made by the agent from inside the unit (agent/tunnel.ts). */
+  tunnel(host: string, port: number): Promise<AgentTunnel>;
 }
 
 /** The agent at `ep`, called directly. */
@@ -43,5 +46,6 @@ export function agentClient(ep: AgentEndpoint): UnitAgent {
     websocket: (path) => connectAgent(ep, path),
     fs: (as, method, path, body, headers) => agentFs(ep, as, method, path, body, headers),
     read: (as, path) => agentRead(ep, as, path),
+    tunnel: (host, port) => agentTunnel(ep, host, port),
   };
 }

@@ -20,6 +20,8 @@ import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
 import { serviceRoutes } from "./services/routes.js";
+import { TunnelCount } from "./tunnels/count.js";
+import { tunnelRoutes } from "./tunnels/routes.js";
 import { loadCookieKey } from "./unit-url/cookie.js";
 import { rewriteUnitHost, unitUrlRoutes } from "./unit-url/routes.js";
 import { unitRoutes } from "./units/routes.js";
@@ -125,6 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   const node = deps.node;
   let port = 0;
   const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), node);
+  const tunnels = new TunnelCount();
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store));
@@ -143,6 +146,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
           await scope.register(async (fs) => fsRoutes(fs, { units, node, dialect }));
           controlRoutes(scope, { units, node, dialect, store: deps.store });
           serviceRoutes(scope, { units, node, dialect });
+          tunnelRoutes(scope, { units, node, dialect, tunnels });
           await scope.register(async (p) => proxyRoutes(p, { node, units, config: deps.config, dialect }));
         },
         { prefix: UNIT_PREFIX[dialect] },

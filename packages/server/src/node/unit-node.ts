@@ -1,10 +1,11 @@
 import type { NetworkLog } from "@ums/protocol";
 import type { UnitAgent } from "../agent/client.js";
 import type { FsIdentity, RawRead } from "../agent/fs.js";
+import type { AgentTunnel } from "../agent/tunnel.js";
 import type { ResourceLimits, ResourcesPolicy } from "../runtime/runtime.js";
 import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 
-export type { FsIdentity, RawRead, UnitAgent };
+export type { AgentTunnel, FsIdentity, RawRead, UnitAgent };
 
 /**
  * The node seam (docs/ARCHITECTURE.md section 2). Everything that happens on the host that runs a

@@ -54,8 +54,9 @@ describe("cross-organization access on every route", { timeout: 15 * 60_000 }, (
         if (!wsOnly && (r.status !== 404 || (m !== "HEAD" && r.body?.code !== ErrorCode.UnitNotFound))) {
           failures.push(`${label}: ${r.status} ${r.text.slice(0, 200)}`);
         }
-        // Websockets: the exec start and attach, the file watch, the control websocket, the proxy.
-        if (m === "GET" && /\/exec$|\/exec\/\{id\}$|\/fs\/watch$|\/control$|\{\*\}$/.test(p)) {
+        // Websockets: the exec start and attach, the file watch, the control websocket, the proxy, the
+        // TCP tunnel, the port watch.
+        if (m === "GET" && /\/exec$|\/exec\/\{id\}$|\/fs\/watch$|\/control$|\{\*\}$|\/proxy$|\/ports\/watch$/.test(p)) {
           const q = p.endsWith("/exec") ? "?cmd=true" : "";
           const ws = await openWebsocket(`${x.s.url}${path}${q}`, { authorization: `Bearer ${x.tA}` });
           ws.socket.destroy();

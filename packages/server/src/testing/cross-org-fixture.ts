@@ -96,6 +96,8 @@ export const EXAMPLES: Record<string, (t: Target) => Example> = {
   "POST /v1/units/{name}/services/{service}/restart": () => ({ query: "duration=0" }),
   "GET /v1/units/{name}/services/{service}/logs": () => ({}),
   "POST /v1/units/{name}/services/signal": (t) => ({ json: { name: t.service, signal: "KILL" } }),
+  "GET /v1/units/{name}/proxy": () => ({}),
+  "GET /v1/units/{name}/ports/watch": () => ({}),
   // The proxy to the unit's HTTP target (spec 5), every method.
   ...Object.fromEntries(
     ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"].map((m) => [

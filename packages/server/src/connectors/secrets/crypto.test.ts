@@ -22,7 +22,9 @@ describe("secrets at rest", () => {
         () => box.open(sealed, "conn_b"),
         (e: Error) => !e.message.includes("s3cr3t"),
       );
-      const flipped = sealed.slice(0, -2) + (sealed.endsWith("A") ? "BB" : "AA");
+      // A character inside the encoding (the last ones may hold padding bits that decode alike).
+      const at = sealed.length - 8;
+      const flipped = sealed.slice(0, at) + (sealed[at] === "A" ? "B" : "A") + sealed.slice(at + 1);
       assert.throws(() => box.open(flipped, "conn_a"));
       assert.notEqual(box.seal("x", "c"), box.seal("x", "c"), "fresh nonce each time");
       // Rotation: a new version seals, the old one still opens.

@@ -34,6 +34,7 @@ export class LocalLease implements UnitLease {
       fs: (as, method, path, body, headers) =>
         this.retry(() => direct.fs(as, method, path, body, headers), replayable(body)),
       read: (as, path) => this.retry(() => direct.read(as, path), true),
+      tunnel: (host, port) => this.retry(() => direct.tunnel(host, port), true),
     };
   }
 

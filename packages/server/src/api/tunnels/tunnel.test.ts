@@ -1,0 +1,145 @@
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { ErrorCode } from "@ums/protocol";
+import { startWithUnit, type TestServer } from "../../testing/server.js";
+import { startTcpServer, stopTcpServer } from "../../testing/tcp-echo.js";
+import { openTestTunnel } from "../../testing/tunnel-client.js";
+import { upgradeAnswer } from "../../testing/ws-upgrade.js";
+import { MAX_TUNNELS_PER_UNIT } from "./count.js";
+
+const ECHO = 7000;
+const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+/** The TCP tunnel (`/proxy`, packages/protocol/src/tunnel.ts) into a real unit running an echo server. */
+describe("TCP tunnel", { timeout: 300_000 }, () => {
+  let s: TestServer;
+  let token: string;
+  let ws: string;
+  const tunnel = (init: unknown, data: Buffer[] = [], prefix = "units") =>
+    openTestTunnel(`${ws}/v1/${prefix}/tun/proxy`, token, init, data);
+
+  before(async () => {
+    ({ s, token } = await startWithUnit("tunnels", "tun"));
+    ws = s.url.replace("http", "ws");
+    await startTcpServer(s.url, token, "tun", "echo", ECHO);
+  });
+  after(() => s?.close());
+
+  it("carries bytes both ways, passes the client's end of stream on, and closes when the target does", async () => {
+    // The first bytes go out with the open message, before the answer: they wait for the connection.
+    const t = await tunnel({ host: "localhost", port: ECHO }, [Buffer.from("hello ")]);
+    assert.deepEqual(await t.answer, { status: "connected", target: `127.0.0.1:${ECHO}` });
+    t.ws.send(Buffer.from("world"), { binary: true });
+    await t.waitFor((b) => b.toString() === "hello world");
+    // Half-close: the echo server reads its end of stream and still answers, then closes.
+    t.ws.send(Buffer.alloc(0), { binary: true });
+    await t.waitFor((b) => b.toString().endsWith("eof after 11 bytes\n"));
+    assert.equal((await t.closed).code, 1000);
+  });
+
+  it("moves 48 MiB each way at once intact (backpressure both ways), under /v1/sprites too", async () => {
+    const data = randomBytes(48 << 20);
+    const t = await tunnel({ host: "127.0.0.1", port: ECHO }, [], "sprites");
+    assert.equal((await t.answer).status, "connected");
+    for (let off = 0; off < data.length; off += 256 << 10) {
+      t.ws.send(data.subarray(off, off + (256 << 10)), { binary: true });
+      // The client's own sends are bounded too (a test must not buffer 48 MiB in one go).
+      while (t.ws.bufferedAmount > 4 << 20) await new Promise((r) => setTimeout(r, 5));
+    }
+    t.ws.send(Buffer.alloc(0), { binary: true });
+    const tail = Buffer.from(`eof after ${data.length} bytes\n`);
+    await t.waitBytes(data.length + tail.length, 120_000);
+    const got = t.received();
+    assert.equal(got.length, data.length + tail.length);
+    assert.equal(sha(got.subarray(0, data.length)), sha(data));
+    assert.deepEqual(got.subarray(data.length), tail);
+    // At once, not after ws's 30 s close timeout (a websocket left paused could not read the close).
+    const closed = await Promise.race([t.closed, new Promise((r) => setTimeout(r, 10_000, { code: "late" }))]);
+    assert.deepEqual(closed, { code: 1000, reason: "the target closed the connection" });
+  });
+
+  it("closes the tunnel when the port's process goes away", async () => {
+    const pid = await startTcpServer(s.url, token, "tun", "echo", ECHO + 1);
+    const t = await tunnel({ port: ECHO + 1 });
+    assert.equal((await t.answer).status, "connected");
+    t.ws.send(Buffer.from("ping"), { binary: true });
+    await t.waitFor((b) => b.toString() === "ping");
+    await stopTcpServer(s.url, token, "tun", pid);
+    const { code } = await t.closed;
+    assert.ok(code === 1000 || code === 1011, `close code ${code}`);
+  });
+
+  it("answers a port where nothing listens with UMS_TUNNEL_REFUSED", async () => {
+    const t = await tunnel({ host: "localhost", port: 1 });
+    const answer = await t.answer;
+    assert.equal(answer.status, "error");
+    assert.equal(answer.code, ErrorCode.TunnelRefused);
+    assert.match(String(answer.error), /localhost:1.*refused/);
+    assert.equal((await t.closed).code, 1011);
+  });
+
+  it("refuses a bad {host, port} with a 400-style answer naming the field, and nothing is dialed", async () => {
+    const cases: [unknown, RegExp][] = [
+      [{ host: "bad host!", port: 80 }, /^host: /],
+      [{ host: "-x.example", port: 80 }, /^host: /],
+      [{ host: "300.1.1.1", port: 80 }, /^host: /],
+      [{ host: 42, port: 80 }, /^host: /],
+      [{ host: "localhost", port: 0 }, /^port: /],
+      [{ host: "localhost", port: 65536 }, /^port: /],
+      [{ host: "localhost", port: "80" }, /^port: /],
+      [{ host: "localhost" }, /^port: is required/],
+      ["not json", /JSON/],
+      [[1, 2], /JSON object/],
+    ];
+    for (const [init, re] of cases) {
+      const t = await tunnel(init);
+      const answer = await t.answer;
+      assert.equal(answer.status, "error", JSON.stringify(init));
+      assert.equal(answer.code, ErrorCode.Validation, JSON.stringify(init));
+      assert.ok(
+        (answer.errors as string[]).some((e) => re.test(e)),
+        `${JSON.stringify(init)}: ${JSON.stringify(answer)}`,
+      );
+      assert.equal((await t.closed).code, 1008);
+    }
+  });
+
+  it("is a websocket only, and another organization's unit is not found", async () => {
+    const plain = await s.api("GET", "/v1/units/tun/proxy", { token });
+    assert.equal(plain.status, 400);
+    assert.match(plain.text, /websocket/);
+    const other = await s.token("tunnels-other");
+    for (const prefix of ["units", "sprites"]) {
+      const r = await upgradeAnswer(`${ws}/v1/${prefix}/tun/proxy`, other);
+      assert.equal(r.status, 404, r.body);
+      assert.equal(JSON.parse(r.body).code, ErrorCode.UnitNotFound);
+    }
+    assert.equal((await s.api("GET", "/v1/units/tun/proxy", { token: other })).status, 404);
+    assert.equal((await upgradeAnswer(`${ws}/v1/units/tun/proxy`, "not-a-token")).status, 401);
+  });
+
+  it(`holds at most ${MAX_TUNNELS_PER_UNIT} tunnels of a unit open, counting those still opening`, async () => {
+    const held = await Promise.all(
+      Array.from({ length: MAX_TUNNELS_PER_UNIT }, () =>
+        // No open message: each waits for one, and counts.
+        openTestTunnel(`${ws}/v1/units/tun/proxy`, token, undefined),
+      ),
+    );
+    try {
+      const over = await upgradeAnswer(`${ws}/v1/units/tun/proxy`, token);
+      assert.equal(over.status, 429, over.body);
+      assert.equal(JSON.parse(over.body).code, ErrorCode.TunnelLimit);
+    } finally {
+      for (const t of held) t.ws.terminate();
+    }
+    // Their count is given back as they go.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const again = await upgradeAnswer(`${ws}/v1/units/tun/proxy`, token);
+      if (again.status === 101) break;
+      assert.ok(Date.now() < deadline, `still ${again.status}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+});
