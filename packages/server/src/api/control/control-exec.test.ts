@@ -102,7 +102,7 @@ describe("control websocket: offer and exec", () => {
     c.start("teleport", {});
     const unknown = await c.nextEnvelope();
     assert.equal(unknown.args.code, ErrorCode.ControlUnknownOp);
-    assert.match(unknown.args.error, /unknown operation 'teleport' \(one of exec, fs\.read/);
+    assert.match(unknown.args.error, /unknown operation 'teleport' \(one of exec, proxy, fs\.read/);
     c.send("control:{not json");
     assert.match((await c.nextEnvelope()).args.error, /not JSON/);
     c.send(Buffer.from([1, 2, 3]));
