@@ -173,10 +173,14 @@ export class ControlClient {
     }
   }
 
-  /** A whole exec op, JS-style envelope: pipes, stdin as raw frames then EOF. */
+  /**
+   * A whole exec op, `control:` envelope: pipes, stdin then EOF ([4]). Stdin frames are raw when the
+   * args name `path` or `id` (as the Go client's do), else carry the stream id 0 first (the JS client).
+   */
   async exec(cmd: string[], opts: { stdin?: Buffer[]; args?: Record<string, unknown> } = {}): Promise<ExecOutcome> {
     this.start("exec", { cmd, ...(opts.stdin && { stdin: "true" }), ...opts.args });
-    for (const chunk of opts.stdin ?? []) this.send(chunk);
+    const raw = opts.args?.path !== undefined || opts.args?.id !== undefined;
+    for (const chunk of opts.stdin ?? []) this.send(raw ? chunk : Buffer.concat([Buffer.from([0]), chunk]));
     if (opts.stdin) this.send(Buffer.from([4]));
     return this.execOutcome();
   }
