@@ -105,7 +105,15 @@ function openControl(socket: WebSocket, req: FastifyRequest, deps: ControlDeps):
   ]);
   const session = new ControlSession(websocketTransport(socket), ops, opDeps.logFault);
   socket.on("error", () => socket.terminate());
-  socket.on("close", () => session.close());
+  const opened = Date.now();
+  socket.on("close", (code) => {
+    session.close();
+    // The request log has no line for a websocket (its reply is taken over): one when it ends.
+    req.log.info(
+      { url: req.originalUrl.split("?")[0], status: 101, code, ops: session.started, ms: Date.now() - opened },
+      "control connection closed",
+    );
+  });
   socket.on("message", (data, isBinary) => {
     const buf = Buffer.isBuffer(data)
       ? data

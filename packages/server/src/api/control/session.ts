@@ -72,6 +72,8 @@ interface Running {
 export class ControlSession {
   private current: Running | null = null;
   private closed = false;
+  /** How many ops were started (for the connection's log line). */
+  started = 0;
 
   constructor(
     private readonly transport: ControlTransport,
@@ -152,6 +154,7 @@ export class ControlSession {
       );
       return;
     }
+    this.started++;
     const controller = new AbortController();
     const live = () => this.current === running && !this.closed;
     const ctx: OpContext = {
