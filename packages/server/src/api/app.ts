@@ -144,7 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
           checkpointRoutes(scope, { store: deps.store, units, node, dialect });
           await scope.register(async (exec) => execRoutes(exec, { units, node, dialect }));
           await scope.register(async (fs) => fsRoutes(fs, { units, node, dialect }));
-          controlRoutes(scope, { units, node, dialect, store: deps.store });
+          controlRoutes(scope, { units, node, dialect, store: deps.store, tunnels });
           serviceRoutes(scope, { units, node, dialect });
           tunnelRoutes(scope, { units, node, dialect, tunnels });
           await scope.register(async (p) => proxyRoutes(p, { node, units, config: deps.config, dialect }));

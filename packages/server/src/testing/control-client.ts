@@ -119,6 +119,30 @@ export class ControlClient {
     this.send(JSON.stringify({ type: "op.start", op, args: new URLSearchParams(args).toString() }));
   }
 
+  /** The Go client's port forwarding over control: its legacy start, params as JSON (port a number). */
+  startGoProxy(params: Record<string, unknown>): void {
+    this.send(JSON.stringify({ type: "start", operation: "proxy", params: { ...params, keep_alive: true } }));
+  }
+
+  /** The next frame, which must be a text frame of JSON (an op's answer). */
+  // biome-ignore lint/suspicious/noExplicitAny: tests read arbitrary JSON.
+  async nextJson(ms?: number): Promise<any> {
+    const f = await this.next(ms);
+    if (f.binary) throw new Error(`expected a JSON text frame, got ${f.data.length} binary bytes`);
+    return JSON.parse(f.text);
+  }
+
+  /** Binary frames until their bytes satisfy `pred`; a text frame on the way fails. */
+  async binaryUntil(pred: (got: Buffer) => boolean, ms?: number): Promise<Buffer> {
+    let got = Buffer.alloc(0);
+    while (!pred(got)) {
+      const f = await this.next(ms);
+      if (!f.binary) throw new Error(`expected binary frames, got the text ${f.text}`);
+      got = Buffer.concat([got, f.data]);
+    }
+    return got;
+  }
+
   release(): void {
     this.send(JSON.stringify({ type: "release" }));
   }
@@ -149,10 +173,14 @@ export class ControlClient {
     }
   }
 
-  /** A whole exec op, JS-style envelope: pipes, stdin as raw frames then EOF. */
+  /**
+   * A whole exec op, `control:` envelope: pipes, stdin then EOF ([4]). Stdin frames are raw when the
+   * args name `path` or `id` (as the Go client's do), else carry the stream id 0 first (the JS client).
+   */
   async exec(cmd: string[], opts: { stdin?: Buffer[]; args?: Record<string, unknown> } = {}): Promise<ExecOutcome> {
     this.start("exec", { cmd, ...(opts.stdin && { stdin: "true" }), ...opts.args });
-    for (const chunk of opts.stdin ?? []) this.send(chunk);
+    const raw = opts.args?.path !== undefined || opts.args?.id !== undefined;
+    for (const chunk of opts.stdin ?? []) this.send(raw ? chunk : Buffer.concat([Buffer.from([0]), chunk]));
     if (opts.stdin) this.send(Buffer.from([4]));
     return this.execOutcome();
   }

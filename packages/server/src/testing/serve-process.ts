@@ -71,6 +71,8 @@ export interface ServeProcess {
   running(): boolean;
   /** Starts `ums serve` (with `env` added for this start) and waits until it answers. */
   start(env?: NodeJS.ProcessEnv): Promise<ChildProcess>;
+  /** What every start of `ums serve` wrote to its stderr (its log), the last 4 MiB. */
+  log(): string;
   /** Sends `signal` to the running `ums serve` and waits for its exit. */
   stop(signal: NodeJS.Signals): Promise<void>;
   /** A request with the token; `body`, when given, is sent as JSON. */
@@ -109,6 +111,7 @@ export async function prepareServe(o: ServeProcessOpts): Promise<ServeProcess> {
     throw err;
   }
   let child: ChildProcess | undefined;
+  let log = "";
   const api = (method: string, path: string, body?: unknown) =>
     fetch(`${base}${path}`, {
       method,
@@ -126,8 +129,12 @@ export async function prepareServe(o: ServeProcessOpts): Promise<ServeProcess> {
     running: () => isRunning(child),
     async start(more = {}) {
       child = await spawnServe(base, { ...env, ...more });
+      child.stderr?.on("data", (d) => {
+        log = (log + d).slice(-(4 << 20));
+      });
       return child;
     },
+    log: () => log,
     stop: (signal) => stopChild(child, signal),
     api,
     async close(units, cleanup) {

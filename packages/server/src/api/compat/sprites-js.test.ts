@@ -38,6 +38,8 @@ const GROUPS: readonly { name: string; steps: readonly string[]; todo?: string }
   },
   { name: "network policy get and set", steps: ["policy"] },
   { name: "checkpoints: create, list (with the history filter), get, restore", steps: ["checkpoints", "restore"] },
+  { name: "control mode: execFile over the pooled control websocket", steps: ["control-exec"] },
+  { name: "port forwarding: proxyPort from the test host's loopback to a port in the unit", steps: ["proxy-port"] },
   { name: "delete", steps: ["delete"] },
 ];
 
@@ -47,7 +49,8 @@ describe(`the Sprites JS client @fly/sprites@${SPRITES_JS_VERSION} on Node ${NOD
 
   before(async () => {
     const js = await installSpritesJs();
-    server = await prepareServe({ name: "sprites-js", org: "compat" });
+    // At info, the log has a line per control connection (the control-mode check below reads it).
+    server = await prepareServe({ name: "sprites-js", org: "compat", env: { UMS_LOG_LEVEL: "info" } });
     await server.start();
     run = await runScenario(js, { baseURL: server.base, token: server.token, prefix: PREFIX, timeoutMs: 600_000 });
   });
@@ -66,6 +69,26 @@ describe(`the Sprites JS client @fly/sprites@${SPRITES_JS_VERSION} on Node ${NOD
       assert.deepEqual(problems, [], `${problems.join("\n")}\n${run.stderr.slice(-4000)}`);
     });
   }
+
+  it("control mode went over /control: the server ran both commands as ops of one connection", () => {
+    const lines = server
+      .log()
+      .split("\n")
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l) as { msg?: string; url?: string; ops?: number }];
+        } catch {
+          return [];
+        }
+      })
+      .filter((l) => l.msg === "control connection closed");
+    const mine = lines.filter((l) => l.url === `/v1/sprites/${UNITS[0]}/control`);
+    assert.deepEqual(
+      mine.map((l) => l.ops),
+      [2],
+      `control connections: ${JSON.stringify(lines)}`,
+    );
+  });
 
   it("the scenario ran to its end and reported every step", () => {
     assert.equal(run.failure, undefined, run.stderr.slice(-4000));

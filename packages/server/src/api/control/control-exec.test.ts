@@ -39,14 +39,19 @@ describe("control websocket: offer and exec", () => {
 
   it("runs a pipe exec: stdin (raw frames, EOF as [4]), stdout, stderr, exit code", async () => {
     const c = await open();
-    const r = await c.exec(["sh", "-c", "cat; echo oops >&2; exit 3"], {
-      stdin: [Buffer.from("hello "), Buffer.from("world")],
-    });
-    assert.equal(r.messages[0]?.type, "session_info", "the exec's frames are /exec's: session_info first");
-    assert.equal(r.stdout, "hello world");
-    assert.equal(r.stderr, "oops\n");
-    assert.equal(r.exitFrame, 3);
-    assert.deepEqual(r.end, { type: "op.complete", args: { exitCode: 3 } });
+    // The Go client names `path` and sends raw stdin; the JS client does not, and sends stdin with
+    // its stream id 0 first (bytes 0 inside the data are data either way).
+    for (const args of [{ path: "sh" }, {}]) {
+      const r = await c.exec(["sh", "-c", "cat | od -An -c | tr -s ' '; echo oops >&2; exit 3"], {
+        stdin: [Buffer.from("hi "), Buffer.from([0, 0x41])],
+        args,
+      });
+      assert.equal(r.messages[0]?.type, "session_info", "the exec's frames are /exec's: session_info first");
+      assert.equal(r.stdout, " h i \\0 A\n", JSON.stringify(args));
+      assert.equal(r.stderr, "oops\n");
+      assert.equal(r.exitFrame, 3);
+      assert.deepEqual(r.end, { type: "op.complete", args: { exitCode: 3 } });
+    }
     await c.close();
   });
 
@@ -102,7 +107,7 @@ describe("control websocket: offer and exec", () => {
     c.start("teleport", {});
     const unknown = await c.nextEnvelope();
     assert.equal(unknown.args.code, ErrorCode.ControlUnknownOp);
-    assert.match(unknown.args.error, /unknown operation 'teleport' \(one of exec, fs\.read/);
+    assert.match(unknown.args.error, /unknown operation 'teleport' \(one of exec, proxy, fs\.read/);
     c.send("control:{not json");
     assert.match((await c.nextEnvelope()).args.error, /not JSON/);
     c.send(Buffer.from([1, 2, 3]));

@@ -15,6 +15,19 @@ import { HIGH_WATER, LOW_WATER } from "./transport.js";
 // a plain `/exec` websocket, and is translated (clientFrame); the op ends with
 // `op.complete {exitCode}` once the agent closes the session.
 
+/**
+ * How a client frames a pipe's stdin in an exec op. The two public clients differ, and their
+ * op.starts tell them apart: the Go client names the program in `path` beside `cmd` (or attaches
+ * with `id`) and sends stdin as raw bytes; the JS client sends neither, and frames stdin as the
+ * /exec websocket does, the stream id 0 first (its OpConn.write). So: `raw` with `path` or `id`,
+ * `stream-id` without.
+ */
+export type StdinFraming = "raw" | "stream-id";
+
+export function stdinFraming(args: OpArgs): StdinFraming {
+  return args.path !== undefined || args.id !== undefined ? "raw" : "stream-id";
+}
+
 /** Where an exec op goes in the agent: a new session (`/exec?…`) or an attach (`/exec/{id}`). */
 export function execTarget(args: OpArgs): { path: string; tty: boolean | undefined } {
   const id = args.id;
@@ -31,15 +44,19 @@ export function execTarget(args: OpArgs): { path: string; tty: boolean | undefin
 /**
  * A client's binary frame as the agent's exec websocket takes it. In control mode the Go client
  * sends a pipe's stdin as raw bytes (no stream id) and EOF as the one byte 4; the JS client sends
- * resize and signal messages as binary JSON. The agent takes stdin as [0, bytes…], EOF as [4], and
- * control messages as text frames.
+ * stdin with its stream id (StdinFraming) and resize and signal messages as binary JSON. The agent
+ * takes stdin as [0, bytes…], EOF as [4], and control messages as text frames.
  */
-export function clientFrame(frame: Buffer, tty: boolean): { data: Buffer | string; binary: boolean } {
+export function clientFrame(
+  frame: Buffer,
+  tty: boolean,
+  framing: StdinFraming = "raw",
+): { data: Buffer | string; binary: boolean } {
   if (frame[0] === 0x7b && frame.length <= 4096) {
     const text = frame.toString("utf8");
     if (parseClientControl(text)) return { data: text, binary: false };
   }
-  if (tty) return { data: frame, binary: true };
+  if (tty || framing === "stream-id") return { data: frame, binary: true };
   if (frame.length === 1 && frame[0] === 4) return { data: frame, binary: true };
   return { data: Buffer.concat([Buffer.from([0]), frame]), binary: true };
 }
@@ -72,7 +89,7 @@ export function execOp(deps: OpDeps): OpStarter {
       failOp(ctx, deps, err);
       return {};
     }
-    const run = new ExecRun(ctx, target.tty ?? false);
+    const run = new ExecRun(ctx, target.tty ?? false, stdinFraming(ctx.args));
     run.open(deps, target.path).catch((err) => failOp(ctx, deps, err));
     return run;
   };
@@ -87,6 +104,7 @@ class ExecRun implements OpHandle {
   constructor(
     private readonly ctx: OpContext,
     private tty: boolean,
+    private readonly framing: StdinFraming,
   ) {}
 
   async open(deps: OpDeps, path: string): Promise<void> {
@@ -123,7 +141,7 @@ class ExecRun implements OpHandle {
   }
 
   data(frame: Buffer): void {
-    const f = clientFrame(frame, this.tty);
+    const f = clientFrame(frame, this.tty, this.framing);
     if (this.agent) {
       this.toAgent(f.data, f.binary);
       return;

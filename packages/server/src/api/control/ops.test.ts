@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { clientFrame, execTarget, exitOf, exitOfClose } from "./exec-op.js";
+import { clientFrame, execTarget, exitOf, exitOfClose, stdinFraming } from "./exec-op.js";
 import { readRange } from "./fs-ops.js";
 
 describe("control ops, pure parts", () => {
@@ -17,6 +17,19 @@ describe("control ops, pure parts", () => {
     assert.deepEqual(clientFrame(Buffer.from(sig), false), { data: sig, binary: false });
     // JSON that is no control message is stdin.
     assert.equal(clientFrame(Buffer.from('{"a":1}'), false).binary, true);
+    // The JS client: stdin with its stream id, passed as it is; its binary JSON is still a message.
+    assert.deepEqual(clientFrame(Buffer.from([0, 97]), false, "stream-id"), {
+      data: Buffer.from([0, 97]),
+      binary: true,
+    });
+    assert.deepEqual(clientFrame(Buffer.from([4]), false, "stream-id"), { data: Buffer.from([4]), binary: true });
+    assert.deepEqual(clientFrame(Buffer.from(sig), false, "stream-id"), { data: sig, binary: false });
+  });
+
+  it("tells the clients' stdin framing by their op.start (Go names path or id; JS neither)", () => {
+    assert.equal(stdinFraming({ cmd: ["cat"], path: "cat", stdin: "true" }), "raw");
+    assert.equal(stdinFraming({ id: "12" }), "raw");
+    assert.equal(stdinFraming({ cmd: ["cat"], stdin: "true" }), "stream-id");
   });
 
   it("reads exits from frames and close codes", () => {

@@ -8,10 +8,12 @@ import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
+import type { TunnelCount } from "../tunnels/count.js";
 import type { UnitService } from "../units/service.js";
 import { execOp } from "./exec-op.js";
 import { fsOps } from "./fs-ops.js";
 import type { OpDeps } from "./op-deps.js";
+import { proxyOp } from "./proxy-op.js";
 import { ControlSession, type OpStarter } from "./session.js";
 import { websocketTransport } from "./transport.js";
 
@@ -28,6 +30,8 @@ export interface ControlDeps {
   readonly units: UnitService;
   readonly node: UnitNode;
   readonly store: Store;
+  /** Open tunnels per unit, shared with `/proxy` (a `proxy` op is one). */
+  readonly tunnels: TunnelCount;
 }
 
 const UPGRADE = "control with a websocket upgrade (Connection: Upgrade)";
@@ -47,7 +51,13 @@ const CONTROL_PROTOCOL = [
   "/fs/* fields as text; workingDir defaults to /home/unit, a write's mkdirParents to true; a read takes",
   "`start`/`end` byte offsets): one text frame with the route's JSON answer (or its `{error, code, path}`), for",
   "fs.read then one binary frame of the bytes (at most 16 MiB; fs.write sends the file as one binary frame",
-  "after op.start), then op.complete or op.error. The connection holds no unit awake; each op checks the token again.",
+  "after op.start), then op.complete or op.error.",
+  '`proxy` (args `host` (default localhost), `port`; also as the Go client\'s `{"type":"start","operation":"proxy",',
+  '"params":{…}}`): the /proxy tunnel, counted with it: one bare JSON text frame answers `{"status":"connected","target"}`',
+  'or `{"status":"error",…,"code"}` (which ends the op; no op.error follows), then binary frames both ways (an empty one',
+  "ends the client's side) until `release`; when the target ends, op.complete (prefixed framing) or, in the plain",
+  "framing, the websocket closes 1000 (1011 if the connection to the target broke).",
+  "The connection holds no unit awake (an op holds it for its length); each op checks the token again.",
 ].join(" ");
 
 export function controlRoutes(app: ApiInstance, deps: ControlDeps): void {
@@ -57,7 +67,7 @@ export function controlRoutes(app: ApiInstance, deps: ControlDeps): void {
     schema: {
       tags: ["control"],
       summary:
-        "Control websocket: one op at a time (exec, fs.read, fs.write, fs.list, fs.delete, fs.chmod, fs.chown, fs.copy, fs.rename) in control:{…} envelopes",
+        "Control websocket: one op at a time (exec, proxy, fs.read, fs.write, fs.list, fs.delete, fs.chmod, fs.chown, fs.copy, fs.rename) in control:{…} envelopes",
       description: CONTROL_PROTOCOL,
       params: UnitParams,
       response: { 400: ValidationErrorBody, 401: ErrorBody, 404: ErrorBody },
@@ -88,10 +98,22 @@ function openControl(socket: WebSocket, req: FastifyRequest, deps: ControlDeps):
     },
     logFault: (err) => req.log.error({ err, unit: name }, "control op failed"),
   };
-  const ops = new Map<string, OpStarter>([["exec", execOp(opDeps)], ...fsOps(opDeps)]);
+  const ops = new Map<string, OpStarter>([
+    ["exec", execOp(opDeps)],
+    ["proxy", proxyOp(opDeps, deps.tunnels)],
+    ...fsOps(opDeps),
+  ]);
   const session = new ControlSession(websocketTransport(socket), ops, opDeps.logFault);
   socket.on("error", () => socket.terminate());
-  socket.on("close", () => session.close());
+  const opened = Date.now();
+  socket.on("close", (code) => {
+    session.close();
+    // The request log has no line for a websocket (its reply is taken over): one when it ends.
+    req.log.info(
+      { url: req.originalUrl.split("?")[0], status: 101, code, ops: session.started, ms: Date.now() - opened },
+      "control connection closed",
+    );
+  });
   socket.on("message", (data, isBinary) => {
     const buf = Buffer.isBuffer(data)
       ? data

@@ -8,14 +8,16 @@ import { ControlSession, type ControlTransport, type OpContext, type OpStarter }
 function fakeTransport() {
   const sent: Array<string | Buffer> = [];
   let paused = 0;
+  const closes: Array<[number, string]> = [];
   const t: ControlTransport = {
     send: (d) => void sent.push(d),
     backlogged: () => false,
     drained: () => Promise.resolve(),
     pauseInput: () => void paused++,
     resumeInput: () => void paused--,
+    close: (code, reason) => void closes.push([code, reason]),
   };
-  return { t, sent, paused: () => paused, texts: () => sent.filter((s): s is string => typeof s === "string") };
+  return { t, sent, closes, paused: () => paused, texts: () => sent.filter((s): s is string => typeof s === "string") };
 }
 
 /** An op that echoes data frames and completes on the text "done"; records its context. */
@@ -62,6 +64,26 @@ describe("control session", () => {
       'control:{"type":"op.complete","args":{"exitCode":0}}',
       '{"type":"op.complete","args":{"exitCode":0}}',
     ]);
+  });
+
+  it("ends an op quietly (end) or by closing the connection (closeConnection), and is idle after", () => {
+    const f = fakeTransport();
+    const seen: OpContext[] = [];
+    const s = new ControlSession(f.t, new Map([["echo", echoOp(seen)]]));
+    s.text(start("echo"));
+    seen[0]?.end();
+    assert.equal(s.busy, false);
+    assert.ok(seen[0]?.signal.aborted);
+    assert.deepEqual(f.sent, [], "nothing is sent for a quiet end");
+    s.text(start("echo"));
+    seen[1]?.closeConnection(1000, "the target closed the connection");
+    assert.equal(s.busy, false);
+    assert.deepEqual(f.closes, [[1000, "the target closed the connection"]]);
+    // Calls after the op's end are no-ops.
+    seen[1]?.closeConnection(1011, "late");
+    seen[1]?.send("late");
+    assert.equal(f.closes.length, 1);
+    assert.deepEqual(f.sent, []);
   });
 
   it("answers an unknown or missing op with op.error naming it, and stays usable", () => {

@@ -24,6 +24,8 @@ export interface ControlTransport {
   drained(): Promise<void>;
   pauseInput(): void;
   resumeInput(): void;
+  /** Closes the connection with a websocket close `code` (RFC 6455 section 7.4). */
+  close(code: number, reason: string): void;
 }
 
 /** What a running op may do; every call is a no-op once the op has ended. */
@@ -42,6 +44,10 @@ export interface OpContext {
   resumeInput(): void;
   complete(args?: Readonly<Record<string, unknown>>): void;
   fail(failure: OpFailure): void;
+  /** Ends the op with nothing more sent (its last data frame said how it ended, as a proxy's answer does). */
+  end(): void;
+  /** Ends the op by closing the connection (for a client that reads no other end of an op's stream). */
+  closeConnection(code: number, reason: string): void;
 }
 
 /** A running op's handlers of the client's data frames. */
@@ -66,6 +72,8 @@ interface Running {
 export class ControlSession {
   private current: Running | null = null;
   private closed = false;
+  /** How many ops were started (for the connection's log line). */
+  started = 0;
 
   constructor(
     private readonly transport: ControlTransport,
@@ -146,6 +154,7 @@ export class ControlSession {
       );
       return;
     }
+    this.started++;
     const controller = new AbortController();
     const live = () => this.current === running && !this.closed;
     const ctx: OpContext = {
@@ -177,6 +186,14 @@ export class ControlSession {
         if (!live()) return;
         this.transport.send(encodeEnvelope(framing, "op.error", { ...failure }));
         this.end(running);
+      },
+      end: () => {
+        if (live()) this.end(running);
+      },
+      closeConnection: (code, reason) => {
+        if (!live()) return;
+        this.end(running);
+        this.transport.close(code, reason);
       },
     };
     const running: Running = { ctx, controller, framing, handle: {}, inputPaused: false };

@@ -72,5 +72,11 @@ export function websocketTransport(ws: WebSocket, keepAlive: KeepAlive = KEEPALI
     resumeInput: () => {
       if (ws.readyState === ws.OPEN) ws.resume();
     },
+    close(code, reason) {
+      if (ws.readyState !== ws.OPEN) return;
+      // A paused websocket could not read the client's answer to the close: resumed first.
+      ws.resume();
+      ws.close(code, reason);
+    },
   };
 }

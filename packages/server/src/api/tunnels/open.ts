@@ -15,14 +15,15 @@ const MAX_OPEN_MESSAGE = 4096;
 /** The agent's refusals a client gets as they are: they say what happened to the connection in the unit. */
 const TUNNEL_CODES: readonly string[] = [ErrorCode.TunnelRefused, ErrorCode.TunnelUnreachable, ErrorCode.Validation];
 
-function failureAnswer(err: unknown, log: FastifyBaseLogger): TunnelAnswer {
+/** A failure to open a tunnel as its answer; `logFault` hears of it when it is the server's fault. */
+export function failureAnswer(err: unknown, logFault: (err: unknown) => void): TunnelAnswer {
   if (err instanceof AgentAnswerError && err.code !== undefined && TUNNEL_CODES.includes(err.code)) {
     return err.errors
       ? { status: "error", errors: [...err.errors], code: err.code }
       : { status: "error", error: err.message, code: err.code };
   }
   const answer = errorAnswer(err);
-  if (answer.internal) log.error({ err }, "opening a tunnel failed");
+  if (answer.internal) logFault(err);
   const body = answer.body as { error?: string; errors?: string[]; code: string };
   return body.errors
     ? { status: "error", errors: body.errors, code: body.code }
@@ -104,7 +105,11 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
           relayTunnel(client, tunnel.socket, release, early.splice(0));
           client.resume();
         },
-        (err: unknown) => refuse(failureAnswer(err, log), 1011),
+        (err: unknown) =>
+          refuse(
+            failureAnswer(err, (e) => log.error({ err: e }, "opening a tunnel failed")),
+            1011,
+          ),
       )
       .catch((err: unknown) => {
         log.error({ err }, "relaying a tunnel failed");

@@ -380,6 +380,82 @@ await step("restore", ["checkpoints"], async () => {
   eq((await sprite.execFile("cat", ["/home/unit/marker"])).stdout, "before\n", "the file as checkpointed");
 });
 
+// Control mode: execFile over the pooled /control websocket. The client falls back to the exec
+// websocket on ANY failure there, a command's non-zero exit included (its ExecError is caught), so a
+// failing command runs twice whatever the server does; each run appends a line, and the count shows
+// where it ran. The server's log counts the ops of the control connection (sprites-js.test.ts).
+await step("control-exec", ["create"], async () => {
+  const ctl = new SpritesClient(process.env.UMS_TOKEN, { baseURL: process.env.UMS_BASE_URL, controlMode: true });
+  const unit = ctl.sprite(names.main);
+  const runs = (tag) => `echo ${tag} >> /tmp/control-runs`;
+  try {
+    const failed = await unit.execFile("sh", ["-c", `${runs("fail")}; echo out; echo err >&2; exit 3`]).then(
+      () => undefined,
+      (e) => e,
+    );
+    check(failed instanceof ExecError, `exit 3: ${failed}`);
+    eq([failed.exitCode, failed.stdout, failed.stderr], [3, "out\n", "err\n"], "the failing command's result");
+    check(unit.hasControlConnection(), "a control connection is pooled");
+    const ok = await unit.execFile("sh", ["-c", `${runs("ok")}; echo fine`]);
+    eq(ok.stdout, "fine\n", "the second command on the pooled connection");
+  } finally {
+    unit.closeControlConnection();
+  }
+  const ran = await sprite.execFile("cat", ["/tmp/control-runs"]);
+  // Once over control, once again by the client's fallback; the successful command once.
+  eq(ran.stdout, "fail\nfail\nok\n", "where the commands ran");
+});
+
+// Port forwarding: proxyPort listens on the test host's loopback and tunnels each connection to a
+// port in the unit through /proxy. An echo server in the unit answers.
+await step("proxy-port", ["create"], async () => {
+  const { createServer, connect } = await import("node:net");
+  const echo =
+    "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('127.0.0.1',7400))\ns.listen(8)\nimport os\nopen('/tmp/echo.pid','w').write(str(os.getpid()))\nopen('/tmp/echo.ready','w').close()\nwhile True:\n  c,_=s.accept()\n  while True:\n    d=c.recv(65536)\n    if not d: break\n    c.sendall(d)\n  c.close()\n";
+  await sprite.execFile("sh", [
+    "-c",
+    `rm -f /tmp/echo.ready; printf '%s' "$0" > /tmp/echo.py; setsid python3 /tmp/echo.py >/dev/null 2>&1 < /dev/null & for i in $(seq 100); do [ -e /tmp/echo.ready ] && exit 0; sleep 0.1; done; exit 1`,
+    echo,
+  ]);
+  // A free port of the test host's loopback (the client listens on "localhost").
+  const probe = createServer();
+  await new Promise((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const localPort = probe.address().port;
+  await new Promise((resolve) => probe.close(resolve));
+  const session = await sprite.proxyPort(localPort, 7400);
+  try {
+    const socket = connect({ host: "localhost", port: localPort });
+    const got = [];
+    socket.on("data", (d) => got.push(d));
+    await new Promise((resolve, reject) => {
+      socket.once("connect", resolve);
+      socket.once("error", reject);
+    });
+    const text = "hello through the tunnel\n".repeat(1000);
+    socket.write(text);
+    const deadline = Date.now() + 30_000;
+    while (Buffer.concat(got).length < text.length) {
+      check(Date.now() < deadline, `echoed ${Buffer.concat(got).length} of ${text.length} bytes`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    eq(Buffer.concat(got).toString() === text, true, "the bytes echoed through the tunnel");
+    socket.destroy();
+  } finally {
+    session.close();
+    await sprite.execFile("sh", ["-c", 'kill "$(cat /tmp/echo.pid)"']).catch(() => {});
+  }
+  // The local port is closed with the session.
+  const refused = await new Promise((resolve) => {
+    const s = connect({ host: "127.0.0.1", port: localPort });
+    s.once("connect", () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once("error", () => resolve(true));
+  });
+  check(refused, `port ${localPort} still listens after close`);
+});
+
 await step("delete", ["create"], async () => {
   for (const name of Object.values(names)) await client.deleteSprite(name);
   const gone = await client.getSprite(names.main).then(
