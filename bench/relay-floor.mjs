@@ -36,7 +36,12 @@ if (process.argv[2] === "--child") {
   } else if (mode === "pipe") {
     const srv = createServer((c) => {
       const t = connect({ host: "127.0.0.1", port: Number(target), noDelay: true });
-      for (const s of [c, t]) s.on("error", () => (c.destroy(), t.destroy()));
+      const cut = () => {
+        c.destroy();
+        t.destroy();
+      };
+      c.on("error", cut);
+      t.on("error", cut);
       c.on("close", () => t.destroy());
       t.on("close", () => c.destroy());
       c.pipe(t);
