@@ -7,7 +7,11 @@
 //   upload     the host sends --mib MiB and its end of stream, the unit counts them (sink) and answers
 //   connect    time until the connection can carry bytes: direct, the TCP handshake; tunnel, the
 //              websocket upgrade, the {host, port} message and the "connected" answer (--connects, one
-//              after another, to the echo server); reference: an authenticated GET of the unit
+//              after another, to the echo server), with the upgrade's share; again with the target in
+//              the upgrade's query (the agent connects while the upgrade completes); reference: an
+//              authenticated GET of the unit
+// --only download,upload,connect runs some of them. bench/relay-floor.mjs shows what relaying costs
+// on the machine without ums (bare node relays between loopback sockets).
 // Each throughput figure is the median of --runs runs. Goals: tunnel >= 70% of direct throughput,
 // connect p50 <= direct p50 + 2 ms. The client is node's `ws` (it masks what it sends in JavaScript).
 //
