@@ -10,6 +10,8 @@
 //   3. then binary messages carry the bytes both ways. An empty binary message from the client ends
 //      its side (the target reads end of stream and may still answer); the websocket closes once the
 //      target has ended its side (after every byte it sent), or when either end closes it.
+// An addition of ums: the target may instead come in the upgrade's query (`?host=…&port=…`); the agent
+// then connects while the upgrade completes, no first message is sent, and the answer comes first.
 
 /** What a client asks the tunnel to connect to (the clients' `ProxyInitMessage`). */
 export interface TunnelOpen {

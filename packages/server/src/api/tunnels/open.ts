@@ -2,6 +2,7 @@ import { ErrorCode, parseTunnelOpen, type TunnelAnswer } from "@ums/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import type WebSocket from "ws";
 import { AgentAnswerError } from "../../agent/errors.js";
+import type { AgentTunnel } from "../../agent/tunnel.js";
 import { errorAnswer } from "../../errors/respond.js";
 import type { UnitLease } from "../../node/unit-node.js";
 import { type EarlyMessage, relayTunnel, toBuffer } from "./relay.js";
@@ -37,8 +38,17 @@ export function failureAnswer(err: unknown, logFault: (err: unknown) => void): T
  * closes (1008 for a bad first message, 1011 when the connection could not be made). Bytes the client
  * sends before the answer wait for it. `release` (the unit's lease and the tunnel's count) is called
  * once, when the tunnel is gone.
+ *
+ * `dialing` is the connection the upgrade's query asked for (`?host=&port=`, started while the upgrade
+ * completed): then no first message is awaited, and every message is the tunnel's.
  */
-export function openTunnel(client: WebSocket, lease: UnitLease, release: () => void, log: FastifyBaseLogger): void {
+export function openTunnel(
+  client: WebSocket,
+  lease: UnitLease,
+  release: () => void,
+  log: FastifyBaseLogger,
+  dialing?: Promise<AgentTunnel>,
+): void {
   let relaying = false;
   const refuse = (answer: TunnelAnswer, code: number) => {
     if (client.readyState === client.OPEN) {
@@ -69,7 +79,7 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
   // What follows the first message is the tunnel's: it waits until the target is connected. A paused
   // websocket still hands over the messages already read (at most one read's worth).
   const early: EarlyMessage[] = [];
-  let first = true;
+  let first = !dialing;
   const onMessage = (data: WebSocket.RawData, isBinary: boolean) => {
     if (first) {
       first = false;
@@ -90,8 +100,10 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
       return;
     }
     const { host, port } = parsed.value;
-    lease.agent
-      .tunnel(host, port)
+    connecting(lease.agent.tunnel(host, port));
+  };
+  const connecting = (tunnel: Promise<AgentTunnel>) => {
+    tunnel
       .then(
         (tunnel) => {
           if (client.readyState !== client.OPEN) {
@@ -117,4 +129,9 @@ export function openTunnel(client: WebSocket, lease: UnitLease, release: () => v
         release();
       });
   };
+  if (dialing) {
+    clearTimeout(timer);
+    client.pause();
+    connecting(dialing);
+  }
 }

@@ -5,6 +5,8 @@ import type WebSocket from "ws";
 const CLIENT_HIGH_WATER = 1 << 20;
 /** How long a tunnel the client closed waits for its target to end before it is cut. */
 export const CLOSE_GRACE_MS = 10_000;
+/** What a target may still send, to nobody, once the client closed; past it the tunnel is cut. */
+export const AFTER_CLOSE_BYTES = 1 << 20;
 
 export function toBuffer(data: WebSocket.RawData): Buffer {
   if (Buffer.isBuffer(data)) return data;
@@ -30,7 +32,8 @@ export interface EarlyMessage {
  * - the target ended its side: every byte it sent goes to the client, then the websocket closes 1000.
  *   The connection to the agent broke without an end (a reset, the unit stopped): closed 1011.
  * - the client closed the websocket: the target's side is ended (after the bytes already sent); the
- *   connection is cut once the target ends too, or after CLOSE_GRACE_MS.
+ *   connection is cut once the target ends too, or after CLOSE_GRACE_MS, or once the target sent
+ *   AFTER_CLOSE_BYTES more (it talks to nobody; those bytes are dropped) and the client's have gone.
  * `done` is called once, when both are gone.
  */
 export function relayTunnel(client: WebSocket, agent: Socket, done: () => void, early: EarlyMessage[] = []): void {
@@ -75,8 +78,17 @@ export function relayTunnel(client: WebSocket, agent: Socket, done: () => void, 
       agent.resume();
     }
   };
+  let dropped = 0;
   agent.on("data", (chunk: Buffer) => {
-    if (!clientOpen()) return; // the client is gone: what the target still sends is dropped
+    if (!clientOpen()) {
+      // The client is gone: what the target still sends is dropped, a bounded amount.
+      dropped += chunk.length;
+      if (dropped > AFTER_CLOSE_BYTES) {
+        if (agent.writableFinished) finish();
+        else agent.pause();
+      }
+      return;
+    }
     client.send(chunk, { binary: true }, sent);
     if (!paused && client.bufferedAmount >= CLIENT_HIGH_WATER) {
       paused = true;

@@ -1,6 +1,8 @@
 import type {} from "@fastify/websocket";
-import { ErrorBody, ErrorCode } from "@ums/protocol";
+import { Type } from "@sinclair/typebox";
+import { DEFAULT_TUNNEL_HOST, ErrorBody, ErrorCode, tunnelHost } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
+import type { AgentTunnel } from "../../agent/tunnel.js";
 import type { UnitLease, UnitNode } from "../../node/unit-node.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
@@ -24,9 +26,19 @@ export interface TunnelDeps {
 declare module "fastify" {
   interface FastifyRequest {
     /** The unit a tunnel's upgrade leased, until its wsHandler takes it over (tunnelHold). */
-    tunnelLease?: { lease: UnitLease; release: () => void; taken: boolean };
+    tunnelLease?: { lease: UnitLease; release: () => void; taken: boolean; dialing?: Promise<AgentTunnel> };
   }
 }
+
+/**
+ * The tunnel's target in the upgrade's query, an addition to the `{host, port}` message: the agent
+ * starts connecting while the upgrade completes (one round trip less). Without `port` the first
+ * message names the target, as the public clients send it.
+ */
+const TunnelQuery = Type.Object({
+  host: Type.Optional(Type.String({ maxLength: 300, description: `default ${DEFAULT_TUNNEL_HOST}; needs port` })),
+  port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+});
 
 /** The unit and its agent serve these as websockets only; a plain GET still finds the unit first (404). */
 async function websocketOnly(req: FastifyRequest, units: UnitService, what: string): Promise<never> {
@@ -51,12 +63,16 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
       description:
         "The connection is made by the unit's agent inside the unit (host default localhost: the unit's own " +
         'loopback; its egress policy applies). A failure answers {"status":"error",…,"code"} and closes. ' +
-        "An empty binary message ends the client's side; the websocket closes when the target ends its own.",
+        "An empty binary message ends the client's side; the websocket closes when the target ends its own. " +
+        "With ?port= (and ?host=) in the upgrade's query the connection is made while the upgrade completes: " +
+        'no first message is sent, the "connected" answer (or the error) comes first.',
       params: UnitParams,
+      querystring: TunnelQuery,
       response: { ...commonErrors, 404: ErrorBody, 429: ErrorBody, 502: ErrorBody, 504: ErrorBody },
     },
     preHandler: async (req) => {
       if (!req.ws) return websocketOnly(req, units, "open a tunnel");
+      const target = queryTarget(req.query as { host?: string; port?: number });
       const unit = await units.require(req.auth.org, (req.params as { name: string }).name);
       if (!tunnels.take(unit.id)) {
         throw new ApiError(
@@ -77,12 +93,21 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
         lease.release();
         give();
       });
-      const hold = { lease, taken: false, release };
+      const dialing = target && lease.agent.tunnel(target.host, target.port);
+      // Its refusal is the client's answer (open.ts); a client gone before the upgrade ends leaves it here.
+      dialing?.catch(() => {});
+      const hold = { lease, taken: false, release, dialing };
       req.tunnelLease = hold;
       // A client that leaves before its upgrade completes never reaches the wsHandler.
       const socket = req.raw.socket;
       const abandon = () => {
-        if (!hold.taken) hold.release();
+        if (hold.taken) return;
+        hold.taken = true;
+        dialing?.then(
+          (t) => t.socket.destroy(),
+          () => {},
+        );
+        hold.release();
       };
       if (socket.destroyed) abandon();
       else socket.once("close", abandon);
@@ -94,7 +119,7 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
       const hold = req.tunnelLease;
       if (!hold || hold.taken) return client.terminate();
       hold.taken = true;
-      openTunnel(client, hold.lease, hold.release, req.log);
+      openTunnel(client, hold.lease, hold.release, req.log, hold.dialing);
     },
   });
 
@@ -117,6 +142,17 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
     },
     wsHandler: joinHeldSocket,
   });
+}
+
+/** The target in the query, checked before anything is leased or dialed (400 naming the field). */
+function queryTarget(q: { host?: string; port?: number }): { host: string; port: number } | undefined {
+  if (q.port === undefined) {
+    if (q.host !== undefined) throw ApiError.validation(["port: is required with host"]);
+    return undefined;
+  }
+  const host = q.host === undefined || q.host === "" ? DEFAULT_TUNNEL_HOST : tunnelHost(q.host);
+  if (host === null) throw ApiError.validation(["host: must be a host name or an IP address"]);
+  return { host, port: q.port };
 }
 
 function once(fn: () => void): () => void {

@@ -7,8 +7,10 @@ import { startTcpServer, stopTcpServer } from "../../testing/tcp-echo.js";
 import { openTestTunnel } from "../../testing/tunnel-client.js";
 import { upgradeAnswer } from "../../testing/ws-upgrade.js";
 import { MAX_TUNNELS_PER_UNIT } from "./count.js";
+import { CLOSE_GRACE_MS } from "./relay.js";
 
 const ECHO = 7000;
+const SOURCE = 7100;
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
 /** The TCP tunnel (`/proxy`, packages/protocol/src/tunnel.ts) into a real unit running an echo server. */
@@ -105,6 +107,46 @@ describe("TCP tunnel", { timeout: 300_000 }, () => {
     }
   });
 
+  it("takes the target in the upgrade's query: the answer comes first, bytes sent before it wait", async () => {
+    for (const prefix of ["units", "sprites"]) {
+      const url = `${ws}/v1/${prefix}/tun/proxy?host=localhost&port=${ECHO}`;
+      const t = await openTestTunnel(url, token, undefined, [Buffer.from("early ")]);
+      assert.deepEqual(await t.answer, { status: "connected", target: `127.0.0.1:${ECHO}` });
+      // A text message is not part of the tunnel (a {host, port} sent anyway is ignored).
+      t.ws.send(JSON.stringify({ host: "localhost", port: 1 }));
+      t.ws.send(Buffer.from("bird"), { binary: true });
+      await t.waitFor((b) => b.toString() === "early bird");
+      t.ws.send(Buffer.alloc(0), { binary: true });
+      await t.waitFor((b) => b.toString().endsWith("eof after 10 bytes\n"));
+      assert.equal((await t.closed).code, 1000);
+    }
+    const refused = await openTestTunnel(`${ws}/v1/units/tun/proxy?port=1`, token, undefined);
+    const answer = await refused.answer;
+    assert.equal(answer.code, ErrorCode.TunnelRefused, JSON.stringify(answer));
+    assert.equal((await refused.closed).code, 1011);
+  });
+
+  it("refuses a bad target in the query with a 400 naming the field, before the upgrade", async () => {
+    const cases: [string, RegExp][] = [
+      ["port=0", /port/],
+      ["port=65536", /port/],
+      ["port=http", /port/],
+      ["host=bad%20host!&port=80", /^host: /],
+      ["host=300.1.1.1&port=80", /^host: /],
+      ["host=localhost", /^port: is required with host/],
+    ];
+    for (const [q, re] of cases) {
+      const r = await upgradeAnswer(`${ws}/v1/units/tun/proxy?${q}`, token);
+      assert.equal(r.status, 400, `${q}: ${r.body}`);
+      const body = JSON.parse(r.body) as { code: string; errors?: string[]; error?: string };
+      assert.equal(body.code, ErrorCode.Validation, q);
+      assert.ok(
+        (body.errors ?? [body.error ?? ""]).some((e) => re.test(e)),
+        `${q}: ${r.body}`,
+      );
+    }
+  });
+
   it("is a websocket only, and another organization's unit is not found", async () => {
     const plain = await s.api("GET", "/v1/units/tun/proxy", { token });
     assert.equal(plain.status, 400);
@@ -140,6 +182,34 @@ describe("TCP tunnel", { timeout: 300_000 }, () => {
       if (again.status === 101) break;
       assert.ok(Date.now() < deadline, `still ${again.status}`);
       await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
+  it("cuts tunnels whose client left while their target keeps sending, well before the close grace", async () => {
+    await startTcpServer(s.url, token, "tun", "source", SOURCE);
+    const left = await Promise.all(
+      Array.from({ length: MAX_TUNNELS_PER_UNIT }, () =>
+        openTestTunnel(`${ws}/v1/units/tun/proxy?port=${SOURCE}`, token, undefined),
+      ),
+    );
+    for (const t of left) {
+      assert.equal((await t.answer).status, "connected");
+      await t.waitBytes(1);
+      t.ws.terminate();
+    }
+    // Drained for CLOSE_GRACE_MS, they would hold the unit's every tunnel until then.
+    const deadline = Date.now() + CLOSE_GRACE_MS / 2;
+    for (;;) {
+      const again = await Promise.allSettled(
+        Array.from({ length: MAX_TUNNELS_PER_UNIT }, () =>
+          openTestTunnel(`${ws}/v1/units/tun/proxy`, token, undefined),
+        ),
+      );
+      for (const r of again) if (r.status === "fulfilled") r.value.ws.terminate();
+      const refused = again.filter((r) => r.status === "rejected").length;
+      if (refused === 0) break;
+      assert.ok(Date.now() < deadline, `${refused} of ${MAX_TUNNELS_PER_UNIT} still refused`);
+      await new Promise((r) => setTimeout(r, 250));
     }
   });
 });
