@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { dropUnreadBody } from "../../http/early-answer.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
+import { once } from "../../util/once.js";
 import { ApiError } from "../errors.js";
 import { type RequestHeaderRules, requestHeaders, responseHeaders } from "./headers.js";
 
@@ -74,15 +75,6 @@ function upgradeHead(req: IncomingMessage): Buffer {
   const sym = Object.getOwnPropertySymbols(req).find((s) => s.description === "ws-head");
   const head = sym ? (req as unknown as Record<symbol, unknown>)[sym] : undefined;
   return Buffer.isBuffer(head) ? head : Buffer.alloc(0);
-}
-
-function once(fn: () => void): () => void {
-  let done = false;
-  return () => {
-    if (done) return;
-    done = true;
-    fn();
-  };
 }
 
 /** A request without a body can be sent again when a kept-alive connection turns out closed. */

@@ -4,6 +4,7 @@ import { DEFAULT_TUNNEL_HOST, ErrorBody, ErrorCode, tunnelHost } from "@ums/prot
 import type { FastifyRequest } from "fastify";
 import type { AgentTunnel } from "../../agent/tunnel.js";
 import type { UnitLease, UnitNode } from "../../node/unit-node.js";
+import { once } from "../../util/once.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -153,13 +154,4 @@ function queryTarget(q: { host?: string; port?: number }): { host: string; port:
   const host = q.host === undefined || q.host === "" ? DEFAULT_TUNNEL_HOST : tunnelHost(q.host);
   if (host === null) throw ApiError.validation(["host: must be a host name or an IP address"]);
   return { host, port: q.port };
-}
-
-function once(fn: () => void): () => void {
-  let done = false;
-  return () => {
-    if (done) return;
-    done = true;
-    fn();
-  };
 }
