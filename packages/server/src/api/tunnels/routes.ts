@@ -104,10 +104,8 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
       const abandon = () => {
         if (hold.taken) return;
         hold.taken = true;
-        dialing?.then(
-          (t) => t.socket.destroy(),
-          () => {},
-        );
+        // A dial that failed was answered by nobody: nothing to close.
+        dialing?.then((t) => t.socket.destroy()).catch(() => {});
         hold.release();
       };
       if (socket.destroyed) abandon();
