@@ -1,4 +1,4 @@
-export { generateToken, hashToken, newTokenId } from "./auth/tokens.js";
+export { generateToken, hashToken, mintToken, newTokenId } from "./auth/tokens.js";
 export { ConfigError, type ConfigInput, resolveConfig, type ServerConfig } from "./config.js";
 export { type FaultKind, faultCounts, installLastResort } from "./faults.js";
 export { createLogger } from "./log.js";

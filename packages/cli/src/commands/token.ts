@@ -1,5 +1,5 @@
 import { unitNameProblem } from "@ums/protocol";
-import { generateToken, hashToken, newTokenId } from "@ums/server/auth";
+import { mintToken } from "@ums/server/auth";
 import { resolveConfig } from "@ums/server/config";
 import type { TokenRole } from "@ums/server/store";
 import { Command, Option } from "commander";
@@ -26,15 +26,7 @@ export function tokenCommand(): Command {
       const defaults = resolveConfig({}).orgDefaults;
       await withStore(opts, async (store) => {
         const org = await store.orgs.ensure(opts.org, defaults);
-        const secret = generateToken();
-        await store.tokens.create({
-          id: newTokenId(),
-          orgId: org.id,
-          name: opts.name,
-          role: opts.role,
-          hash: hashToken(secret),
-          createdAt: new Date().toISOString(),
-        });
+        const { secret } = await mintToken(store.tokens, { orgId: org.id, name: opts.name, role: opts.role });
         process.stdout.write(`${secret}\n`);
       });
     });

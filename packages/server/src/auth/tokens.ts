@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
+import type { TokenRecord, TokenRole } from "../store/records.js";
+import type { TokenStore } from "../store/store.js";
 
 const TOKEN_PREFIX = "ums_";
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -38,4 +40,23 @@ export function parseBearer(header: string | undefined): string | undefined {
 
 export function newTokenId(): string {
   return `tok_${randomString(16, "0123456789abcdefghijklmnopqrstuvwxyz")}`;
+}
+
+/**
+ * Mints a token of organization `orgId`: a new secret, of which only the hash is stored. Returns the
+ * stored record and the secret, which its caller shows once (the CLI, the token routes, the
+ * `sprites_admin` connector).
+ */
+export async function mintToken(
+  tokens: Pick<TokenStore, "create">,
+  token: { orgId: string; name: string; role: TokenRole },
+): Promise<{ secret: string; record: TokenRecord }> {
+  const secret = generateToken();
+  const record = await tokens.create({
+    id: newTokenId(),
+    ...token,
+    hash: hashToken(secret),
+    createdAt: new Date().toISOString(),
+  });
+  return { secret, record };
 }

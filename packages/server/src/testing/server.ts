@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { generateToken, hashToken, newTokenId } from "../auth/tokens.js";
+import { mintToken } from "../auth/tokens.js";
 import { resolveConfig, type ServerConfig } from "../config.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
 import { type RunningServer, startServer } from "../start.js";
@@ -131,14 +131,10 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
     async token(slug, opts = {}) {
       const org = await server.store.orgs.ensure(slug, defaults);
       if (opts.limits) await server.store.orgs.setLimits(slug, opts.limits);
-      const secret = generateToken();
-      await server.store.tokens.create({
-        id: newTokenId(),
+      const { secret } = await mintToken(server.store.tokens, {
         orgId: org.id,
         name: "test",
         role: opts.role ?? "admin",
-        hash: hashToken(secret),
-        createdAt: new Date().toISOString(),
       });
       return secret;
     },

@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorBody, ErrorCode, TokenCreated, TokenCreateRequest, TokenList } from "@ums/protocol";
-import { generateToken, hashToken, newTokenId } from "../../auth/tokens.js";
+import { mintToken } from "../../auth/tokens.js";
 import type { TokenRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import type { AuthContext } from "../auth.js";
@@ -54,14 +54,10 @@ export function tokenRoutes(app: ApiInstance, store: Store): void {
     },
     async (req, reply) => {
       requireAdmin(req.auth, req.params.org);
-      const secret = generateToken();
-      const t = await store.tokens.create({
-        id: newTokenId(),
+      const { secret, record: t } = await mintToken(store.tokens, {
         orgId: req.auth.org.id,
         name: req.body.description ?? "api",
         role: req.body.role ?? "member",
-        hash: hashToken(secret),
-        createdAt: new Date().toISOString(),
       });
       req.log.info({ tokenId: t.id, role: t.role, by: req.auth.token.id }, "token created");
       const { last_used_at: _, ...shown } = view(t);

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { type AccessPolicy, type ApiKeyRequest, type Connection, ErrorCode } from "@ums/protocol";
-import { generateToken, hashToken, newTokenId, randomString } from "../../auth/tokens.js";
+import { mintToken, randomString } from "../../auth/tokens.js";
 import { ApiError } from "../../errors/api-error.js";
 import type { ConnectorRecord, OrgRecord, TokenRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
@@ -125,15 +125,10 @@ export class ConnectorService {
       throw ApiError.validation([`provider: '${p.key}' does not support platform-managed keys; use api_key or OAuth`]);
     }
     if (p.internal) {
-      const secret = generateToken();
-      const tokenId = newTokenId();
-      await this.deps.store.tokens.create({
-        id: tokenId,
+      const { secret, record } = await mintToken(this.deps.store.tokens, {
         orgId: auth.org.id,
         name: `connector ${p.key}`,
         role: "member",
-        hash: hashToken(secret),
-        createdAt: new Date().toISOString(),
       });
       return this.insert({
         org: auth.org,
@@ -143,7 +138,7 @@ export class ConnectorService {
         accountId: auth.org.slug,
         accountName: `ums organization ${auth.org.slug}`,
         policy,
-        info: { token_id: tokenId },
+        info: { token_id: record.id },
         userId: auth.token.id,
       });
     }
