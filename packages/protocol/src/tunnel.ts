@@ -78,7 +78,16 @@ export function parseTunnelOpen(text: string): TunnelOpenResult {
   if (typeof msg !== "object" || msg === null || Array.isArray(msg)) {
     return { ok: false, errors: ['the first message must be a JSON object: {"host": string, "port": integer}'] };
   }
-  const { host: rawHost, port } = msg as { host?: unknown; port?: unknown };
+  const { host, port } = msg as { host?: unknown; port?: unknown };
+  return checkTunnelTarget(host, port);
+}
+
+/**
+ * A tunnel's target however it came (the first message, the upgrade's query, a control op's args): a
+ * missing, null or empty `host` is `localhost` (as the clients default); every problem is listed,
+ * each naming its field.
+ */
+export function checkTunnelTarget(rawHost: unknown, port: unknown): TunnelOpenResult {
   const errors: string[] = [];
   let host: string | null = DEFAULT_TUNNEL_HOST;
   if (rawHost !== undefined && rawHost !== null && rawHost !== "") {

@@ -1,5 +1,5 @@
 import type { Socket } from "node:net";
-import { DEFAULT_TUNNEL_HOST, ErrorCode, type TunnelAnswer, tunnelHost, tunnelPort } from "@ums/protocol";
+import { checkTunnelTarget, ErrorCode, type TunnelAnswer } from "@ums/protocol";
 import type { UnitLease } from "../../node/unit-node.js";
 import type { TunnelCount } from "../tunnels/count.js";
 import { failureAnswer } from "../tunnels/open.js";
@@ -31,16 +31,11 @@ import { HIGH_WATER } from "./transport.js";
 
 /** `host` and `port` as a tunnel takes them, or every problem, each naming its field. */
 export function proxyTarget(args: OpArgs): { host: string; port: number } | { errors: string[] } {
-  const errors: string[] = [];
-  const rawHost = argText(args, "host");
-  const host = rawHost === undefined || rawHost === "" ? DEFAULT_TUNNEL_HOST : tunnelHost(rawHost);
-  if (host === null) errors.push("host: must be a host name or an IP address");
   const rawPort = argText(args, "port");
-  const port = rawPort !== undefined && /^\d{1,5}$/.test(rawPort) ? Number(rawPort) : undefined;
-  if (rawPort === undefined) errors.push("port: is required");
-  else if (!tunnelPort(port)) errors.push("port: must be an integer from 1 to 65535");
-  if (errors.length > 0 || host === null || port === undefined) return { errors };
-  return { host, port };
+  // Args are text: digits are the port's number, anything else is refused as it is.
+  const port = rawPort !== undefined && /^\d{1,5}$/.test(rawPort) ? Number(rawPort) : rawPort;
+  const target = checkTunnelTarget(argText(args, "host"), port);
+  return target.ok ? target.value : { errors: target.errors };
 }
 
 export function proxyOp(deps: OpDeps, tunnels: TunnelCount): OpStarter {
@@ -75,16 +70,14 @@ class ProxyRun implements OpHandle {
 
   async open(deps: OpDeps, tunnels: TunnelCount, host: string, port: number): Promise<void> {
     const lease: UnitLease = await deps.leaseUnit();
-    if (!tunnels.take(lease.unit.id)) {
+    let give: () => void;
+    try {
+      // At the limit: the refusal is the op's answer, as any failure to open (proxyOp).
+      give = tunnels.reserve(lease.unit);
+    } catch (err) {
       lease.release();
-      answerEnd(this.ctx, {
-        status: "error",
-        error: `unit '${lease.unit.name}' has ${tunnels.max} open tunnels, the most one unit may have; close one first`,
-        code: ErrorCode.TunnelLimit,
-      });
-      return;
+      throw err;
     }
-    const give = tunnels.giver(lease.unit.id);
     const done = () => {
       lease.release();
       give();

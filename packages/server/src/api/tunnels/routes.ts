@@ -1,10 +1,9 @@
 import type {} from "@fastify/websocket";
 import { Type } from "@sinclair/typebox";
-import { DEFAULT_TUNNEL_HOST, ErrorBody, ErrorCode, tunnelHost } from "@ums/protocol";
+import { checkTunnelTarget, DEFAULT_TUNNEL_HOST, ErrorBody } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
 import type { AgentTunnel } from "../../agent/tunnel.js";
 import type { UnitLease, UnitNode } from "../../node/unit-node.js";
-import { once } from "../../util/once.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -75,14 +74,7 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
       if (!req.ws) return websocketOnly(req, units, "open a tunnel");
       const target = queryTarget(req.query as { host?: string; port?: number });
       const unit = await units.require(req.auth.org, (req.params as { name: string }).name);
-      if (!tunnels.take(unit.id)) {
-        throw new ApiError(
-          429,
-          ErrorCode.TunnelLimit,
-          `unit '${unit.name}' has ${tunnels.max} open tunnels, the most one unit may have; close one first`,
-        );
-      }
-      const give = tunnels.giver(unit.id);
+      const give = tunnels.reserve(unit);
       let lease: UnitLease;
       try {
         lease = await node.wake(req.auth.org, unit);
@@ -90,10 +82,11 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
         give();
         throw err;
       }
-      const release = once(() => {
+      // Both are once already (the lease by the UnitLease contract).
+      const release = () => {
         lease.release();
         give();
-      });
+      };
       const dialing = target && lease.agent.tunnel(target.host, target.port);
       // Its refusal is the client's answer (open.ts); a client gone before the upgrade ends leaves it here.
       dialing?.catch(() => {});
@@ -149,7 +142,7 @@ function queryTarget(q: { host?: string; port?: number }): { host: string; port:
     if (q.host !== undefined) throw ApiError.validation(["port: is required with host"]);
     return undefined;
   }
-  const host = q.host === undefined || q.host === "" ? DEFAULT_TUNNEL_HOST : tunnelHost(q.host);
-  if (host === null) throw ApiError.validation(["host: must be a host name or an IP address"]);
-  return { host, port: q.port };
+  const target = checkTunnelTarget(q.host, q.port);
+  if (!target.ok) throw ApiError.validation(target.errors);
+  return target.value;
 }
