@@ -77,14 +77,17 @@ export function putStreams(dialect: Dialect, accept: string | undefined): boolea
 export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
   const tags = ["services"];
 
-  /** Sends one call to the unit's agent and answers with its JSON or streams its NDJSON. */
+  /**
+   * Sends one call to the unit's agent and answers with its JSON or streams its NDJSON. `overrides`
+   * replace query parameters; with `noContent` a 200 is answered as 204, its body dropped.
+   */
   async function call(
     req: Req,
     reply: FastifyReply,
     method: string,
     path: string,
     body?: unknown,
-    overrides: Record<string, string> = {},
+    { overrides = {}, noContent = false }: { overrides?: Record<string, string>; noContent?: boolean } = {},
   ): Promise<void> {
     const lease = await leaseUnit(req, deps.units, deps.node);
     const release = () => lease.release();
@@ -102,7 +105,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
     );
     const status = res.statusCode ?? 502;
     if (method === "PUT" || method === "DELETE") lease.servicesChanged();
-    if (status === 204 || (status === 200 && path === "/signal" && deps.dialect === "sprites")) {
+    if (status === 204 || (status === 200 && noContent)) {
       res.resume();
       release();
       reply.code(204).send(null);
@@ -183,14 +186,9 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
       },
     },
     (req, reply) =>
-      call(
-        req as Req,
-        reply,
-        "PUT",
-        `/${req.params.service}`,
-        req.body,
-        putStreams(deps.dialect, req.headers.accept) ? {} : { duration: "0" },
-      ),
+      call(req as Req, reply, "PUT", `/${req.params.service}`, req.body, {
+        overrides: putStreams(deps.dialect, req.headers.accept) ? {} : { duration: "0" },
+      }),
   );
 
   app.delete(
@@ -258,6 +256,7 @@ export function serviceRoutes(app: ApiInstance, deps: ServiceDeps): void {
             : { 204: Type.Null(), ...errors },
       },
     },
-    (req, reply) => call(req as Req, reply, "POST", "/signal", req.body),
+    // The Sprites clients read a signal's answer as 204.
+    (req, reply) => call(req as Req, reply, "POST", "/signal", req.body, { noContent: deps.dialect === "sprites" }),
   );
 }
