@@ -15,12 +15,8 @@ import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { percentile, startBenchServer } from "./lib.mjs";
+import { arg, percentile, startBenchServer } from "./lib.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
 const MIB = arg("mib", 1024);
 const RUNS = arg("runs", 3);
 const TOTAL = MIB * 1024 * 1024;

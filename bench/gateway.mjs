@@ -13,12 +13,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execHttp } from "../packages/server/dist/testing/exec-client.js";
-import { fmt, freePort, startBenchServer } from "./lib.mjs";
+import { arg, fmt, freePort, startBenchServer } from "./lib.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
 const SECONDS = arg("seconds", 5);
 const CONCURRENCY = arg("concurrency", 16);
 const LATENCY_N = arg("latency", 2000);

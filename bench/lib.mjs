@@ -17,6 +17,12 @@ export function percentile(samples, p) {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
 }
 
+/** The number after `--name` on the command line, or `dflt` when the flag is absent. */
+export function arg(name, dflt) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+}
+
 export const fmt = (ms) => (Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : "n/a");
 
 export async function timeIt(fn) {

@@ -13,12 +13,8 @@
 //   npx tsc -b && npm run build:agent && node bench/network.mjs [--n 300]
 import { execHttp } from "../packages/server/dist/testing/exec-client.js";
 import { startFakeInternet } from "../packages/server/dist/testing/fake-internet.js";
-import { fmt, percentile, startBenchServer, timeIt } from "./lib.mjs";
+import { arg, fmt, percentile, startBenchServer, timeIt } from "./lib.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
 const N = arg("n", 300);
 
 // Runs inside the unit (node from /.unit/bin): N sequential A queries over UDP, or N HTTP GETs

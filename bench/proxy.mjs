@@ -11,12 +11,8 @@
 //   npx tsc -b && npm run build:agent && node bench/proxy.mjs [--seconds 5] [--concurrency 16]
 import { spawn } from "node:child_process";
 import http from "node:http";
-import { percentile, startBenchServer } from "./lib.mjs";
+import { arg, percentile, startBenchServer } from "./lib.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
 const SECONDS = arg("seconds", 5);
 const CONCURRENCY = arg("concurrency", 16);
 

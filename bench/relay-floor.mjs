@@ -12,12 +12,7 @@
 import { fork } from "node:child_process";
 import { connect, createServer } from "node:net";
 import WebSocket, { WebSocketServer } from "ws";
-import { percentile } from "./lib.mjs";
-
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
+import { arg, percentile } from "./lib.mjs";
 
 if (process.argv[2] === "--child") {
   // A relay: listens on an ephemeral loopback port, joins each connection to 127.0.0.1:<target>.

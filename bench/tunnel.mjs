@@ -18,12 +18,8 @@
 //   npx tsc -b && npm run build:agent && node bench/tunnel.mjs [--mib 256] [--runs 3] [--connects 200]
 import { connect } from "node:net";
 import WebSocket from "ws";
-import { percentile, startBenchServer } from "./lib.mjs";
+import { arg, percentile, startBenchServer } from "./lib.mjs";
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : dflt;
-};
 const MIB = arg("mib", 256);
 const RUNS = arg("runs", 3);
 const CONNECTS = arg("connects", 200);
