@@ -32,6 +32,8 @@ export interface UnitCreateOpts extends UnitOpts {
   urlSettings?: UrlSettingsUpdate | undefined;
   /** Fork: start with the files of checkpoint `checkpoint` (e.g. `v3`) of another unit of the organization. */
   from?: { unit: string; checkpoint: string } | undefined;
+  /** Labels of the new unit (spec 2.1 `labels`). */
+  labels?: readonly string[] | undefined;
 }
 
 export interface UnitListOpts extends UnitOpts {
@@ -110,6 +112,7 @@ export class Unit {
       name,
       ...(opts.urlSettings !== undefined && { url_settings: urlSettingsToWire(opts.urlSettings) }),
       ...(opts.from !== undefined && { from: { unit: opts.from.unit, checkpoint: opts.from.checkpoint } }),
+      ...(opts.labels !== undefined && opts.labels.length > 0 && { labels: [...opts.labels] }),
     };
     const unit = await client.request<WireUnit>("POST", "/v1/units", { ...requestOpts(opts), body });
     return Unit.fromWire(client, unit);
