@@ -4,6 +4,7 @@ import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
 import { execCommand } from "./commands/exec.js";
 import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
+import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
 
@@ -35,6 +36,10 @@ program.addCommand(infoCommand());
 program.addCommand(deleteCommand());
 program.addCommand(useCommand());
 program.addCommand(execCommand());
+program.addCommand(consoleCommand());
+program.addCommand(sessionsCommand());
+program.addCommand(attachCommand());
+program.addCommand(killCommand());
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.
 const inherit = (cmd: Command): void => {

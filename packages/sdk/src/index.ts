@@ -54,6 +54,13 @@ export {
 export { type Organization, type OrganizationOpts, organization } from "./organization.js";
 export { type PageOf, paginate } from "./pagination.js";
 export { type ServiceLogsOpts, type ServiceStreamOpts, Services } from "./services.js";
+export {
+  ExecConnection,
+  type KillEvent,
+  type SessionInfo,
+  type SessionOpenOpts,
+  Sessions,
+} from "./sessions.js";
 export { Unit, type UnitCreateOpts, type UnitListOpts, type UnitOpts, type UnitPage } from "./unit.js";
 export type {
   UnitHealth,

@@ -12,6 +12,7 @@ import type { RequestOpts } from "./config.js";
 import { Files } from "./files.js";
 import { paginate } from "./pagination.js";
 import { Services } from "./services.js";
+import { Sessions } from "./sessions.js";
 import {
   healthFromWire,
   type UnitHealth,
@@ -79,6 +80,8 @@ export class Unit {
   readonly services: Services;
   /** The unit's checkpoints (spec 4.2). */
   readonly checkpoints: Checkpoints;
+  /** Exec sessions over websockets: TTY, attach, list, kill (spec 4.3). */
+  readonly sessions: Sessions;
 
   private constructor(client: UmsClient, info: UnitInfo) {
     this.#client = client;
@@ -88,6 +91,7 @@ export class Unit {
     this.files = new Files(client, path, this.commands);
     this.services = new Services(client, path);
     this.checkpoints = new Checkpoints(client, path);
+    this.sessions = new Sessions(client, path);
   }
 
   /** @internal Wraps a unit as the server returned it. */

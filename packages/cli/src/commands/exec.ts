@@ -6,12 +6,15 @@ import { Command } from "commander";
 import { UsageError } from "../errors.js";
 import { resolveConnection, unitName } from "../user/connect.js";
 import { examples, positiveMs, readStdin, withContext } from "../user/options.js";
+import { pipeTerminal, terminalSize } from "../user/terminal.js";
+import { finish } from "./sessions.js";
 
 interface ExecOpts {
   env: string[];
   cwd?: string;
   root?: boolean;
   timeout?: number;
+  tty?: boolean;
 }
 
 const collect = (value: string, prev: string[]) => [...prev, value];
@@ -29,6 +32,7 @@ export function execCommand(): Command {
     .option("-e, --env <KEY=VALUE>", "an environment variable (repeatable)", collect, [] as string[])
     .option("-w, --cwd <dir>", "working directory (default /home/unit)")
     .option("--root", "run as root of the unit")
+    .option("-t, --tty", "run in a terminal (raw keystrokes, window size followed); exits with its exit code")
     .option("--timeout <duration>", "end the command after this long (e.g. 30s, 5m)", positiveMs("--timeout"))
     .action(async (operands: string[], opts: ExecOpts, self: Command) => {
       const after = commandAfterDashDash(process.argv);
@@ -44,6 +48,19 @@ export function execCommand(): Command {
       }
       const r = await resolveConnection(self);
       const name = unitName(given, r);
+      if (opts.tty) {
+        const unit = await Unit.connect(name, { client: r.client });
+        const conn = await unit.sessions.open(after, {
+          tty: true,
+          ...terminalSize(),
+          env: { TERM: process.env.TERM || "xterm-256color", ...env },
+          cwd: opts.cwd,
+          user: opts.root ? "root" : undefined,
+          // A command of `exec -t` ends with its client (unlike a console, which can be detached).
+          maxRunAfterDisconnect: "0s",
+        });
+        return finish(await pipeTerminal(conn), unit.name, conn.sessionId);
+      }
       // Without a terminal on stdin, the command reads what was piped in (then end of file).
       const stdin = process.stdin.isTTY ? undefined : await readStdin();
       const unit = await Unit.connect(name, { client: r.client });
@@ -62,5 +79,6 @@ export function execCommand(): Command {
     "ums exec web -- sh -c 'echo $HOME'",
     "tar c src | ums exec web -- tar x -C /home/unit",
     "ums use web && ums exec -- ls",
+    "ums exec -t web -- top",
   ]);
 }

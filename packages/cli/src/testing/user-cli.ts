@@ -11,7 +11,7 @@ import { startTestServer, testDialects } from "@ums/server/testing";
 
 type TestServer = Awaited<ReturnType<typeof startTestServer>>;
 
-const UMS = join(resolve(fileURLToPath(import.meta.url), "../../../../.."), "bin", "ums");
+export const UMS = join(resolve(fileURLToPath(import.meta.url), "../../../../.."), "bin", "ums");
 
 export interface UserRun {
   code: number | null;
@@ -22,6 +22,8 @@ export interface UserRun {
 export interface UserCli {
   readonly server: TestServer;
   readonly home: string;
+  /** The environment `run` gives `ums` (for a pseudo-terminal's own spawn). */
+  env(): NodeJS.ProcessEnv;
   /** A token of `org` (created when new). */
   token(org: string): Promise<string>;
   /** Runs `ums ARGS` with this HOME; `stdin` is piped in (else stdin is /dev/null). */
@@ -79,6 +81,7 @@ export async function startUserCli(): Promise<UserCli> {
   return {
     server,
     home,
+    env: () => baseEnv(home),
     token: (org) => server.token(org),
     run,
     async ok(args, opts) {
