@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { API_VERSION } from "@ums/protocol";
+import { API_VERSION } from "@ums/protocol/versions";
 import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
 import { execCommand } from "./commands/exec.js";

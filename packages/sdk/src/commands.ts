@@ -1,4 +1,6 @@
-import { type ExecQuery, type OutputStream, StreamId } from "@ums/protocol";
+import type { ExecQuery, OutputStream } from "@ums/protocol";
+// The light subpaths: the package index builds every JSON schema at load (slow for a CLI start).
+import { StreamId } from "@ums/protocol/exec";
 import type { UmsClient } from "./client.js";
 import type { RequestOpts } from "./config.js";
 import { SdkErrorCode, UmsError } from "./errors.js";

@@ -9,7 +9,7 @@ export type {
   ServiceResponse,
   ServiceState,
 } from "@ums/protocol";
-export { ErrorCode } from "@ums/protocol";
+export { ErrorCode } from "@ums/protocol/error-codes";
 export {
   type CheckpointCreateOpts,
   type CheckpointRestoreOpts,

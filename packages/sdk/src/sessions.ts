@@ -3,14 +3,9 @@
 // neither a terminal nor a session that outlives the client is needed.
 
 import { EventEmitter } from "node:events";
-import {
-  type AgentControl,
-  type ExecQuery,
-  encodeFrame,
-  StreamId,
-  type ExecSession as WireExecSession,
-} from "@ums/protocol";
-import WebSocket from "ws";
+import type { AgentControl, ExecQuery, ExecSession as WireExecSession } from "@ums/protocol";
+import { encodeFrame, StreamId } from "@ums/protocol/exec";
+import type WebSocket from "ws";
 import { addQuery, encodePath, type UmsClient } from "./client.js";
 import type { RequestOpts } from "./config.js";
 import { ConnectionError, errorFromResponse, SdkErrorCode, UmsError } from "./errors.js";
@@ -53,6 +48,9 @@ export interface KillEvent {
  * stdout), `info` (the session_info message). `exit` resolves with the exit code, or `null` when the
  * connection closed without one (detached, or the server went away).
  */
+/** WebSocket.OPEN (ws is loaded only when a session is opened: a CLI start need not pay for it). */
+const OPEN = 1;
+
 export class ExecConnection extends EventEmitter<{
   data: [stream: "stdout" | "stderr", bytes: Buffer];
   info: [info: { sessionId: number; tty: boolean; cols: number; rows: number; isOwner: boolean }];
@@ -119,20 +117,20 @@ export class ExecConnection extends EventEmitter<{
   /** Input for the process (a TTY's keystrokes). */
   write(bytes: Uint8Array | string): void {
     const data = typeof bytes === "string" ? Buffer.from(bytes) : bytes;
-    if (this.#ws.readyState !== WebSocket.OPEN) return;
+    if (this.#ws.readyState !== OPEN) return;
     this.#ws.send(this.#tty ? data : encodeFrame(StreamId.Stdin, data), { binary: true });
   }
 
   /** End of input (non-TTY): the process reads end of file. */
   end(): void {
-    if (this.#ws.readyState !== WebSocket.OPEN) return;
+    if (this.#ws.readyState !== OPEN) return;
     if (this.#tty) this.#ws.send(JSON.stringify({ type: "stdin_eof" }));
     else this.#ws.send(encodeFrame(StreamId.StdinEof), { binary: true });
   }
 
   /** The terminal's new size. */
   resize(cols: number, rows: number): void {
-    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify({ type: "resize", cols, rows }));
+    if (this.#ws.readyState === OPEN) this.#ws.send(JSON.stringify({ type: "resize", cols, rows }));
   }
 
   /** Closes this connection only; a TTY session keeps running (attach again by its id). */
@@ -200,7 +198,7 @@ export class Sessions {
     return collectEvents<KillEvent>(res);
   }
 
-  #connect(
+  async #connect(
     path: string,
     query: Record<string, string | readonly string[] | undefined>,
     tty: boolean | undefined,
@@ -208,6 +206,7 @@ export class Sessions {
   ): Promise<ExecConnection> {
     const url = new URL(this.client.config.baseUrl.replace(/^http/, "ws") + path);
     addQuery(url, query);
+    const { default: WebSocket } = await import("ws");
     const ws = new WebSocket(url, {
       headers: { ...this.client.config.headers, authorization: `Bearer ${this.client.config.token}` },
       handshakeTimeout: (timeoutMs ?? this.client.config.timeoutMs) || undefined,

@@ -1,7 +1,7 @@
 // `ums exec [NAME] -- CMD…`: runs a command in a unit over HTTP exec (spec 4.3) and behaves like
 // the remote process: its stdout and stderr bytes go to ours, unchanged, and we exit with its code.
 
-import { Unit } from "@ums/sdk";
+import { Commands, encodePath, Unit } from "@ums/sdk";
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
 import { resolveConnection, unitName } from "../user/connect.js";
@@ -63,8 +63,10 @@ export function execCommand(): Command {
       }
       // Without a terminal on stdin, the command reads what was piped in (then end of file).
       const stdin = process.stdin.isTTY ? undefined : await readStdin();
-      const unit = await Unit.connect(name, { client: r.client });
-      const result = await unit.commands.run(after, {
+      // Straight to HTTP exec, without a GET of the unit first: a missing unit is its 404 all the same,
+      // and the CLI's start stays one request (bench/cli.mjs).
+      const commands = new Commands(r.client, () => encodePath`/v1/units/${name}`);
+      const result = await commands.run(after, {
         env,
         cwd: opts.cwd,
         user: opts.root ? "root" : undefined,
