@@ -2,8 +2,11 @@
 import { API_VERSION } from "@ums/protocol/versions";
 import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
+import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
 import { execCommand } from "./commands/exec.js";
+import { cpCommand, lsCommand, rmCommand } from "./commands/files.js";
 import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
+import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
@@ -40,6 +43,14 @@ program.addCommand(consoleCommand());
 program.addCommand(sessionsCommand());
 program.addCommand(attachCommand());
 program.addCommand(killCommand());
+program.addCommand(cpCommand());
+program.addCommand(lsCommand());
+program.addCommand(rmCommand());
+program.addCommand(checkpointCommand());
+program.addCommand(forkCommand());
+program.addCommand(servicesCommand());
+program.addCommand(serviceCommand());
+program.addCommand(urlCommand());
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.
 const inherit = (cmd: Command): void => {
