@@ -3,9 +3,11 @@ import { API_VERSION } from "@ums/protocol/versions";
 import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
 import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
+import { completionCommand } from "./commands/completion.js";
 import { execCommand } from "./commands/exec.js";
 import { cpCommand, lsCommand, rmCommand } from "./commands/files.js";
 import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
+import { policyCommand } from "./commands/policy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
@@ -19,7 +21,7 @@ const program = new Command("ums")
 
 // The host-admin commands load @ums/server (host-only, slow to load): only when the line names one,
 // or asks for help, so that `ums exec` on a laptop starts fast and needs only the SDK.
-const ADMIN = ["serve", "token", "org", "image", "keys", "help"];
+const ADMIN = ["serve", "token", "org", "image", "keys", "help", "completion"];
 const first = process.argv.slice(2).find((a) => !a.startsWith("-"));
 const admin = first === undefined || ADMIN.includes(first) ? await import("./admin.js") : undefined;
 if (admin) {
@@ -51,6 +53,8 @@ program.addCommand(forkCommand());
 program.addCommand(servicesCommand());
 program.addCommand(serviceCommand());
 program.addCommand(urlCommand());
+program.addCommand(policyCommand());
+program.addCommand(completionCommand(() => program));
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.
 const inherit = (cmd: Command): void => {

@@ -4,6 +4,8 @@ export type {
   FsEntry,
   FsRenameResponse,
   FsWriteResponse,
+  NetworkPolicy,
+  NetworkRule,
   ServiceEvent,
   ServiceRequest,
   ServiceResponse,
@@ -53,6 +55,7 @@ export {
 } from "./files.js";
 export { type Organization, type OrganizationOpts, organization } from "./organization.js";
 export { type PageOf, paginate } from "./pagination.js";
+export { Policies } from "./policies.js";
 export { type ServiceLogsOpts, type ServiceStreamOpts, Services } from "./services.js";
 export {
   ExecConnection,

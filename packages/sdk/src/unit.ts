@@ -11,6 +11,7 @@ import { Commands } from "./commands.js";
 import type { RequestOpts } from "./config.js";
 import { Files } from "./files.js";
 import { paginate } from "./pagination.js";
+import { Policies } from "./policies.js";
 import { Services } from "./services.js";
 import { Sessions } from "./sessions.js";
 import {
@@ -82,6 +83,8 @@ export class Unit {
   readonly checkpoints: Checkpoints;
   /** Exec sessions over websockets: TTY, attach, list, kill (spec 4.3). */
   readonly sessions: Sessions;
+  /** The unit's network policy (spec 4.5). */
+  readonly policies: Policies;
 
   private constructor(client: UmsClient, info: UnitInfo) {
     this.#client = client;
@@ -92,6 +95,7 @@ export class Unit {
     this.services = new Services(client, path);
     this.checkpoints = new Checkpoints(client, path);
     this.sessions = new Sessions(client, path);
+    this.policies = new Policies(client, path);
   }
 
   /** @internal Wraps a unit as the server returned it. */
