@@ -9,7 +9,10 @@ import { examples, readStdin, withContext, withJson } from "../user/options.js";
 import { printJson, table } from "../user/output.js";
 
 function printRules(rules: readonly NetworkRule[], json: boolean | undefined): void {
-  if (json) return printJson({ rules });
+  if (json) {
+    printJson({ rules });
+    return;
+  }
   if (rules.length === 0) {
     process.stdout.write("no rules: nothing is enforced (the public internet is open, private ranges never)\n");
     return;
