@@ -8,6 +8,7 @@ import { execCommand } from "./commands/exec.js";
 import { cpCommand, lsCommand, rmCommand } from "./commands/files.js";
 import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
 import { policyCommand } from "./commands/policy.js";
+import { proxyCommand } from "./commands/proxy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
@@ -54,6 +55,7 @@ program.addCommand(servicesCommand());
 program.addCommand(serviceCommand());
 program.addCommand(urlCommand());
 program.addCommand(policyCommand());
+program.addCommand(proxyCommand());
 program.addCommand(completionCommand(() => program));
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.

@@ -14,6 +14,7 @@ import { paginate } from "./pagination.js";
 import { Policies } from "./policies.js";
 import { Services } from "./services.js";
 import { Sessions } from "./sessions.js";
+import { openTunnel, type Tunnel, type TunnelOpts } from "./tunnel.js";
 import {
   healthFromWire,
   type UnitHealth,
@@ -241,6 +242,14 @@ export class Unit {
       body: { version },
     });
     return { name: r.name, status: r.status };
+  }
+
+  /**
+   * A TCP connection to `port` inside the unit (the unit's agent connects; its egress policy
+   * applies to other hosts), carried over a websocket.
+   */
+  tunnel(port: number, opts: TunnelOpts = {}): Promise<Tunnel> {
+    return openTunnel(this.#client, this.#path(), port, opts);
   }
 
   /** Deletes the unit and everything it owns. */
