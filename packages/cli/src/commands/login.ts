@@ -26,7 +26,7 @@ export function loginCommand(): Command {
   const cmd = withJson(withContext(new Command("login")))
     .description("log in to a ums server: checks the token and stores it as a context (~/.config/ums/config.json)")
     .requiredOption("--url <url>", "the server, e.g. https://ums.example.com")
-    .option("--token <token>", "an API token (default: env UMS_TOKEN, else one line read from stdin)")
+    .option("--token <token>", "an API token (default: env UMS_TOKEN, else asked on the terminal or read from stdin)")
     .action(async (opts: LoginOpts, self: Command) => {
       const token = opts.token || process.env.UMS_TOKEN || (await tokenFromStdin());
       const file = await loadConfig();
@@ -54,7 +54,7 @@ function newClient(url: string, token: string): UmsClient {
 }
 
 async function tokenFromStdin(): Promise<string> {
-  if (process.stdin.isTTY) throw new UsageError("pass --token TOKEN (or set UMS_TOKEN, or pipe the token on stdin)");
+  if (process.stdin.isTTY) return promptHidden("token: ");
   const token = (await readStdin()).toString("utf8").trim();
   if (token === "" || /\s/.test(token)) throw new UsageError("stdin must hold one token on one line");
   return token;
@@ -131,4 +131,32 @@ export function contextCommand(): Command {
       );
     });
   return examples(cmd, ["ums context", "ums context staging"]);
+}
+
+/** Asks on the terminal without echoing what is typed (a token is a secret). Ctrl-C or Ctrl-D give up. */
+function promptHidden(question: string): Promise<string> {
+  const stdin = process.stdin;
+  process.stderr.write(question);
+  stdin.setRawMode(true);
+  stdin.resume();
+  let typed = "";
+  return new Promise<string>((resolve, reject) => {
+    const done = (err?: Error) => {
+      stdin.off("data", onData);
+      stdin.setRawMode(false);
+      stdin.pause();
+      process.stderr.write("\n");
+      if (err) reject(err);
+      else resolve(typed.trim());
+    };
+    const onData = (chunk: Buffer) => {
+      for (const ch of chunk.toString("utf8")) {
+        if (ch === "\r" || ch === "\n") return done(typed.trim() === "" ? new UsageError("no token given") : undefined);
+        if (ch === "\u0003" || ch === "\u0004") return done(new UsageError("login cancelled"));
+        if (ch === "\u007f" || ch === "\b") typed = typed.slice(0, -1);
+        else typed += ch;
+      }
+    };
+    stdin.on("data", onData);
+  });
 }

@@ -121,6 +121,22 @@ describe("ums console, exec -t, sessions, attach, kill (in a pseudo-terminal)", 
     assert.match(missing.stderr, /^ums: UMS_SESSION_NOT_FOUND: /);
   });
 
+  it("login asks for the token on a terminal without echoing it", async () => {
+    const token = await cli.token("prompted-org");
+    const t = term(["login", "--url", cli.server.url, "--context", "prompted"]);
+    await t.waitFor(/token: $/);
+    t.write(`${token}\r`);
+    assert.equal(await t.exited, 0, t.output());
+    assert.match(t.output(), /logged in to .* as organization prompted-org \(context prompted\)/);
+    assert.equal(t.output().includes(token), false, "the token was echoed");
+    const cancelled = term(["login", "--url", cli.server.url, "--context", "never"]);
+    await cancelled.waitFor(/token: $/);
+    cancelled.write("abc\x03");
+    assert.equal(await cancelled.exited, 2);
+    assert.match(cancelled.output(), /login cancelled/);
+    await cli.ok(["context", "default"]);
+  });
+
   it("exec -t gives the command a terminal and exits with its code", async () => {
     const t = term(["exec", "-t", "term", "--", "sh", "-c", "test -t 0 && stty size && echo is-a-tty; exit 6"], 90, 20);
     await t.waitFor(/20 90\s+is-a-tty/);
