@@ -1,4 +1,6 @@
-import { type ExecQuery, type OutputStream, StreamId } from "@ums/protocol";
+import type { ExecQuery, OutputStream } from "@ums/protocol";
+// The light subpaths: the package index builds every JSON schema at load (slow for a CLI start).
+import { StreamId } from "@ums/protocol/exec";
 import type { UmsClient } from "./client.js";
 import type { RequestOpts } from "./config.js";
 import { SdkErrorCode, UmsError } from "./errors.js";
@@ -17,6 +19,11 @@ export interface RunOpts extends RequestOpts {
   onStdout?: ((data: string) => void) | undefined;
   /** Called with each piece of standard error as it arrives (decoded as UTF-8). */
   onStderr?: ((data: string) => void) | undefined;
+  /**
+   * Called with each piece of output as the bytes arrived, not decoded (binary output, a terminal
+   * client). With it, the result's `stdout` and `stderr` are empty: nothing is buffered.
+   */
+  onOutput?: ((stream: "stdout" | "stderr", bytes: Uint8Array) => void) | undefined;
 }
 
 export interface CommandResult {
@@ -66,7 +73,9 @@ export class Commands {
       body: stdin,
       onChunk: (frame) => {
         const id = frame[0];
-        if (id === StreamId.Stdout || id === StreamId.Stderr)
+        if ((id === StreamId.Stdout || id === StreamId.Stderr) && opts.onOutput)
+          opts.onOutput(id === StreamId.Stdout ? "stdout" : "stderr", frame.subarray(1));
+        else if (id === StreamId.Stdout || id === StreamId.Stderr)
           emit(id, decoders[id].decode(frame.subarray(1), { stream: true }));
         else if (id === StreamId.Exit) exitCode = frame[1] ?? 0;
       },

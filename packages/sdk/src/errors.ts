@@ -1,4 +1,4 @@
-import { ErrorCode } from "@ums/protocol";
+import { ErrorCode } from "@ums/protocol/error-codes";
 
 /**
  * Codes for failures the SDK detects itself, before or instead of a server answer. They share the

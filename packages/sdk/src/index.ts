@@ -4,12 +4,14 @@ export type {
   FsEntry,
   FsRenameResponse,
   FsWriteResponse,
+  NetworkPolicy,
+  NetworkRule,
   ServiceEvent,
   ServiceRequest,
   ServiceResponse,
   ServiceState,
 } from "@ums/protocol";
-export { ErrorCode } from "@ums/protocol";
+export { ErrorCode } from "@ums/protocol/error-codes";
 export {
   type CheckpointCreateOpts,
   type CheckpointRestoreOpts,
@@ -53,7 +55,16 @@ export {
 } from "./files.js";
 export { type Organization, type OrganizationOpts, organization } from "./organization.js";
 export { type PageOf, paginate } from "./pagination.js";
+export { Policies } from "./policies.js";
 export { type ServiceLogsOpts, type ServiceStreamOpts, Services } from "./services.js";
+export {
+  ExecConnection,
+  type KillEvent,
+  type SessionInfo,
+  type SessionOpenOpts,
+  Sessions,
+} from "./sessions.js";
+export type { Tunnel, TunnelOpts } from "./tunnel.js";
 export { Unit, type UnitCreateOpts, type UnitListOpts, type UnitOpts, type UnitPage } from "./unit.js";
 export type {
   UnitHealth,

@@ -11,7 +11,10 @@ import { Commands } from "./commands.js";
 import type { RequestOpts } from "./config.js";
 import { Files } from "./files.js";
 import { paginate } from "./pagination.js";
+import { Policies } from "./policies.js";
 import { Services } from "./services.js";
+import { Sessions } from "./sessions.js";
+import { openTunnel, type Tunnel, type TunnelOpts } from "./tunnel.js";
 import {
   healthFromWire,
   type UnitHealth,
@@ -32,6 +35,8 @@ export interface UnitCreateOpts extends UnitOpts {
   urlSettings?: UrlSettingsUpdate | undefined;
   /** Fork: start with the files of checkpoint `checkpoint` (e.g. `v3`) of another unit of the organization. */
   from?: { unit: string; checkpoint: string } | undefined;
+  /** Labels of the new unit (spec 2.1 `labels`). */
+  labels?: readonly string[] | undefined;
 }
 
 export interface UnitListOpts extends UnitOpts {
@@ -77,6 +82,10 @@ export class Unit {
   readonly services: Services;
   /** The unit's checkpoints (spec 4.2). */
   readonly checkpoints: Checkpoints;
+  /** Exec sessions over websockets: TTY, attach, list, kill (spec 4.3). */
+  readonly sessions: Sessions;
+  /** The unit's network policy (spec 4.5). */
+  readonly policies: Policies;
 
   private constructor(client: UmsClient, info: UnitInfo) {
     this.#client = client;
@@ -86,6 +95,8 @@ export class Unit {
     this.files = new Files(client, path, this.commands);
     this.services = new Services(client, path);
     this.checkpoints = new Checkpoints(client, path);
+    this.sessions = new Sessions(client, path);
+    this.policies = new Policies(client, path);
   }
 
   /** @internal Wraps a unit as the server returned it. */
@@ -110,6 +121,7 @@ export class Unit {
       name,
       ...(opts.urlSettings !== undefined && { url_settings: urlSettingsToWire(opts.urlSettings) }),
       ...(opts.from !== undefined && { from: { unit: opts.from.unit, checkpoint: opts.from.checkpoint } }),
+      ...(opts.labels !== undefined && opts.labels.length > 0 && { labels: [...opts.labels] }),
     };
     const unit = await client.request<WireUnit>("POST", "/v1/units", { ...requestOpts(opts), body });
     return Unit.fromWire(client, unit);
@@ -230,6 +242,14 @@ export class Unit {
       body: { version },
     });
     return { name: r.name, status: r.status };
+  }
+
+  /**
+   * A TCP connection to `port` inside the unit (the unit's agent connects; its egress policy
+   * applies to other hosts), carried over a websocket.
+   */
+  tunnel(port: number, opts: TunnelOpts = {}): Promise<Tunnel> {
+    return openTunnel(this.#client, this.#path(), port, opts);
   }
 
   /** Deletes the unit and everything it owns. */

@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { UsageError } from "../errors.js";
 import { withDataDir } from "../options.js";
 
 /** `ums serve`: the control plane in the foreground until SIGTERM or SIGINT. */
@@ -63,6 +64,10 @@ export function serveCommand(): Command {
       "--agent-answer-timeout <duration>",
       "how long to wait for a unit agent's first answer; a unit whose agent misses it is restarted by the next request (env UMS_AGENT_ANSWER_TIMEOUT, default 10s)",
     )
+    .option(
+      "--log-format <format>",
+      "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
+    )
     .action(
       async (opts: {
         dataDir?: string;
@@ -85,6 +90,7 @@ export function serveCommand(): Command {
         unitCpu?: string;
         agentConnectTimeout?: string;
         agentAnswerTimeout?: string;
+        logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
         // (the first start builds the base image) aborts the start; later ones stop the server.
@@ -100,7 +106,14 @@ export function serveCommand(): Command {
         }
         const { createLogger, installLastResort, resolveConfig, startServer } = await import("@ums/server");
         const config = resolveConfig(opts);
-        const logger = createLogger();
+        const format = opts.logFormat ?? process.env.UMS_LOG_FORMAT ?? "auto";
+        if (!["auto", "json", "pretty"].includes(format)) {
+          throw new UsageError(`--log-format must be auto, json or pretty, got '${format}'`);
+        }
+        const pretty = format === "pretty" || (format === "auto" && process.stderr.isTTY === true);
+        const logger = pretty
+          ? createLogger(undefined, (await import("./serve-log.js")).prettyDestination(process.stderr))
+          : createLogger();
         // An error nothing handled is logged and counted, and the server keeps serving (faults.ts).
         installLastResort(logger);
         let server: Awaited<ReturnType<typeof startServer>>;

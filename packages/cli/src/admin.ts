@@ -1,0 +1,11 @@
+// The host-admin commands (serve, token, org, image, keys): they load @ums/server, which only the
+// host has. main.ts imports this module only for them (or for help), so user commands start fast.
+
+export { ConfigError } from "@ums/server/config";
+export { imageCommand } from "./commands/image.js";
+export { keysCommand } from "./commands/keys.js";
+export { orgCommand } from "./commands/org.js";
+export { serveCommand } from "./commands/serve.js";
+export { tokenCommand } from "./commands/token.js";
+
+export const ADMIN_COMMANDS = ["serve", "token", "org", "image", "keys"] as const;
