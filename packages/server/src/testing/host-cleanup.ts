@@ -8,7 +8,7 @@ import { removeCgroups } from "../runtime/runc/cgroups.js";
 import { Runc } from "../runtime/runc/runc.js";
 import { deleteSubvolume } from "../runtime/storage/btrfs.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
-import { TEST_NETWORK_ENV } from "./runtime.js";
+import { TEST_NETWORK_ENV, testSubnet } from "./runtime.js";
 
 /**
  * For tests that run `ums serve` as a child process on the shared test pool: the environment that
@@ -19,7 +19,7 @@ export async function testServeEnv(subnetIndex: number): Promise<Record<string, 
   return {
     UMS_POOL_DIR: image.pool.path,
     UMS_IMAGE_VARIANT: "test",
-    UMS_UNIT_SUBNET: `10.209.${subnetIndex}.0/24`,
+    UMS_UNIT_SUBNET: testSubnet(subnetIndex),
     ...TEST_NETWORK_ENV,
     // Test servers run side by side: each gateway on a free port.
     UMS_GATEWAY_PORT: "0",

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import { DEFAULT_UNIT_CPU, DEFAULT_UNIT_PIDS } from "../config.js";
-import { run } from "../runtime/exec/host-command.js";
 import { hostPaths } from "../runtime/host.js";
 import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
+import { readHostNetwork, subnetConflicts } from "../runtime/network/conflicts.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
 import { unguardSubnet } from "../runtime/network/subnet-guard.js";
 import { removeCgroups } from "../runtime/runc/cgroups.js";
@@ -14,7 +14,7 @@ import { tryPidLock } from "./pid-lock.js";
 
 /**
  * A real runc runtime for a test server: the shared test image and pool, and host resources of
- * its own (runtime id, a /24 of 10.209.0.0/16 held by a lock file) so test files can run at once.
+ * its own (runtime id, a /24 of 10.210.0.0/16 held by a lock file) so test files can run at once.
  */
 export interface TestRuntime {
   readonly runtime: RuncRuntime;
@@ -23,15 +23,32 @@ export interface TestRuntime {
   release(): Promise<void>;
 }
 
+/**
+ * Test servers take /24s of 10.210.0.0/16, next to (not inside) the default unit subnet
+ * 10.209.0.0/16: a `ums serve` run with the defaults on the same host (or the table it left,
+ * kept so its units survive a restart) does not stop the suite.
+ */
+export function testSubnet(n: number): string {
+  return `10.210.${n}.0/24`;
+}
+
+/**
+ * A test subnet of this process's own, held by a lock file, that nothing on the host uses (no
+ * route, no other ums server's table: conflicts.ts). Throws, naming what is in the way, when the
+ * host has none left.
+ */
 export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<void> }> {
   const start = randomBytes(1)[0] ?? 0;
+  let inTheWay: string[] = [];
   for (let i = 0; i < 256; i++) {
     const n = (start + i) % 256;
     const file = `/tmp/ums-test-subnet-${n}.lock`;
     if (await tryPidLock(file)) {
-      // A test killed before its cleanup leaves its units' routes behind, its lock with a dead pid:
-      // a subnet with any route in it is not free, whatever its lock says.
-      if (await subnetInUse(n)) {
+      // A test killed before its cleanup leaves its units' routes behind, its lock with a dead pid;
+      // a server run with a subnet around this one leaves its table: either way it is not free.
+      const conflicts = subnetConflicts("-", parseSubnet(testSubnet(n)), await readHostNetwork());
+      if (conflicts.length > 0) {
+        if (inTheWay.length === 0) inTheWay = conflicts;
         await rm(file, { force: true });
         continue;
       }
@@ -39,18 +56,15 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
         n,
         // The subnet's `unreachable` route goes with it (whoever ran a server on it added it).
         unlock: async () => {
-          await unguardSubnet(parseSubnet(`10.209.${n}.0/24`));
+          await unguardSubnet(parseSubnet(testSubnet(n)));
           await rm(file, { force: true });
         },
       };
     }
   }
-  throw new Error("no free test subnet");
-}
-
-async function subnetInUse(n: number): Promise<boolean> {
-  const { stdout } = await run("ip", ["-4", "route", "show", "root", `10.209.${n}.0/24`]);
-  return stdout.trim() !== "";
+  throw new Error(
+    `no free test subnet in 10.210.0.0/16 on this host${inTheWay.length ? `: ${inTheWay.join("; ")}` : " (all 256 are locked by running tests)"}`,
+  );
 }
 
 /**
@@ -85,7 +99,7 @@ export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {
     poolDir: image.pool.path,
     imagePath: image.path,
     rid,
-    subnet: parseSubnet(`10.209.${subnet.n}.0/24`),
+    subnet: parseSubnet(testSubnet(subnet.n)),
     hostPaths: hostPaths(),
     idShift: UID_SHIFT,
     idCount: UID_RANGE,

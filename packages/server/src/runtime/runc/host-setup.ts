@@ -1,6 +1,7 @@
 import { chmod, mkdir, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { subnetCidr } from "../network/addresses.js";
+import { refuseSubnetConflicts } from "../network/conflicts.js";
 import { installFirewall } from "../network/firewall.js";
 import { guardSubnet } from "../network/subnet-guard.js";
 import { enableUplinks } from "../network/uplinks.js";
@@ -21,7 +22,8 @@ async function allowTraversal(dir: string): Promise<void> {
 /**
  * What the host needs before a unit runs on it: the units' parent cgroup with its CPU share and
  * total quota, the pool's and data dir's unit directories, the firewall, the subnet's guard route
- * and forwarding on the uplinks. Refuses a default CPU limit above what units may use here.
+ * and forwarding on the uplinks. Refuses a default CPU limit above what units may use here, and a
+ * unit subnet that another ums server or a route of the host already uses (conflicts.ts).
  */
 export async function prepareHost(cfg: RuncRuntimeConfig, paths: UnitPaths, hostCores: number): Promise<void> {
   const budget = unitsCpuBudget(hostCores);
@@ -30,6 +32,8 @@ export async function prepareHost(cfg: RuncRuntimeConfig, paths: UnitPaths, host
       `a unit's default CPU limit of ${cfg.defaultCpuCores} cores is more than units may use on this host (${budget} of its ${hostCores} cores); pass a smaller --unit-cpu`,
     );
   }
+  // Before anything is changed on the host: another server's subnet is not taken over.
+  await refuseSubnetConflicts(cfg.rid, cfg.subnet);
   // Units are created below /ums-<rid>: its CPU share and total quota are in place first.
   await configureUnitsCpu(CGROUP_ROOT, cfg.rid, hostCores);
   await mkdir(paths.unitsDir, { recursive: true });
