@@ -102,6 +102,10 @@ export const ErrorCode = {
   TokenNotFound: "UMS_TOKEN_NOT_FOUND",
   /** 409: the token is the organization's last live admin token; revoking it would leave no way to mint tokens over the API. */
   LastAdminToken: "UMS_LAST_ADMIN_TOKEN",
+  /** 429: the token or its organization sent more requests than its rate limit allows; `Retry-After` says when to come back. */
+  RateLimited: "UMS_RATE_LIMITED",
+  /** 429: the unit has as many open websockets (exec sessions, watches) as one unit may have; close one first. */
+  WebsocketLimit: "UMS_WEBSOCKET_LIMIT",
   /** 429: the unit has as many open TCP tunnels (`/proxy`) as one unit may have; close one first. */
   TunnelLimit: "UMS_TUNNEL_LIMIT",
   /** 502: nothing listens at the address and port a tunnel (`/proxy`) was to connect to, in the unit. */

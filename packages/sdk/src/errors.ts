@@ -169,6 +169,8 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.UnitTimeout]: ServerError,
   [ErrorCode.AgentTimeout]: ServerError,
   [ErrorCode.TunnelLimit]: UmsError,
+  [ErrorCode.RateLimited]: UmsError,
+  [ErrorCode.WebsocketLimit]: UmsError,
   [ErrorCode.TunnelRefused]: ServerError,
   [ErrorCode.TunnelUnreachable]: ServerError,
   [ErrorCode.ProviderFailed]: null, // 400 from an OAuth callback, 502 from the gateway

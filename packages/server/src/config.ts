@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
 import { DEFAULT_AGENT_TIMEOUTS } from "./agent/deadline.js";
+import { parseRateLimit, type RateLimit } from "./api/rate-limit/token-bucket.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {
@@ -45,6 +46,11 @@ export interface ServerConfig {
    */
   readonly agentConnectTimeoutMs: number;
   readonly agentAnswerTimeoutMs: number;
+  /**
+   * Requests per token and per organization (issue #20 part 5; README "Limits"): a caller over
+   * either gets 429 with Retry-After.
+   */
+  readonly rateLimits: { readonly token: RateLimit; readonly org: RateLimit };
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -71,6 +77,8 @@ export interface ConfigInput {
   unitCpu?: string | number | undefined;
   agentConnectTimeout?: string | undefined;
   agentAnswerTimeout?: string | undefined;
+  rateLimitToken?: string | undefined;
+  rateLimitOrg?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -178,6 +186,15 @@ function gatewayPort(raw: string | number): number {
 }
 
 export const DEFAULT_GATEWAY_PORT = 7071;
+/** Per token and per organization: far above what a person or an agent loop sends, low enough to stop a runaway client. */
+export const DEFAULT_RATE_LIMIT_TOKEN = "100/s";
+export const DEFAULT_RATE_LIMIT_ORG = "200/s";
+
+function rateLimit(flag: string, text: string): RateLimit {
+  const limit = parseRateLimit(text);
+  if (!limit) throw new ConfigError(`--${flag} '${text}' is not a rate like 100 or 100/s, 600/m, or off`);
+  return limit;
+}
 /** Sized for a dev machine: a build's parallel jobs fit, a fork bomb stops early (issue #19). */
 export const DEFAULT_UNIT_PIDS = 1024;
 /** One core per unit: a busy unit cannot take the whole host (CFS quota). */
@@ -244,6 +261,13 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
       input.agentAnswerTimeout ?? env.UMS_AGENT_ANSWER_TIMEOUT,
       DEFAULT_AGENT_TIMEOUTS.answerMs,
     ),
+    rateLimits: Object.freeze({
+      token: rateLimit(
+        "rate-limit-token",
+        input.rateLimitToken ?? env.UMS_RATE_LIMIT_TOKEN ?? DEFAULT_RATE_LIMIT_TOKEN,
+      ),
+      org: rateLimit("rate-limit-org", input.rateLimitOrg ?? env.UMS_RATE_LIMIT_ORG ?? DEFAULT_RATE_LIMIT_ORG),
+    }),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });
 }

@@ -87,7 +87,7 @@ function forward(unit: Unit, port: number, host: string | undefined, sock: Socke
       sock.resume();
     },
     (err: Error & { code?: string }) => {
-      process.stderr.write(`ums: ${err.code ?? "UMS_TUNNEL"}: ${err.message}\n`);
+      process.stderr.write(`ums: ${err.code ?? "UMS_SDK_CONNECTION"}: ${err.message}\n`);
       sock.destroy();
     },
   );

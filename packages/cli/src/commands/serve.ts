@@ -65,6 +65,14 @@ export function serveCommand(): Command {
       "how long to wait for a unit agent's first answer; a unit whose agent misses it is restarted by the next request (env UMS_AGENT_ANSWER_TIMEOUT, default 10s)",
     )
     .option(
+      "--rate-limit-token <rate>",
+      "requests a token may send: N per second (N/s), N/m per minute, or off; bursts of 10 s worth (env UMS_RATE_LIMIT_TOKEN, default 100/s)",
+    )
+    .option(
+      "--rate-limit-org <rate>",
+      "requests an organization's tokens may send together (env UMS_RATE_LIMIT_ORG, default 200/s)",
+    )
+    .option(
       "--log-format <format>",
       "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
     )
@@ -90,6 +98,8 @@ export function serveCommand(): Command {
         unitCpu?: string;
         agentConnectTimeout?: string;
         agentAnswerTimeout?: string;
+        rateLimitToken?: string;
+        rateLimitOrg?: string;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts

@@ -130,7 +130,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   const tunnels = new TunnelCount();
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
-    api.addHook("onRequest", bearerAuth(deps.store));
+    api.addHook("onRequest", bearerAuth(deps.store, deps.config.rateLimits));
     organizationRoutes(api, deps.store);
     if (deps.connectors) registerConnectorRoutes(api, deps.connectors);
     // Everything under a unit, once per dialect (api/dialect.ts).

@@ -4,6 +4,7 @@ import { hashToken, parseBearer } from "../auth/tokens.js";
 import type { OrgRecord, TokenRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { ApiError } from "./errors.js";
+import { type RateLimit, TokenBuckets } from "./rate-limit/token-bucket.js";
 
 export interface AuthContext {
   readonly token: TokenRecord;
@@ -25,12 +26,26 @@ function unauthorized(message: string, error: "invalid_request" | "invalid_token
 
 const TOUCH_INTERVAL_MS = 60_000;
 
+/** RFC 6585 §4: too many requests, and when to come back (RFC 9110 §10.2.3). */
+function rateLimited(who: string, limit: RateLimit, retryAfterS: number): ApiError {
+  return new ApiError(
+    429,
+    ErrorCode.RateLimited,
+    `${who} sends more than ${Math.round(limit.perSecond * 100) / 100} requests a second (bursts up to ${limit.burst}); retry after ${retryAfterS} s`,
+    undefined,
+    { "retry-after": String(retryAfterS) },
+  );
+}
+
 /**
  * Spec section 5: every external request carries `Authorization: Bearer <token>`; the token's
- * organization scopes everything the request does.
+ * organization scopes everything the request does. Issue #20 part 5: every authenticated request
+ * (websocket upgrades too) is counted against its token's and its organization's rate limits.
  */
-export function bearerAuth(store: Store) {
+export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateLimit }) {
   const lastTouch = new Map<string, number>();
+  const perToken = limits && new TokenBuckets(limits.token);
+  const perOrg = limits && new TokenBuckets(limits.org);
   return async function authenticate(request: FastifyRequest): Promise<void> {
     const header = request.headers.authorization;
     const token = parseBearer(header);
@@ -45,6 +60,12 @@ export function bearerAuth(store: Store) {
     const found = await store.tokens.authenticate(hashToken(token));
     if (!found) throw unauthorized("token is not valid (unknown or revoked)", "invalid_token");
     const record = found.token;
+    if (perToken && perOrg) {
+      const tokenWait = perToken.take(record.id);
+      if (tokenWait > 0) throw rateLimited("this token", perToken.limit, tokenWait);
+      const orgWait = perOrg.take(found.org.id);
+      if (orgWait > 0) throw rateLimited(`organization '${found.org.slug}'`, perOrg.limit, orgWait);
+    }
     request.auth = found;
     const now = Date.now();
     if (now - (lastTouch.get(record.id) ?? 0) > TOUCH_INTERVAL_MS) {

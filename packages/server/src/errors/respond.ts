@@ -16,7 +16,11 @@ const FASTIFY_CODES: Record<string, { code: ErrorCode; message?: string }> = {
     message: "unsupported Content-Type; send application/json",
   },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: ErrorCode.Validation, message: "Content-Length does not match the body" },
-  FST_ERR_CTP_BODY_TOO_LARGE: { code: ErrorCode.PayloadTooLarge, message: "request body is too large" },
+  FST_ERR_CTP_BODY_TOO_LARGE: {
+    code: ErrorCode.PayloadTooLarge,
+    message:
+      "request body is over 1 MiB, the most a JSON body may be (file contents go to the fs routes, which stream)",
+  },
   FST_ERR_CTP_INVALID_TYPE: { code: ErrorCode.UnsupportedMediaType, message: "invalid Content-Type header" },
 };
 

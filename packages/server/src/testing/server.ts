@@ -60,6 +60,9 @@ export interface TestServerOpts {
   logStream?: NodeJS.WritableStream;
   /** An existing data dir to start on (a restart); it is the caller's: kept at close. */
   dataDir?: string;
+  /** Rate limits per token and per organization (`100/s`, `off`, …); default: the server's defaults. */
+  rateLimitToken?: string;
+  rateLimitOrg?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -101,6 +104,8 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       dnsUpstream: overrides.dnsUpstream ?? "127.0.0.1:9",
       gatewayPort: overrides.gatewayPort ?? 0,
       connectorsConfig: overrides.connectorsConfig,
+      rateLimitToken: overrides.rateLimitToken,
+      rateLimitOrg: overrides.rateLimitOrg,
     },
     {},
   );

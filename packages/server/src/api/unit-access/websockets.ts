@@ -1,8 +1,44 @@
 import type {} from "@fastify/websocket";
+import { ErrorCode } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 import type { UnitLease } from "../../node/unit-node.js";
+import { ApiError } from "../errors.js";
 import { firstCall } from "./lease.js";
+
+/**
+ * Issue #20 part 5: the most websockets to its agent one unit may have open at once (attached exec
+ * sessions, file and port watches; TCP tunnels have their own cap, tunnels/count.ts). Each holds a
+ * socket on the host, one in the unit and keeps the unit awake.
+ */
+export const MAX_WEBSOCKETS_PER_UNIT = 128;
+const openPerUnit = new Map<string, number>();
+
+/** Counts one more agent websocket of the unit, or refuses (429) at the cap; returns its release. */
+function reserveWebsocket(unit: { id: string; name: string }): () => void {
+  const n = openPerUnit.get(unit.id) ?? 0;
+  if (n >= MAX_WEBSOCKETS_PER_UNIT) {
+    throw new ApiError(
+      429,
+      ErrorCode.WebsocketLimit,
+      `unit '${unit.name}' has ${MAX_WEBSOCKETS_PER_UNIT} open websockets (exec sessions, watches), the most one unit may have; close one first`,
+    );
+  }
+  openPerUnit.set(unit.id, n + 1);
+  let given = false;
+  return () => {
+    if (given) return;
+    given = true;
+    const left = (openPerUnit.get(unit.id) ?? 1) - 1;
+    if (left <= 0) openPerUnit.delete(unit.id);
+    else openPerUnit.set(unit.id, left);
+  };
+}
+
+/** The agent websockets the unit has open (tests). */
+export function openWebsockets(unitId: string): number {
+  return openPerUnit.get(unitId) ?? 0;
+}
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -100,7 +136,24 @@ export async function holdUnitWebsocket(req: FastifyRequest, lease: UnitLease, p
   holdAgentSocket(req, await leasedWebsocket(lease, path), () => lease.release());
 }
 
-/** The agent websocket at `path`; a failure to open it releases the lease. */
-export function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
-  return firstCall(lease, () => lease.agent.websocket(path));
+/**
+ * The agent websocket at `path`, counted against the unit's cap until it closes; a failure to open
+ * it (or a unit at its cap) releases the lease.
+ */
+export async function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
+  let release: () => void;
+  try {
+    release = reserveWebsocket(lease.unit);
+  } catch (err) {
+    lease.release();
+    throw err;
+  }
+  try {
+    const ws = await firstCall(lease, () => lease.agent.websocket(path));
+    ws.once("close", release);
+    return ws;
+  } catch (err) {
+    release();
+    throw err;
+  }
 }
