@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: a `ums serve` of their own on the shared test pool, timing and
 // percentiles. Benchmarks print; they never fail on slow figures.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,6 +31,22 @@ export async function timeIt(fn) {
   return performance.now() - t;
 }
 
+/** The stop() of every bench server still running; a Ctrl-C or kill of the benchmark runs them. */
+const toStop = new Set();
+function onSignal(stop) {
+  if (toStop.size === 0 && !onSignal.installed) {
+    onSignal.installed = true;
+    // Cleans up like the end of a run (benchmarks with handlers of their own call the same stop(),
+    // which runs once).
+    for (const sig of ["SIGINT", "SIGTERM"])
+      process.once(sig, () => {
+        process.stderr.write(`${sig}: deleting the units and stopping ums serve\n`);
+        void Promise.allSettled([...toStop].map((s) => s())).finally(() => process.exit(130));
+      });
+  }
+  toStop.add(stop);
+}
+
 /**
  * Starts `ums serve` on the shared test pool and image (built once, cached in
  * /var/tmp/ums-test-pool), with a subnet and data dir of its own. Returns the base URL, a token and
@@ -39,9 +55,7 @@ export async function timeIt(fn) {
 export async function startBenchServer({ org = "bench", env: extra = {} } = {}) {
   const { testImage } = await import("../packages/server/dist/runtime/image/test-image.js");
   const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
-  const { testServeEnv } = await import("../packages/server/dist/testing/host-cleanup.js");
-  const { removeFirewall } = await import("../packages/server/dist/runtime/network/firewall.js");
-  const { removeCgroups } = await import("../packages/server/dist/runtime/runc/cgroups.js");
+  const { testServeEnv, cleanupStoppedServer } = await import("../packages/server/dist/testing/host-cleanup.js");
   const image = await testImage({ onProgress: (p) => process.stderr.write(`image: ${p.message}\n`) });
   const dataDir = mkdtempSync(join(tmpdir(), "ums-bench-"));
   const subnet = await lockSubnet();
@@ -56,20 +70,48 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     UMS_LOG_LEVEL: "warn",
     ...extra,
   };
-  const token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();
-  execFileSync(UMS, ["org", "set-limits", org, "--max-units", "20000", "--running-limit", "50", "--warm-limit", "50"], {
-    env,
-  });
-  const child = spawn(UMS, ["serve"], { env, stdio: ["ignore", "ignore", "inherit"] });
+  let child;
+  // After the server has stopped (or never started): everything its units hold on the host (their
+  // containers, networks and disks: units outlive a stopped `ums serve`), its table and cgroups.
+  const release = async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGKILL");
+      await exited;
+    }
+    await cleanupStoppedServer(dataDir);
+    await subnet.unlock();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) break;
-    } catch {}
-    if (child.exitCode !== null || i > 300) throw new Error("ums serve did not start");
-    await new Promise((r) => setTimeout(r, 100));
+  let token;
+  try {
+    token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();
+    execFileSync(
+      UMS,
+      ["org", "set-limits", org, "--max-units", "20000", "--running-limit", "50", "--warm-limit", "50"],
+      {
+        env,
+      },
+    );
+    // Its own process group: a Ctrl-C in the terminal reaches the benchmark, whose stop() deletes the
+    // units first, and not the server (which, stopped first, would leave them running on the host).
+    child = spawn(UMS, ["serve"], { env, stdio: ["ignore", "ignore", "inherit"], detached: true });
+    for (let i = 0; ; i++) {
+      try {
+        if ((await fetch(`${url}/healthz`)).ok) break;
+      } catch {}
+      if (child.exitCode !== null || i > 300) throw new Error("ums serve did not start");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } catch (err) {
+    await release();
+    throw err;
   }
   const auth = { authorization: `Bearer ${token}` };
+  let stopping;
+  const stop = () => (stopping ??= stopOnce().finally(() => toStop.delete(stop)));
+  onSignal(stop);
   return {
     url,
     token,
@@ -77,27 +119,29 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     dataDir,
     pool: image.pool.path,
     pid: child.pid,
-    async stop() {
-      try {
-        let ct = "";
-        const names = [];
-        do {
-          const page = await (
-            await fetch(`${url}/v1/units?max_results=500${ct ? `&continuation_token=${ct}` : ""}`, { headers: auth })
-          ).json();
-          names.push(...page.sprites.map((u) => u.name));
-          ct = page.has_more ? page.next_continuation_token : "";
-        } while (ct);
-        for (const n of names) await fetch(`${url}/v1/units/${n}`, { method: "DELETE", headers: auth });
-      } finally {
-        child.kill("SIGTERM");
-        await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
-        const rid = readFileSync(join(dataDir, "runtime-id"), "utf8").trim();
-        await removeFirewall(rid);
-        await removeCgroups(rid);
-        await subnet.unlock();
-        rmSync(dataDir, { recursive: true, force: true });
-      }
-    },
+    stop,
   };
+  async function stopOnce() {
+    try {
+      let ct = "";
+      const names = [];
+      do {
+        const page = await (
+          await fetch(`${url}/v1/units?max_results=500${ct ? `&continuation_token=${ct}` : ""}`, { headers: auth })
+        ).json();
+        names.push(...page.sprites.map((u) => u.name));
+        ct = page.has_more ? page.next_continuation_token : "";
+      } while (ct);
+      for (const n of names) await fetch(`${url}/v1/units/${n}`, { method: "DELETE", headers: auth });
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGTERM");
+        const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
+        await exited;
+        clearTimeout(t);
+      }
+      await release();
+    }
+  }
 }

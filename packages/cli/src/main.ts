@@ -2,6 +2,7 @@
 import { API_VERSION } from "@ums/protocol/versions";
 import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
+import { auditCommand } from "./commands/audit.js";
 import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
 import { completionCommand } from "./commands/completion.js";
 import { execCommand } from "./commands/exec.js";
@@ -56,6 +57,7 @@ program.addCommand(serviceCommand());
 program.addCommand(urlCommand());
 program.addCommand(policyCommand());
 program.addCommand(proxyCommand());
+program.addCommand(auditCommand());
 program.addCommand(completionCommand(() => program));
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.

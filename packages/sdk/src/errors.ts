@@ -169,6 +169,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.UnitTimeout]: ServerError,
   [ErrorCode.AgentTimeout]: ServerError,
   [ErrorCode.TunnelLimit]: UmsError,
+  [ErrorCode.TokenExpired]: AuthenticationError,
   [ErrorCode.RateLimited]: UmsError,
   [ErrorCode.WebsocketLimit]: UmsError,
   [ErrorCode.TunnelRefused]: ServerError,

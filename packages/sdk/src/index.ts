@@ -53,7 +53,14 @@ export {
   type FileWriteOpts,
   HOME_DIR,
 } from "./files.js";
-export { type Organization, type OrganizationOpts, organization } from "./organization.js";
+export {
+  type AuditEvent,
+  type AuditLogOpts,
+  auditLog,
+  type Organization,
+  type OrganizationOpts,
+  organization,
+} from "./organization.js";
 export { type PageOf, paginate } from "./pagination.js";
 export { Policies } from "./policies.js";
 export { type ServiceLogsOpts, type ServiceStreamOpts, Services } from "./services.js";

@@ -5,6 +5,7 @@ import type { TokenRole } from "@ums/server/store";
 import { Command, Option } from "commander";
 import { UsageError } from "../errors.js";
 import { withDataDir, withStore } from "../options.js";
+import { parseSpan } from "../user/days.js";
 
 /** `ums token create|list|revoke`. Tokens are stored hashed; `create` prints the token once. */
 export function tokenCommand(): Command {
@@ -14,19 +15,30 @@ export function tokenCommand(): Command {
     .description("create a token (and its organization if new); prints only the token")
     .requiredOption("--org <slug>", "organization slug")
     .option("--name <name>", "a name to recognise the token by", "default")
+    .option("--expires-in <span>", "the token stops working after this long: 12h, 30d, 2w (default: never)")
     .addOption(
       new Option("--role <role>", "admin tokens pass url_settings.private_access=admins")
         .choices(["admin", "member"])
         .default("admin"),
     )
-    .action(async (opts: { org: string; name: string; role: TokenRole; dataDir?: string }) => {
+    .action(async (opts: { org: string; name: string; role: TokenRole; expiresIn?: string; dataDir?: string }) => {
       const problem = unitNameProblem(opts.org);
       if (problem) throw new UsageError(`--org '${opts.org}' ${problem}`);
       if (opts.name.length === 0 || opts.name.length > 100) throw new UsageError("--name must be 1-100 characters");
+      const span = opts.expiresIn === undefined ? undefined : parseSpan(opts.expiresIn);
+      if (opts.expiresIn !== undefined && span === undefined) {
+        throw new UsageError(`--expires-in '${opts.expiresIn}' is not a span like 12h, 30d or 2w`);
+      }
+      const expiresAt = span === undefined ? null : new Date(Date.now() + span).toISOString();
       const defaults = resolveConfig({}).orgDefaults;
       await withStore(opts, async (store) => {
         const org = await store.orgs.ensure(opts.org, defaults);
-        const { secret } = await mintToken(store.tokens, { orgId: org.id, name: opts.name, role: opts.role });
+        const { secret } = await mintToken(store.tokens, {
+          orgId: org.id,
+          name: opts.name,
+          role: opts.role,
+          expiresAt,
+        });
         process.stdout.write(`${secret}\n`);
       });
     });
@@ -54,6 +66,7 @@ export function tokenCommand(): Command {
                 created_at: t.createdAt,
                 last_used_at: t.lastUsedAt,
                 revoked_at: t.revokedAt,
+                expires_at: t.expiresAt,
               })
             : [
                 t.id,

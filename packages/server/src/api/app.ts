@@ -7,6 +7,8 @@ import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
+import { AuditRecorder } from "./audit/recorder.js";
+import { auditRoutes } from "./audit/routes.js";
 import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
 import { controlRoutes } from "./control/routes.js";
@@ -131,7 +133,11 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
     api.addHook("onRequest", bearerAuth(deps.store, deps.config.rateLimits));
+    const audit = new AuditRecorder(deps.store);
+    api.addHook("onResponse", audit.onResponse);
+    api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
+    auditRoutes(api, deps.store);
     if (deps.connectors) registerConnectorRoutes(api, deps.connectors);
     // Everything under a unit, once per dialect (api/dialect.ts).
     for (const dialect of DIALECTS) {

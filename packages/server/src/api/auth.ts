@@ -60,6 +60,17 @@ export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateL
     const found = await store.tokens.authenticate(hashToken(token));
     if (!found) throw unauthorized("token is not valid (unknown or revoked)", "invalid_token");
     const record = found.token;
+    if (record.expiresAt !== null && record.expiresAt <= new Date().toISOString()) {
+      throw new ApiError(
+        401,
+        ErrorCode.TokenExpired,
+        `token expired at ${record.expiresAt}; mint a new one`,
+        undefined,
+        {
+          "www-authenticate": `Bearer realm="ums", error="invalid_token", error_description="token expired"`,
+        },
+      );
+    }
     if (perToken && perOrg) {
       const tokenWait = perToken.take(record.id);
       if (tokenWait > 0) throw rateLimited("this token", perToken.limit, tokenWait);

@@ -11,6 +11,8 @@ export { toApiError } from "../errors/respond.js";
  */
 export function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const answer = errorAnswer(err);
+  const code = (answer.body as { code?: unknown }).code;
+  if (typeof code === "string") request.errorCode = code;
   if (answer.internal) request.log.error({ err }, "internal error");
   reply.headers(answer.headers);
   // Serialised here, not by the route's response schema: an error body must never fail to serialise.

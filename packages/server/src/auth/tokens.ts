@@ -49,7 +49,7 @@ export function newTokenId(): string {
  */
 export async function mintToken(
   tokens: Pick<TokenStore, "create">,
-  token: { orgId: string; name: string; role: TokenRole },
+  token: { orgId: string; name: string; role: TokenRole; expiresAt?: string | null },
 ): Promise<{ secret: string; record: TokenRecord }> {
   const secret = generateToken();
   const record = await tokens.create({

@@ -24,6 +24,22 @@ export interface TokenRecord {
   readonly createdAt: string;
   readonly lastUsedAt: string | null;
   readonly revokedAt: string | null;
+  /** When the token stops being accepted; null: never. */
+  readonly expiresAt: string | null;
+}
+
+/** Issue #20: one state-changing call, as the audit log keeps it. */
+export interface AuditEvent {
+  readonly id: string;
+  readonly at: string;
+  readonly orgId: string;
+  readonly tokenId: string | null;
+  readonly method: string;
+  readonly route: string;
+  readonly unit: string | null;
+  readonly status: number;
+  readonly code: string | null;
+  readonly ms: number;
 }
 
 export type UnitStatus = "cold" | "warm" | "running";

@@ -1,4 +1,5 @@
 import type {
+  AuditEvent,
   CheckpointRecord,
   ConnectorPatch,
   ConnectorRecord,
@@ -26,6 +27,7 @@ export interface Store {
   readonly checkpoints: CheckpointStore;
   readonly connectors: ConnectorStore;
   readonly oauthStates: OAuthStateStore;
+  readonly audit: AuditStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -48,6 +50,26 @@ export interface NewToken {
   /** SHA-256 of the token; the token itself is never stored. */
   readonly hash: string;
   readonly createdAt: string;
+  readonly expiresAt?: string | null;
+}
+
+export interface AuditQuery {
+  /** Events at or after this time (RFC 3339). */
+  readonly since?: string | undefined;
+  /** Events before this id (the previous page's last): newest first. */
+  readonly before?: string | undefined;
+  readonly unit?: string | undefined;
+  readonly tokenId?: string | undefined;
+  readonly limit: number;
+}
+
+/** Issue #20: the audit log of state-changing calls, per organization. */
+export interface AuditStore {
+  add(e: AuditEvent): Promise<void>;
+  /** The organization's events, newest first. */
+  list(orgId: string, q: AuditQuery): Promise<AuditEvent[]>;
+  /** Removes events before `at` (retention); returns how many. */
+  prune(at: string): Promise<number>;
 }
 
 export interface TokenStore {

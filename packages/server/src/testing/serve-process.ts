@@ -29,7 +29,12 @@ export async function spawnServe(base: string, env: NodeJS.ProcessEnv): Promise<
     try {
       if ((await fetch(`${base}/healthz`)).ok) return child;
     } catch {}
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`ums serve did not start: ${log}`);
+    if (child.exitCode !== null || Date.now() > deadline) {
+      // One that is still starting goes: left running, it would hold (and re-adopt) units after the
+      // test's cleanup, on the host until someone kills it.
+      await stopChild(child, "SIGKILL");
+      throw new Error(`ums serve did not start: ${log}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -53,6 +53,7 @@ describe("organization tokens over the API", () => {
       role: "member",
       created_at: undefined,
       last_used_at: (listed as { last_used_at?: string | null } | undefined)?.last_used_at,
+      expires_at: null,
     });
     const admin2 = await mint(admin, "acme", { role: "admin" });
     assert.equal(admin2.body.role, "admin");
@@ -64,7 +65,14 @@ describe("organization tokens over the API", () => {
     const r = await call(admin, "GET", "/v1/organizations/acme/tokens");
     assert.equal(r.status, 200);
     for (const t of r.body.tokens) {
-      assert.deepEqual(Object.keys(t).sort(), ["created_at", "description", "id", "last_used_at", "role"]);
+      assert.deepEqual(Object.keys(t).sort(), [
+        "created_at",
+        "description",
+        "expires_at",
+        "id",
+        "last_used_at",
+        "role",
+      ]);
     }
     for (const secret of [admin, member, ...minted]) assert.ok(!r.text.includes(secret), "a secret in the list");
   });

@@ -17,12 +17,12 @@ const tags = ["organization"];
  * The organization in the path must be the caller's (404 otherwise, whether or not it exists: one
  * organization learns nothing of another's), and the caller an admin token of it (403).
  */
-function requireAdmin(auth: AuthContext, org: string): void {
+export function requireAdmin(auth: AuthContext, org: string, what = "manages its tokens"): void {
   if (org !== auth.org.slug) {
     throw new ApiError(404, ErrorCode.OrganizationNotFound, "no such organization for this token");
   }
   if (auth.token.role !== "admin") {
-    throw new ApiError(403, ErrorCode.AdminRequired, "only an admin token of the organization manages its tokens");
+    throw new ApiError(403, ErrorCode.AdminRequired, `only an admin token of the organization ${what}`);
   }
 }
 
@@ -32,6 +32,7 @@ const view = (t: TokenRecord) => ({
   role: t.role,
   created_at: t.createdAt,
   last_used_at: t.lastUsedAt,
+  expires_at: t.expiresAt,
 });
 
 /**
@@ -54,10 +55,15 @@ export function tokenRoutes(app: ApiInstance, store: Store): void {
     },
     async (req, reply) => {
       requireAdmin(req.auth, req.params.org);
+      const expiresAt = req.body.expires_at === undefined ? null : new Date(req.body.expires_at);
+      if (expiresAt && !(expiresAt.getTime() > Date.now())) {
+        throw ApiError.validation([`body/expires_at '${req.body.expires_at}' must be a time in the future`]);
+      }
       const { secret, record: t } = await mintToken(store.tokens, {
         orgId: req.auth.org.id,
         name: req.body.description ?? "api",
         role: req.body.role ?? "member",
+        expiresAt: expiresAt?.toISOString() ?? null,
       });
       req.log.info({ tokenId: t.id, role: t.role, by: req.auth.token.id }, "token created");
       const { last_used_at: _, ...shown } = view(t);

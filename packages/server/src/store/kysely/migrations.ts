@@ -151,6 +151,27 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0008_token_expiry_audit": {
+    async up(db: Kysely<unknown>) {
+      // Issue #20 part 6: tokens may expire; every state-changing call is in an audit log.
+      await db.schema.alterTable("tokens").addColumn("expires_at", "text").execute();
+      await db.schema
+        .createTable("audit_events")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("at", "text", (c) => c.notNull())
+        .addColumn("org_id", "text", (c) => c.notNull())
+        .addColumn("token_id", "text")
+        .addColumn("method", "text", (c) => c.notNull())
+        .addColumn("route", "text", (c) => c.notNull())
+        .addColumn("unit", "text")
+        .addColumn("status", "integer", (c) => c.notNull())
+        .addColumn("code", "text")
+        .addColumn("ms", "integer", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("audit_events_org_id").on("audit_events").columns(["org_id", "id"]).execute();
+      await db.schema.createIndex("audit_events_at").on("audit_events").column("at").execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

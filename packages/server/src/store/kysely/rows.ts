@@ -33,6 +33,7 @@ export function tokenFromRow(r: TokensTable & { org_slug: string }): TokenRecord
     createdAt: r.created_at,
     lastUsedAt: r.last_used_at,
     revokedAt: r.revoked_at,
+    expiresAt: r.expires_at ?? null,
   });
 }
 

@@ -18,6 +18,23 @@ export interface TokensTable {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  expires_at: string | null;
+}
+
+/** Issue #20: one state-changing call (who, what, when, outcome); never a body, query or secret. */
+export interface AuditEventsTable {
+  /** `aud_` + a time-ordered id: later events sort after earlier ones. */
+  id: string;
+  at: string;
+  org_id: string;
+  token_id: string | null;
+  method: string;
+  /** The route's pattern (`/v1/units/:name/exec`), never the URL with its query. */
+  route: string;
+  unit: string | null;
+  status: number;
+  code: string | null;
+  ms: number;
 }
 
 export interface UnitsTable {
@@ -94,4 +111,5 @@ export interface Database {
   checkpoints: CheckpointsTable;
   connectors: ConnectorsTable;
   oauth_states: OAuthStatesTable;
+  audit_events: AuditEventsTable;
 }

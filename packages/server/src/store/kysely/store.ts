@@ -3,6 +3,7 @@ import type { Kysely } from "kysely";
 import type { NewUnit, OrgLimits, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
 import type { CheckpointStore, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
 import { UnitExistsError, UnitLimitError } from "../store.js";
+import { auditStore } from "./audit.js";
 import { connectorStore } from "./connectors.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
@@ -20,6 +21,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     checkpoints: checkpointStore(db),
     connectors: connectorStore(db),
     oauthStates: oauthStateStore(db),
+    audit: auditStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
@@ -79,7 +81,15 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
     async create(t: NewToken) {
       await db
         .insertInto("tokens")
-        .values({ id: t.id, org_id: t.orgId, name: t.name, role: t.role, token_hash: t.hash, created_at: t.createdAt })
+        .values({
+          id: t.id,
+          org_id: t.orgId,
+          name: t.name,
+          role: t.role,
+          token_hash: t.hash,
+          created_at: t.createdAt,
+          expires_at: t.expiresAt ?? null,
+        })
         .execute();
       const row = await withOrg().where("tokens.id", "=", t.id).executeTakeFirstOrThrow();
       return tokenFromRow(row);
