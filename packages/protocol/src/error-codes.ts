@@ -11,6 +11,8 @@ export const ErrorCode = {
   BadJson: "UMS_BAD_JSON",
   /** 401: no bearer token, or one that is unknown or revoked. */
   Unauthorized: "UMS_UNAUTHORIZED",
+  /** 408: the request's body stalled (nothing arrived for too long while the server waited for it). */
+  RequestTimeout: "UMS_REQUEST_TIMEOUT",
   /** 401: the token had an expiry and it has passed; mint a new one. */
   TokenExpired: "UMS_TOKEN_EXPIRED",
   /** 403: the organization's limit forbids the operation. */

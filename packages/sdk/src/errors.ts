@@ -170,6 +170,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.AgentTimeout]: ServerError,
   [ErrorCode.TunnelLimit]: UmsError,
   [ErrorCode.TokenExpired]: AuthenticationError,
+  [ErrorCode.RequestTimeout]: TimeoutError,
   [ErrorCode.RateLimited]: UmsError,
   [ErrorCode.WebsocketLimit]: UmsError,
   [ErrorCode.TunnelRefused]: ServerError,

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
 import { DEFAULT_AGENT_TIMEOUTS } from "./agent/deadline.js";
 import { parseRateLimit, type RateLimit } from "./api/rate-limit/token-bucket.js";
+import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from "./http/limits.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {
@@ -51,6 +52,8 @@ export interface ServerConfig {
    * either gets 429 with Retry-After.
    */
   readonly rateLimits: { readonly token: RateLimit; readonly org: RateLimit };
+  /** How long a request head may take, and how long a body may stall (http/limits.ts). */
+  readonly connectionLimits: ConnectionLimits;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
 }
@@ -79,6 +82,8 @@ export interface ConfigInput {
   agentAnswerTimeout?: string | undefined;
   rateLimitToken?: string | undefined;
   rateLimitOrg?: string | undefined;
+  headersTimeout?: string | undefined;
+  bodyIdleTimeout?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -118,6 +123,14 @@ function agentTimeout(flag: string, text: string | undefined, dflt: number): num
   if (text === undefined || text === "") return dflt;
   const ms = duration(flag, text);
   if (ms < 100 || ms > 600_000) throw new ConfigError(`--${flag} '${text}' must be from 100ms to 10m`);
+  return ms;
+}
+
+/** A duration from 1 s to 1 h: how long a client may take (http/limits.ts). */
+function limitTimeout(flag: string, text: string | undefined, dflt: number): number {
+  if (text === undefined || text === "") return dflt;
+  const ms = duration(flag, text);
+  if (ms < 1_000 || ms > 3_600_000) throw new ConfigError(`--${flag} '${text}' must be from 1s to 1h`);
   return ms;
 }
 
@@ -267,6 +280,18 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
         input.rateLimitToken ?? env.UMS_RATE_LIMIT_TOKEN ?? DEFAULT_RATE_LIMIT_TOKEN,
       ),
       org: rateLimit("rate-limit-org", input.rateLimitOrg ?? env.UMS_RATE_LIMIT_ORG ?? DEFAULT_RATE_LIMIT_ORG),
+    }),
+    connectionLimits: Object.freeze({
+      headersTimeoutMs: limitTimeout(
+        "headers-timeout",
+        input.headersTimeout ?? env.UMS_HEADERS_TIMEOUT,
+        DEFAULT_CONNECTION_LIMITS.headersTimeoutMs,
+      ),
+      bodyIdleMs: limitTimeout(
+        "body-idle-timeout",
+        input.bodyIdleTimeout ?? env.UMS_BODY_IDLE_TIMEOUT,
+        DEFAULT_CONNECTION_LIMITS.bodyIdleMs,
+      ),
     }),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
   });

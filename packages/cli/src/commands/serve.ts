@@ -73,6 +73,14 @@ export function serveCommand(): Command {
       "requests an organization's tokens may send together (env UMS_RATE_LIMIT_ORG, default 200/s)",
     )
     .option(
+      "--headers-timeout <duration>",
+      "how long a request's head may take to arrive (env UMS_HEADERS_TIMEOUT, default 20s)",
+    )
+    .option(
+      "--body-idle-timeout <duration>",
+      "a request body from which nothing arrives for this long is answered 408 (env UMS_BODY_IDLE_TIMEOUT, default 60s)",
+    )
+    .option(
       "--log-format <format>",
       "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
     )
@@ -100,6 +108,8 @@ export function serveCommand(): Command {
         agentAnswerTimeout?: string;
         rateLimitToken?: string;
         rateLimitOrg?: string;
+        headersTimeout?: string;
+        bodyIdleTimeout?: string;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts

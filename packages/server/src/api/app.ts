@@ -5,6 +5,7 @@ import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController, type RouteOptions } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
+import { KEEP_ALIVE_MS, limitServer, serverOptions, watchBody } from "../http/limits.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { AuditRecorder } from "./audit/recorder.js";
@@ -71,12 +72,20 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     // One log line per request, written by the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
+    // Issue #20 part 3: what a slow client may hold (http/limits.ts, docs/SECURITY.md).
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    requestTimeout: 0,
+    http: serverOptions(deps.config.connectionLimits) as object,
     routerOptions: { maxParamLength: 512, ignoreTrailingSlash: true },
     // Host routing before anything else (spec 4.1): a request for a unit's URL,
     // `<name>-<random>.<unit_host>`, only ever reaches the unit URL route, never the API.
     rewriteUrl: (req) => byHost(req) ?? unitRootUrl(req.url ?? "/"),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  limitServer(app.server, deps.config.connectionLimits);
+  app.addHook("onRequest", async (req, reply) =>
+    watchBody(req.raw, reply.raw, deps.config.connectionLimits.bodyIdleMs),
+  );
   app.setValidatorCompiler(validatorCompiler);
   // The API speaks JSON only (fastify also parses text/plain by default).
   app.removeContentTypeParser("text/plain");

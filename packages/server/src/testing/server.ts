@@ -63,6 +63,9 @@ export interface TestServerOpts {
   /** Rate limits per token and per organization (`100/s`, `off`, …); default: the server's defaults. */
   rateLimitToken?: string;
   rateLimitOrg?: string;
+  /** How long a request head may take, and a body stall (`2s`, …); default: the server's. */
+  headersTimeout?: string;
+  bodyIdleTimeout?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -106,6 +109,8 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       connectorsConfig: overrides.connectorsConfig,
       rateLimitToken: overrides.rateLimitToken,
       rateLimitOrg: overrides.rateLimitOrg,
+      headersTimeout: overrides.headersTimeout,
+      bodyIdleTimeout: overrides.bodyIdleTimeout,
     },
     {},
   );

@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
@@ -97,12 +98,8 @@ export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => 
     finish();
     return;
   }
-  agent.on("message", (data, isBinary) => {
-    if (client.readyState === client.OPEN) client.send(data, { binary: isBinary });
-  });
-  client.on("message", (data, isBinary) => {
-    if (agent.readyState === agent.OPEN) agent.send(data, { binary: isBinary });
-  });
+  forward(agent, client);
+  forward(client, agent);
   agent.on("close", (code, reason) => {
     if (client.readyState === client.OPEN) client.close(validCode(code), reason);
     finish();
@@ -113,6 +110,32 @@ export function joinWebsockets(client: WebSocket, agent: WebSocket, done: () => 
   });
   agent.resume();
 }
+
+/**
+ * What one side sends is sent on to the other, message for message; when the other does not read
+ * (its socket's send buffer over {@link HIGH_WATER_BYTES}), the sending side is paused until that
+ * buffer drains, so a client that never reads holds the unit's output back in the unit (TCP
+ * backpressure), never in ums serve's memory (issue #20 part 3).
+ */
+function forward(from: WebSocket, to: WebSocket): void {
+  from.on("message", (data, isBinary) => {
+    if (to.readyState !== to.OPEN) return;
+    to.send(data, { binary: isBinary });
+    if (to.bufferedAmount > HIGH_WATER_BYTES && !from.isPaused) {
+      from.pause();
+      const socket = (to as unknown as { _socket?: Socket })._socket;
+      const resume = () => {
+        if (to.readyState !== to.OPEN) return;
+        if (to.bufferedAmount > HIGH_WATER_BYTES && socket && !socket.destroyed) socket.once("drain", resume);
+        else from.resume();
+      };
+      if (socket && !socket.destroyed) socket.once("drain", resume);
+    }
+  });
+}
+
+/** Bytes a websocket may have waiting to be sent before what feeds it is paused. */
+export const HIGH_WATER_BYTES = 1 << 20;
 
 /** Codes a peer may send (RFC 6455 §7.4); 1005/1006 are only reported, never sent. */
 function validCode(code: number): number {
