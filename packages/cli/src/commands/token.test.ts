@@ -70,6 +70,7 @@ describe("ums token", { concurrency: 4 }, () => {
       assert.match(r.id, /^tok_[0-9a-z]{16}$/);
       assert.deepEqual(Object.keys(r).sort(), [
         "created_at",
+        "expires_at",
         "id",
         "last_used_at",
         "name",
