@@ -2,10 +2,13 @@
 // host has. main.ts imports this module only for them (or for help), so user commands start fast.
 
 export { ConfigError } from "@ums/server/config";
+export { doctorCommand } from "./commands/doctor.js";
 export { imageCommand } from "./commands/image.js";
+export { installCommand } from "./commands/install.js";
 export { keysCommand } from "./commands/keys.js";
 export { orgCommand } from "./commands/org.js";
 export { serveCommand } from "./commands/serve.js";
 export { tokenCommand } from "./commands/token.js";
+export { uninstallCommand } from "./commands/uninstall.js";
 
-export const ADMIN_COMMANDS = ["serve", "token", "org", "image", "keys"] as const;
+export const ADMIN_COMMANDS = ["serve", "token", "org", "image", "keys", "doctor", "install", "uninstall"] as const;

@@ -23,7 +23,7 @@ const program = new Command("ums")
 
 // The host-admin commands load @ums/server (host-only, slow to load): only when the line names one,
 // or asks for help, so that `ums exec` on a laptop starts fast and needs only the SDK.
-const ADMIN = ["serve", "token", "org", "image", "keys", "help", "completion"];
+const ADMIN = ["serve", "token", "org", "image", "keys", "doctor", "install", "uninstall", "help", "completion"];
 const first = process.argv.slice(2).find((a) => !a.startsWith("-"));
 const admin = first === undefined || ADMIN.includes(first) ? await import("./admin.js") : undefined;
 if (admin) {
@@ -32,6 +32,9 @@ if (admin) {
   program.addCommand(admin.orgCommand());
   program.addCommand(admin.imageCommand());
   program.addCommand(admin.keysCommand());
+  program.addCommand(admin.doctorCommand());
+  program.addCommand(admin.installCommand());
+  program.addCommand(admin.uninstallCommand());
 }
 program.addCommand(loginCommand());
 program.addCommand(logoutCommand());

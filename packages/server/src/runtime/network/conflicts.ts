@@ -75,10 +75,12 @@ export function subnetConflicts(rid: string, subnet: Subnet, host: HostNetwork):
     const what = [r.type && r.type !== "unicast" ? r.type : "", r.dst, r.dev ? `dev ${r.dev}` : ""]
       .filter(Boolean)
       .join(" ");
-    const owner = /^u([0-9a-f]{4})\d+$/.exec(r.dev ?? "")?.[1];
+    const owner =
+      /^u([0-9a-f]{4})\d+$/.exec(r.dev ?? "")?.[1] ??
+      (r.type === "unreachable" ? others.find((t) => t.subnet === r.dst)?.rid : undefined);
     out.push(
       owner
-        ? `the route ${what} belongs to a unit of another ums server (runtime id ${owner}) and overlaps the unit subnet ${cidr}; give this server another --unit-subnet`
+        ? `the route ${what} belongs to another ums server (runtime id ${owner}) and overlaps the unit subnet ${cidr}; give this server another --unit-subnet`
         : `the route ${what} on this host overlaps the unit subnet ${cidr}; give this server a --unit-subnet no route of the host covers`,
     );
   }

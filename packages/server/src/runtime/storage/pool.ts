@@ -64,7 +64,7 @@ export async function loopDevicesFor(file: string): Promise<string[]> {
     .filter(Boolean);
 }
 
-function poolPaths(dataDir: string) {
+export function poolPaths(dataDir: string) {
   const path = join(dataDir, "pool");
   return { path, imagesDir: join(path, "images"), unitsDir: join(path, "units"), file: join(dataDir, "pool.img") };
 }
