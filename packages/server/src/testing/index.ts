@@ -4,4 +4,5 @@ export { type FakeInternet, startFakeInternet } from "./fake-internet.js";
 export { freePort } from "./free-port.js";
 export { cleanupStoppedServer, deleteUnitDisk, removeServerHostResources, testServeEnv } from "./host-cleanup.js";
 export { lockSubnet, TEST_NETWORK_ENV } from "./runtime.js";
+export { prepareServe, type ServeProcess, UMS_BIN } from "./serve-process.js";
 export { startTestServer } from "./server.js";
