@@ -8,6 +8,7 @@ import { completionCommand } from "./commands/completion.js";
 import { execCommand } from "./commands/exec.js";
 import { cpCommand, lsCommand, rmCommand } from "./commands/files.js";
 import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
+import { mcpCommand } from "./commands/mcp.js";
 import { policyCommand } from "./commands/policy.js";
 import { proxyCommand } from "./commands/proxy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
@@ -60,6 +61,7 @@ program.addCommand(serviceCommand());
 program.addCommand(urlCommand());
 program.addCommand(policyCommand());
 program.addCommand(proxyCommand());
+program.addCommand(mcpCommand());
 program.addCommand(auditCommand());
 program.addCommand(completionCommand(() => program));
 

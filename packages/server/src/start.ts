@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
 import { buildApp } from "./api/app.js";
 import type { ApiInstance } from "./api/instance.js";
+import type { McpHandler } from "./api/mcp/routes.js";
 import { unitUrl } from "./api/units/present.js";
 import type { ServerConfig } from "./config.js";
 import { type Connectors, openConnectors } from "./connectors/index.js";
@@ -51,6 +52,8 @@ export interface StartOpts {
   sweepMs?: number;
   /** Aborts a start that is still building the base image (SIGTERM during the first start). */
   signal?: AbortSignal;
+  /** The MCP endpoint's handler (`/v1/mcp`, api/mcp/routes.ts), given by `ums serve`. */
+  mcp?: McpHandler;
 }
 
 /**
@@ -96,7 +99,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     });
     const gatewayPort = await connectors.listen();
     await node.runtime.allowGatewayPort?.(gatewayPort);
-    app = await buildApp({ store, config, logger: logger as FastifyBaseLogger, node, connectors });
+    app = await buildApp({
+      store,
+      config,
+      logger: logger as FastifyBaseLogger,
+      node,
+      connectors,
+      ...(opts.mcp && { mcp: opts.mcp }),
+    });
     // The files this start made (runtime id, keys, locks) are root's alone too.
     await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });

@@ -138,7 +138,8 @@ export function serveCommand(): Command {
         installLastResort(logger);
         let server: Awaited<ReturnType<typeof startServer>>;
         try {
-          server = await startServer(config, { logger, signal: starting.signal });
+          const { handleMcpHttp } = await import("@ums/mcp");
+          server = await startServer(config, { logger, signal: starting.signal, mcp: handleMcpHttp });
         } catch (err) {
           if (!signalled) throw err;
           logger.info({ signal: signalled }, "stopped while starting");

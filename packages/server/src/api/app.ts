@@ -18,6 +18,7 @@ import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
 import { fsRoutes } from "./fs/routes.js";
 import type { ApiInstance } from "./instance.js";
+import { type McpHandler, mcpRoutes } from "./mcp/routes.js";
 import { organizationRoutes } from "./organization/routes.js";
 import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
@@ -40,6 +41,13 @@ export function redactQuery(url: string): string {
   return url.replace(/([?&](?:code|state|api_key|access_token|token|key|env|cmd)=)[^&]*/gi, "$1[redacted]");
 }
 
+/** How the server reaches itself: its listen address, or loopback when it listens on every address. */
+function loopbackHost(listenHost: string): string {
+  if (listenHost === "0.0.0.0" || listenHost === "") return "127.0.0.1";
+  if (listenHost === "::") return "[::1]";
+  return listenHost.includes(":") ? `[${listenHost}]` : listenHost;
+}
+
 /** The port the server listens on (the config may say 0: any free port). */
 export function listenPort(app: ApiInstance, config: ServerConfig): number {
   const address = app.server.address();
@@ -54,6 +62,8 @@ export interface AppDeps {
   readonly node: UnitNode;
   /** Connectors and OAuth (spec 4.8); the gateway itself listens on its own port. */
   readonly connectors?: Connectors;
+  /** The MCP endpoint's handler (issue #13), given by `ums serve`; without it /v1/mcp is a 404. */
+  readonly mcp?: McpHandler;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -147,6 +157,12 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
     auditRoutes(api, deps.store);
+    if (deps.mcp) {
+      mcpRoutes(api, deps.mcp, () => {
+        port ||= listenPort(app, deps.config);
+        return `http://${loopbackHost(deps.config.listenHost)}:${port}`;
+      });
+    }
     if (deps.connectors) registerConnectorRoutes(api, deps.connectors);
     // Everything under a unit, once per dialect (api/dialect.ts).
     for (const dialect of DIALECTS) {

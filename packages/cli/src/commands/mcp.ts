@@ -1,0 +1,21 @@
+// `ums mcp`: the MCP server on stdio (issue #13 part 2), for an agent host on this machine. Its
+// tools act with the current context's token (ums login), or UMS_URL / UMS_TOKEN.
+
+import { serveStdio } from "@ums/mcp";
+import { Command } from "commander";
+import { resolveConnection } from "../user/connect.js";
+import { examples, withContext } from "../user/options.js";
+
+export function mcpCommand(): Command {
+  const cmd = withContext(new Command("mcp"))
+    .description("run the MCP server on stdin/stdout: units as tools for an AI agent")
+    .action(async (_opts: unknown, self: Command) => {
+      const { client } = await resolveConnection(self);
+      await serveStdio(client);
+      process.exit(0);
+    });
+  return examples(cmd, [
+    "ums mcp                       # as the agent host's command",
+    'claude mcp add ums -- ums mcp  # or in an MCP config: {"command": "ums", "args": ["mcp"]}',
+  ]);
+}
