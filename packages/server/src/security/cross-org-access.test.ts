@@ -128,6 +128,7 @@ describe("cross-organization access on every route", { timeout: 15 * 60_000 }, (
       ["GET", "/v1/organizations/beta/tokens", undefined],
       ["DELETE", `/v1/organizations/beta/tokens/${bTokenId}`, undefined],
       ["DELETE", `/v1/organizations/alpha/tokens/${bTokenId}`, undefined],
+      ["GET", "/v1/organizations/beta/audit", undefined],
     ] as const) {
       const r = await call(x.tA, m, p, json === undefined ? {} : { json });
       assert.equal(r.status, 404, `${m} ${p}: ${r.text}`);

@@ -125,6 +125,7 @@ export const ORG_LEVEL = new Set([
   "POST /v1/organizations/{org}/tokens",
   "GET /v1/organizations/{org}/tokens",
   "DELETE /v1/organizations/{org}/tokens/{id}",
+  "GET /v1/organizations/{org}/audit",
 ]);
 
 /** The concrete path of an OpenAPI path for a target. */
