@@ -12,7 +12,7 @@ describe("chaos: kill -9 of ums serve, of units' agents and PID 1s, under the so
     const seed = Number(process.env.UMS_CHAOS_SEED) || newSeed();
     const minutes = Number(process.env.UMS_CHAOS_MINUTES) || 2;
     console.log(
-      `chaos seed ${seed} (replay: node bench/soak.mjs --chaos --seed ${seed} --minutes ${minutes} --units 5)`,
+      `chaos seed ${seed} (replay: node bench/soak.mjs --chaos --seed ${seed} --minutes ${minutes} --units 5 --kill-gap 12,25 --verify-every 3600)`,
     );
     const report = await runSoak({ seed, minutes, units: 5, chaos: true, killGap: [12, 25], verifyEvery: 3600 });
     const text = formatReport(report);

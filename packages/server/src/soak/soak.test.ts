@@ -10,7 +10,9 @@ describe("soak: a seeded random workload with its invariants checked", () => {
   it("runs without a violation and leaves nothing on the host", async () => {
     const seed = Number(process.env.UMS_SOAK_SEED) || newSeed();
     const minutes = Number(process.env.UMS_SOAK_MINUTES) || 3;
-    console.log(`soak seed ${seed} (replay: node bench/soak.mjs --seed ${seed} --minutes ${minutes} --units 6)`);
+    console.log(
+      `soak seed ${seed} (replay: node bench/soak.mjs --seed ${seed} --minutes ${minutes} --units 6 --verify-every 45)`,
+    );
     const report = await runSoak({ seed, minutes, units: 6, verifyEvery: 45 });
     const text = formatReport(report);
     console.log(text);
