@@ -542,26 +542,35 @@ export class Workload {
   }
 
   private async service(kind: "svc.put" | "svc.restart" | "svc.crash" | "svc.delete", u: UnitModel): Promise<void> {
-    await this.op(kind, [u], async () => {
-      const have = [...(await this.services(u))].filter((s) => s !== "web");
-      const svc = kind === "svc.put" ? `sv${this.rng.int(1, 3)}` : this.rng.pick(have);
-      if (!svc) throw new Skip();
-      const path = `/v1/units/${u.name}/services/${svc}`;
-      if (kind === "svc.put") {
-        u.services = undefined;
-        await this.ok(await this.call("PUT", path, { cmd: "sleep", args: ["1000"], needs: [] }), 200);
-        u.services = new Set([...(await this.services(u)), svc]);
-      } else if (kind === "svc.restart") await this.ndjson(await this.call("POST", `${path}/restart?duration=0`));
-      else if (kind === "svc.crash")
-        await this.ok(
-          await this.call("POST", `/v1/units/${u.name}/services/signal`, { name: svc, signal: "KILL" }),
-          200,
-        );
-      else {
-        u.services = undefined;
-        await this.ok(await this.call("DELETE", path), 204);
-      }
-    });
+    // A signal to a service that is not running at that moment (between a crash and its restart,
+    // or before it started on a unit that was just woken) is a documented 409 (spec 2.7).
+    const notRunning = (e: Refused) =>
+      kind === "svc.crash" && e.status === 409 && e.code === ErrorCode.ServiceNotRunning;
+    await this.op(
+      kind,
+      [u],
+      async () => {
+        const have = [...(await this.services(u))].filter((s) => s !== "web");
+        const svc = kind === "svc.put" ? `sv${this.rng.int(1, 3)}` : this.rng.pick(have);
+        if (!svc) throw new Skip();
+        const path = `/v1/units/${u.name}/services/${svc}`;
+        if (kind === "svc.put") {
+          u.services = undefined;
+          await this.ok(await this.call("PUT", path, { cmd: "sleep", args: ["1000"], needs: [] }), 200);
+          u.services = new Set([...(await this.services(u)), svc]);
+        } else if (kind === "svc.restart") await this.ndjson(await this.call("POST", `${path}/restart?duration=0`));
+        else if (kind === "svc.crash")
+          await this.ok(
+            await this.call("POST", `/v1/units/${u.name}/services/signal`, { name: svc, signal: "KILL" }),
+            200,
+          );
+        else {
+          u.services = undefined;
+          await this.ok(await this.call("DELETE", path), 204);
+        }
+      },
+      notRunning,
+    );
   }
 
   private async checkpoint(u: UnitModel): Promise<void> {
