@@ -200,8 +200,8 @@ function gatewayPort(raw: string | number): number {
 
 export const DEFAULT_GATEWAY_PORT = 7071;
 /** Per token and per organization: far above what a person or an agent loop sends, low enough to stop a runaway client. */
-export const DEFAULT_RATE_LIMIT_TOKEN = "100/s";
-export const DEFAULT_RATE_LIMIT_ORG = "200/s";
+export const DEFAULT_RATE_LIMIT_TOKEN = "500/s";
+export const DEFAULT_RATE_LIMIT_ORG = "1000/s";
 
 function rateLimit(flag: string, text: string): RateLimit {
   const limit = parseRateLimit(text);

@@ -66,11 +66,11 @@ export function serveCommand(): Command {
     )
     .option(
       "--rate-limit-token <rate>",
-      "requests a token may send: N per second (N/s), N/m per minute, or off; bursts of 10 s worth (env UMS_RATE_LIMIT_TOKEN, default 100/s)",
+      "requests a token may send: N per second (N/s), N/m per minute, or off; bursts of 10 s worth (env UMS_RATE_LIMIT_TOKEN, default 500/s)",
     )
     .option(
       "--rate-limit-org <rate>",
-      "requests an organization's tokens may send together (env UMS_RATE_LIMIT_ORG, default 200/s)",
+      "requests an organization's tokens may send together (env UMS_RATE_LIMIT_ORG, default 1000/s)",
     )
     .option(
       "--headers-timeout <duration>",

@@ -77,7 +77,7 @@ function exited(child: ChildProcess): Promise<{ code: number | null; signal: Nod
 export async function ums(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}) {
   const child = spawnUms(args, opts);
   const out = collect(child);
-  const timer = setTimeout(() => killChild(child), opts.timeoutMs ?? 15_000);
+  const timer = setTimeout(() => killChild(child), opts.timeoutMs ?? 30_000);
   const { code, signal } = await exited(child);
   clearTimeout(timer);
   return { code, signal, stdout: out.stdout(), stderr: out.stderr() } satisfies RunResult;

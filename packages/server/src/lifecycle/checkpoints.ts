@@ -35,7 +35,10 @@ export class CheckpointWork {
 
   /** A checkpoint of the unit's files (and the policies in force), taken live: frozen only for the snapshot. */
   checkpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
-    return this.table.mutex.run(unit.id, () => this.take(unit, comment, progress));
+    return this.table.mutex.run(unit.id, () => {
+      this.table.assertNotDeleted(unit);
+      return this.take(unit, comment, progress);
+    });
   }
 
   private async take(
@@ -80,6 +83,7 @@ export class CheckpointWork {
     progress: (msg: string) => void,
   ): Promise<CheckpointRecord> {
     return this.table.mutex.run(unit.id, async () => {
+      this.table.assertNotDeleted(unit);
       const t = this.table.get(unit.id);
       if (t) t.changing = true;
       let backup: CheckpointResult;
@@ -117,14 +121,26 @@ export class CheckpointWork {
     });
   }
 
-  /** Gives a new unit a copy of another unit's checkpoint as its disk (fork). */
+  /**
+   * Gives a new unit a copy of another unit's checkpoint as its disk (fork), under both units'
+   * locks: a delete of the new unit waits for the copy and then removes it. The new unit is locked
+   * first; that cannot deadlock, since while it is held it does not run, so no wake of another
+   * unit (makeRoom) ever waits for it while holding the source.
+   */
   fork(source: UnitRecord, cp: CheckpointRecord, unit: UnitRecord): Promise<void> {
-    return this.table.mutex.run(source.id, () => this.runtime.forkDisk(source.id, cp.id, unit.id));
+    return this.table.mutex.run(unit.id, () => {
+      this.table.assertNotDeleted(unit);
+      return this.table.mutex.run(source.id, async () => {
+        this.table.assertNotDeleted(source);
+        await this.runtime.forkDisk(source.id, cp.id, unit.id);
+      });
+    });
   }
 
   /** Deletes a checkpoint that is not the unit's active one (checked under the lock: no restore can race it). */
   delete(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
     return this.table.mutex.run(unit.id, async () => {
+      this.table.assertNotDeleted(unit);
       const fresh = (await this.store.units.getById(unit.id)) ?? unit;
       if (fresh.activeCheckpoint === cp.id) throw new ActiveCheckpointError(unit.name, cp.id);
       // The row goes first: a crash before the snapshot is deleted leaves an orphan, removed at start.

@@ -9,3 +9,13 @@ export class ActiveCheckpointError extends Error {
     );
   }
 }
+
+/**
+ * The unit was deleted while this request held its (now stale) record: nothing of it may be made
+ * again on the host (a boot would take a fresh disk and leave it with no row). The API answers 404.
+ */
+export class UnitDeletedError extends Error {
+  constructor(readonly unitName: string) {
+    super(`unit '${unitName}' was deleted; create it again to use that name`);
+  }
+}

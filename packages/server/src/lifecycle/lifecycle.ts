@@ -5,14 +5,14 @@ import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { Activity } from "./activity.js";
 import { type CheckpointResult, CheckpointWork } from "./checkpoints.js";
-import { RunningLimitError } from "./errors.js";
+import { RunningLimitError, UnitDeletedError } from "./errors.js";
 import { type HealthResult, Liveness } from "./liveness.js";
 import { reconcile } from "./readopt.js";
 import { UnitTable } from "./unit-table.js";
 import { WorkQueue } from "./work-queue.js";
 
 export type { CheckpointResult };
-export { RunningLimitError };
+export { RunningLimitError, UnitDeletedError };
 
 export interface LifecycleConfig {
   /** Idle running units are paused (warm) after this long. */
@@ -34,6 +34,8 @@ export interface LifecycleHooks {
 }
 
 const ALIVE_FOR_MS = 1000;
+/** How long a deleted unit's id is remembered (UnitTable.pruneDeleted). */
+const DELETED_FOR_MS = 15 * 60_000;
 
 /**
  * The unit lifecycle on a host (spec 3.1, docs/ARCHITECTURE.md section 5): cold → running on
@@ -127,6 +129,9 @@ export class Lifecycle {
   }
 
   private async ensureRunning(org: OrgRecord, unit: UnitRecord): Promise<void> {
+    // A request that read the unit before a delete must not boot it again: the boot would make a
+    // fresh disk and a running container that no row knows of, left on the host for good.
+    this.table.assertNotDeleted(unit);
     let current = this.statusOf(unit.id);
     if (current === "running") {
       const usable = await this.liveness.usable(unit.id);
@@ -165,6 +170,11 @@ export class Lifecycle {
     await this.runtime.stop(unitId);
     await this.hooks.stopped(unitId);
     this.table.untrack(unitId);
+  }
+
+  /** Whether the unit is being deleted or was: its agent's calls fail for that, not for a fault. */
+  isDeleted(unitId: string): boolean {
+    return this.table.isGoing(unitId);
   }
 
   /** A request found the unit's agent gone: the next acquire checks (and reboots) it. */
@@ -241,6 +251,7 @@ export class Lifecycle {
     this.sweeping = true;
     try {
       const now = Date.now();
+      this.table.pruneDeleted(DELETED_FOR_MS, now);
       for (const [id, t] of this.table.entries()) {
         if (this.activity.isHeld(id)) continue;
         if (t.status === "running") {
@@ -276,16 +287,22 @@ export class Lifecycle {
    */
   create(unit: UnitRecord): void {
     void this.table.mutex
-      .run(unit.id, () => this.disks.run(() => this.runtime.create(unit.id)))
-      .catch((err) =>
-        this.log.error({ err, unitId: unit.id }, "creating the unit's disk failed; its first boot retries"),
-      );
+      .run(unit.id, async () => {
+        this.table.assertNotDeleted(unit);
+        await this.disks.run(() => this.runtime.create(unit.id));
+      })
+      .catch((err) => {
+        if (err instanceof UnitDeletedError) return; // deleted before its disk was made: nothing to make
+        this.log.error({ err, unitId: unit.id }, "creating the unit's disk failed; its first boot retries");
+      });
   }
 
   async destroy(unit: UnitRecord): Promise<void> {
     await this.table.mutex.run(unit.id, async () => {
-      await this.hooks.stopped(unit.id);
-      await this.runtime.destroy(unit.id);
+      await this.table.destroying(unit.id, async () => {
+        await this.hooks.stopped(unit.id);
+        await this.runtime.destroy(unit.id);
+      });
       this.table.untrack(unit.id);
       this.activity.forget(unit.id);
     });

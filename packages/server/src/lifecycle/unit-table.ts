@@ -2,6 +2,7 @@ import type { UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { KeyedMutex } from "../util/keyed-mutex.js";
 import { Activity } from "./activity.js";
+import { UnitDeletedError } from "./errors.js";
 
 /** What the lifecycle knows of a unit that runs or is warm (cold units are not tracked). */
 export interface Tracked {
@@ -29,6 +30,8 @@ export class UnitTable {
   /** One change of a unit at a time (boot, pause, stop, checkpoint, restore, destroy). */
   readonly mutex = new KeyedMutex();
   private readonly tracked = new Map<string, Tracked>();
+  /** Units destroyed (ms when): a request still holding one's record must not make it again. */
+  private readonly deleted = new Map<string, number>();
 
   constructor(private readonly store: Store) {}
 
@@ -56,6 +59,38 @@ export class UnitTable {
 
   untrack(unitId: string): void {
     this.tracked.delete(unitId);
+  }
+
+  /** Units being destroyed now (under their lock). */
+  private readonly deleting = new Set<string>();
+
+  /** Runs the destruction of a unit's host resources (under its lock); on success it is deleted. */
+  async destroying(unitId: string, destroy: () => Promise<void>): Promise<void> {
+    this.deleting.add(unitId);
+    try {
+      await destroy();
+      this.deleted.set(unitId, Date.now());
+    } finally {
+      this.deleting.delete(unitId);
+    }
+  }
+
+  /** Whether the unit is being destroyed or was (a failing call to its agent is then no fault of the unit). */
+  isGoing(unitId: string): boolean {
+    return this.deleting.has(unitId) || this.deleted.has(unitId);
+  }
+
+  /** Throws `UnitDeletedError` for a unit destroyed on this host (call it under the unit's lock). */
+  assertNotDeleted(unit: { id: string; name: string }): void {
+    if (this.deleted.has(unit.id)) throw new UnitDeletedError(unit.name);
+  }
+
+  /**
+   * Forgets deletions older than `ms`: by then no request still holds such a record (a request
+   * resolves its unit and asks for it within its own deadline, far shorter).
+   */
+  pruneDeleted(ms: number, now = Date.now()): void {
+    for (const [id, at] of this.deleted) if (now - at >= ms) this.deleted.delete(id);
   }
 
   markAlive(unitId: string): void {

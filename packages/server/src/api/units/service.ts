@@ -154,7 +154,14 @@ export class UnitService {
     try {
       await this.node.fork(source, cp, unit);
     } catch (err) {
-      await this.store.units.delete(org.id, unit.name);
+      // Whatever the host made of it (a part of the copy; a disk a request racing the fork booted)
+      // goes with its row. If that fails, the row stays: a unit the user sees and can delete,
+      // rather than a disk on the host that nothing points at.
+      const gone = await this.node.destroy(unit).then(
+        () => true,
+        () => false,
+      );
+      if (gone) await this.store.units.delete(org.id, unit.name);
       throw err;
     }
     return unit;

@@ -2,7 +2,7 @@ import type { UnitAgent } from "../../agent/client.js";
 import { agentClient } from "../../agent/client.js";
 import { AgentUnreachableError } from "../../agent/errors.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
-import { UnitUnavailableError } from "../errors.js";
+import { UnitDeletedError, UnitUnavailableError } from "../errors.js";
 import type { UnitLease } from "../unit-node.js";
 import type { LocalNode } from "./local-node.js";
 
@@ -43,6 +43,8 @@ export class LocalLease implements UnitLease {
       return await call();
     } catch (err) {
       if (!(err instanceof AgentUnreachableError)) throw err;
+      // The unit was deleted under this request: say so (404), not that the unit failed (502).
+      if (this.node.lifecycle.isDeleted(this.unit.id)) throw new UnitDeletedError(this.unit.name);
       this.node.lifecycle.suspect(this.unit.id);
       if (!replayable || !err.refused || this.released) throw err;
       const again = await this.node.hold(this.org, this.unit);

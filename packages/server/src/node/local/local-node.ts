@@ -1,6 +1,6 @@
 import type { NetworkLog } from "@ums/protocol";
 import type { AgentEndpoint } from "../../agent/deadline.js";
-import { RunningLimitError } from "../../lifecycle/errors.js";
+import { RunningLimitError, UnitDeletedError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { NetworkEgress } from "../../network/egress.js";
 import type { ResourceLimits, ResourcesPolicy, UnitRuntime } from "../../runtime/runtime.js";
@@ -90,6 +90,7 @@ export class LocalNode implements UnitNode {
       try {
         return await this.lifecycle.acquire(org, unit);
       } catch (err) {
+        if (err instanceof UnitDeletedError) throw err;
         if (!(err instanceof RunningLimitError)) throw new UnitStartError(unit.name, err);
         const left = deadline - Date.now();
         if (left <= 0) throw err;
