@@ -1,7 +1,7 @@
 // Runs every compiled test file (packages/*/dist/**/*.test.js) with node's test runner.
 // Arguments filter test files by substring, e.g. `node scripts/run-tests.mjs pagination`.
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -42,9 +42,30 @@ if (selected.length === 0) {
   console.error("no test files matched; did the build run?");
   process.exit(1);
 }
+// Unit disks in the shared test pool that outlive the run were leaked by a test (a server that
+// made a disk no row knew of): named at the end, with when each was made, to find the test.
+const poolUnits = "/var/tmp/ums-test-pool/pool/units";
+const listPool = () => {
+  try {
+    return readdirSync(poolUnits);
+  } catch {
+    return [];
+  }
+};
+const poolBefore = new Set(listPool());
 const child = spawn(
   process.execPath,
   ["--test", "--test-reporter=spec", "--test-concurrency=2", "--test-timeout=600000", ...selected],
   { stdio: "inherit", cwd: root },
 );
-child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+child.on("exit", (code, signal) => {
+  const leaked = listPool().filter((e) => !poolBefore.has(e));
+  for (const e of leaked) {
+    let made = "";
+    try {
+      made = statSync(join(poolUnits, e)).birthtime.toISOString();
+    } catch {}
+    console.error(`a test left a unit disk in the shared pool: ${join(poolUnits, e)} (made ${made})`);
+  }
+  process.exit(code ?? (signal ? 1 : 0));
+});
