@@ -51,4 +51,4 @@ ensure_built() {
 }
 
 # What the host needs to run units (docs/ARCHITECTURE.md section 1).
-HOST_PACKAGES=(runc catatonit btrfs-progs mmdebstrap iproute2 nftables util-linux debian-archive-keyring)
+HOST_PACKAGES=(runc catatonit btrfs-progs mmdebstrap iproute2 nftables util-linux debian-archive-keyring python3)

@@ -46,6 +46,11 @@ export const ErrorCode = {
   UnsupportedMediaType: "UMS_UNSUPPORTED_MEDIA_TYPE",
   /** 501: the route is part of the interface but not served by this server yet. */
   NotImplemented: "UMS_NOT_IMPLEMENTED",
+  /**
+   * 507: the host's unit pool (the btrfs filesystem holding every unit's disk and checkpoints) is
+   * full: delete checkpoints or units, or grow the pool. Nothing was changed.
+   */
+  PoolFull: "UMS_POOL_FULL",
   /** 500: a fault of the server; the message never carries internal details. */
   Internal: "UMS_INTERNAL",
   /** 502: the unit runs but nothing listens on its HTTP target port. */

@@ -22,6 +22,19 @@ export const ResourcesPolicy = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    disk: Type.Optional(
+      Type.Object(
+        {
+          limit_mb: Type.Integer({
+            minimum: 128,
+            maximum: 16777216,
+            description:
+              "Disk size in MiB: what the unit may write on top of its image, as stored (compressed), what its checkpoints keep included; a write beyond it fails with EDQUOT",
+          }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     cpu: Type.Optional(
       Type.Object(
         {

@@ -44,7 +44,7 @@ export type UrlSettingsRequest = Static<typeof UrlSettingsRequest>;
 /**
  * A unit's size (issue #12; the Sprites clients' `config`). `ram_mb` and `cpus` are the unit's
  * resources policy (`memory.limit_mb`, `cpu.cores`, spec 4.5): set at create they are its limits,
- * and a later resources POST shows here. `storage_gb` is stored and shown.
+ * and a later resources POST shows here; `storage_gb` likewise is its `disk.limit_mb` (GiB × 1024).
  */
 export const UnitConfig = Type.Object(
   {
@@ -66,7 +66,8 @@ export const UnitConfig = Type.Object(
       Type.Integer({
         minimum: 1,
         maximum: 65536,
-        description: "Disk size in GiB: validated, stored and shown; not enforced yet (the disk quota is issue #20)",
+        description:
+          "Disk size in GiB: the resources policy's disk.limit_mb (× 1024): what the unit may write on top of its image",
       }),
     ),
   },

@@ -163,6 +163,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.PayloadTooLarge]: UmsError,
   [ErrorCode.UnsupportedMediaType]: UmsError,
   [ErrorCode.NotImplemented]: NotImplementedError,
+  [ErrorCode.PoolFull]: ServerError,
   [ErrorCode.Internal]: ServerError,
   [ErrorCode.UnitNoListener]: ServerError,
   [ErrorCode.UnitProxyFailed]: ServerError,

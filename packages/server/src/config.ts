@@ -39,7 +39,7 @@ export interface ServerConfig {
   /** A JSON file of provider overrides and platform keys for connectors (README "Connectors"). */
   readonly connectorsConfig: string | undefined;
   /** Limits a unit gets where its resources policy names none (spec 4.5; README "Limits"). */
-  readonly unitDefaults: { readonly pids: number; readonly cpuCores: number };
+  readonly unitDefaults: { readonly pids: number; readonly cpuCores: number; readonly diskMb: number };
   /**
    * How long the host waits on a unit's agent: to connect to its socket, then for its first answer
    * (a response head, a websocket's 101). A unit whose agent misses one is unhealthy and restarted
@@ -78,6 +78,7 @@ export interface ConfigInput {
   connectorsConfig?: string | undefined;
   unitPids?: string | number | undefined;
   unitCpu?: string | number | undefined;
+  unitDiskMb?: string | number | undefined;
   agentConnectTimeout?: string | undefined;
   agentAnswerTimeout?: string | undefined;
   rateLimitToken?: string | undefined;
@@ -213,6 +214,17 @@ export const DEFAULT_UNIT_PIDS = 1024;
 /** One core per unit: a busy unit cannot take the whole host (CFS quota). */
 export const DEFAULT_UNIT_CPU = 1;
 
+/** What a unit may write where its resources policy sets none: 10 GiB (a btrfs simple-quota group). */
+export const DEFAULT_UNIT_DISK_MB = 10240;
+
+function unitDiskMb(raw: string | number): number {
+  const n = Number(raw);
+  if (raw === "" || !Number.isInteger(n) || n < 128 || n > 16777216) {
+    throw new ConfigError(`unit disk size '${raw}' must be a number of MiB from 128 to 16777216, like 10240`);
+  }
+  return n;
+}
+
 function unitPids(raw: string | number): number {
   const n = Number(raw);
   if (raw === "" || !Number.isInteger(n) || n < 16 || n > 1048576) {
@@ -263,6 +275,7 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     unitDefaults: Object.freeze({
       pids: unitPids(input.unitPids ?? env.UMS_UNIT_PIDS ?? DEFAULT_UNIT_PIDS),
       cpuCores: unitCpu(input.unitCpu ?? env.UMS_UNIT_CPU ?? DEFAULT_UNIT_CPU),
+      diskMb: unitDiskMb(input.unitDiskMb ?? env.UMS_UNIT_DISK_MB ?? DEFAULT_UNIT_DISK_MB),
     }),
     agentConnectTimeoutMs: agentTimeout(
       "agent-connect-timeout",

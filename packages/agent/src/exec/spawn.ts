@@ -5,7 +5,7 @@ import type { IPty } from "node-pty";
 import { exitCodeForSignal } from "../util/signals.js";
 import { preflight } from "./preflight.js";
 import { killSession, signalSession } from "./process-session.js";
-import { loadNodePty } from "./pty.js";
+import { drainBeforeDestroy, loadNodePty } from "./pty.js";
 
 // Starts the process of an exec session, either on pipes (stdout and stderr kept apart) or on a real PTY
 // (node-pty), always as the leader of its own session and process group so that signals reach all
@@ -209,9 +209,11 @@ function spawnPty(spec: SpawnSpec, events: ChildEvents): ChildHandle {
   // A second 'error' listener stops node-pty from rethrowing read errors other than EIO.
   (term as unknown as { on(e: string, l: (err: Error) => void): void }).on("error", () => {});
   let done = false;
-  term.onData((data) => {
+  const output = (data: Buffer | string) => {
     if (!done) events.output(StreamId.Stdout, Buffer.isBuffer(data) ? data : Buffer.from(data));
-  });
+  };
+  term.onData(output);
+  drainBeforeDestroy(term, output);
   term.onExit(({ exitCode, signal }) => {
     if (done) return;
     done = true;

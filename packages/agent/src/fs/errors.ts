@@ -1,3 +1,4 @@
+import { constants } from "node:os";
 import { fsErrorStatus } from "@ums/protocol/fs-errors";
 
 // Failures of the filesystem operations (spec 4.4; @ums/protocol fs.ts): `{error, code, path}`
@@ -17,9 +18,20 @@ export class FsOpError extends Error {
 /** HTTP status of an errno name: the one table, in @ums/protocol. */
 export const statusOf = fsErrorStatus;
 
+/** Linux errno numbers libuv has no name for (node says "Unknown system error -122"). */
+const UNNAMED_BY_LIBUV = new Map(
+  Object.entries(constants.errno)
+    .filter(([name]) => name === "EDQUOT")
+    .map(([name, n]) => [n, name] as const),
+);
+
 const errnoOf = (err: unknown): string => {
-  const code = (err as NodeJS.ErrnoException)?.code;
-  return typeof code === "string" && /^E[A-Z0-9]+$/.test(code) ? code : "EIO";
+  const e = err as NodeJS.ErrnoException;
+  const code = e?.code;
+  if (typeof code === "string" && /^E[A-Z0-9]+$/.test(code)) return code;
+  // A full disk quota (the unit's disk size, issue #20) is EDQUOT, not an I/O error.
+  if (typeof e?.errno === "number") return UNNAMED_BY_LIBUV.get(Math.abs(e.errno)) ?? "EIO";
+  return "EIO";
 };
 
 /** Turns a node fs error into an FsOpError; `path` is used when the error names none. */
@@ -60,6 +72,7 @@ export function describe(code: string): string {
     ELOOP: "too many symbolic links",
     EXDEV: "cross-device link",
     ENOSPC: "no space left on device",
+    EDQUOT: "disk quota exceeded: the unit's disk is full (its resources policy's disk.limit_mb)",
     EBUSY: "resource busy",
     ENAMETOOLONG: "name too long",
     ENXIO: "no such device or address",

@@ -53,6 +53,10 @@ export function serveCommand(): Command {
       "CPU a unit may use where its resources policy sets none, in cores, e.g. 0.5 or 2 (env UMS_UNIT_CPU, default 1)",
     )
     .option(
+      "--unit-disk-mb <n>",
+      "what a unit may write where its resources policy sets none, in MiB, checkpoints included (env UMS_UNIT_DISK_MB, default 10240)",
+    )
+    .option(
       "--connectors-config <file>",
       "JSON file with provider URL overrides, OAuth clients and platform keys (env UMS_CONNECTORS_CONFIG)",
     )
@@ -104,6 +108,7 @@ export function serveCommand(): Command {
         connectorsConfig?: string;
         unitPids?: string;
         unitCpu?: string;
+        unitDiskMb?: string;
         agentConnectTimeout?: string;
         agentAnswerTimeout?: string;
         rateLimitToken?: string;

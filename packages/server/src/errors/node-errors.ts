@@ -3,6 +3,7 @@ import { AgentTimeoutError } from "../agent/deadline.js";
 import { AgentAnswerError, AgentUnreachableError } from "../agent/errors.js";
 import { ActiveCheckpointError, RunningLimitError, UnitDeletedError } from "../lifecycle/errors.js";
 import { UnitUnavailableError } from "../node/errors.js";
+import { CommandError } from "../runtime/exec/host-command.js";
 import { ApiError, isErrno } from "./api-error.js";
 
 /**
@@ -10,6 +11,13 @@ import { ApiError, isErrno } from "./api-error.js";
  * API answers. Undefined for any other error.
  */
 export function fromNodeError(err: unknown): ApiError | undefined {
+  if (poolFull(err)) {
+    return new ApiError(
+      507,
+      ErrorCode.PoolFull,
+      "the host's unit pool is full: delete checkpoints or units you no longer need (or the operator grows the pool), then try again",
+    );
+  }
   if (err instanceof AgentAnswerError) return fromAgentAnswer(err);
   if (err instanceof AgentTimeoutError) return new ApiError(504, ErrorCode.AgentTimeout, err.message);
   if (err instanceof AgentUnreachableError) return new ApiError(502, ErrorCode.UnitUnavailable, err.message);
@@ -18,6 +26,14 @@ export function fromNodeError(err: unknown): ApiError | undefined {
   if (err instanceof UnitUnavailableError) return new ApiError(502, ErrorCode.UnitUnavailable, err.message);
   if (err instanceof ActiveCheckpointError) return new ApiError(409, ErrorCode.CheckpointActive, err.message);
   return undefined;
+}
+
+/** A host command (btrfs, mostly) that failed for want of space in the pool, also as the cause of a start failure. */
+function poolFull(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof CommandError && /No space left on device|ENOSPC/.test(`${e.stderr}\n${e.stdout}`)) return true;
+  }
+  return false;
 }
 
 /**

@@ -13,6 +13,8 @@ export class UnitStartError extends UnitUnavailableError {
     readonly unitName: string,
     cause: unknown,
   ) {
-    super(`unit '${unitName}' could not be started: ${cause instanceof Error ? cause.message : String(cause)}`);
+    super(`unit '${unitName}' could not be started: ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
   }
 }

@@ -22,7 +22,7 @@ export interface HostRuntimeOptions extends UnitEgressOptions {
   /** Use an already mounted pool (the test suite shares one) instead of `<dataDir>/pool`. */
   readonly poolDir?: string | undefined;
   /** A unit's limits where its resources policy names none (`ums serve --unit-pids`, `--unit-cpu`). */
-  readonly unitDefaults: { readonly pids: number; readonly cpuCores: number };
+  readonly unitDefaults: { readonly pids: number; readonly cpuCores: number; readonly diskMb: number };
   /** Aborting stops an image build in progress and cleans it up. */
   readonly signal?: AbortSignal;
 }
@@ -75,7 +75,7 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
       log.info({ step: p.step, percent: pct }, `image: ${p.message}`);
     },
   });
-  return RuncRuntime.open({
+  const rt = await RuncRuntime.open({
     dataDir: resolve(opts.dataDir),
     poolDir,
     imagePath,
@@ -87,9 +87,17 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
     defaultMemoryBytes: 2 * 1024 ** 3,
     defaultPids: opts.unitDefaults.pids,
     defaultCpuCores: opts.unitDefaults.cpuCores,
+    defaultDiskBytes: opts.unitDefaults.diskMb * 1024 ** 2,
     bootTimeoutMs: 15_000,
     gatewayPort: opts.gatewayPort,
     egressRanges: opts.egressRanges,
     uplinks: opts.uplinks ?? (await defaultUplinks()),
   });
+  if (rt.quotaError) {
+    log.warn(
+      { err: rt.quotaError },
+      "units' disk limits are not enforced: simple btrfs quotas could not be switched on for the pool (kernel 6.7 or later and python3 are needed)",
+    );
+  }
+  return rt;
 }

@@ -4,6 +4,7 @@ import { rm, stat, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { DEFAULT_UNIT_DISK_MB } from "../config.js";
 import { execHttp } from "../testing/exec-client.js";
 import { startSqliteServer, type TestServer } from "../testing/server.js";
 import { testImage } from "./image/test-image.js";
@@ -102,7 +103,7 @@ describe("unit isolation", () => {
     const reset = await s.api("DELETE", "/v1/units/iso/policy/resources", { token });
     assert.deepEqual(
       reset.body,
-      { memory: { limit_mb: 512 }, pids: { limit: 1024 }, cpu: { cores: 1 } },
+      { memory: { limit_mb: 512 }, pids: { limit: 1024 }, cpu: { cores: 1 }, disk: { limit_mb: DEFAULT_UNIT_DISK_MB } },
       "the defaults",
     );
     const ok = await execHttp(s.url, token, "iso", [

@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
+import { DEFAULT_UNIT_DISK_MB } from "../config.js";
 import { testDialects } from "../testing/dialects.js";
 import { type ExecResult, execHttp } from "../testing/exec-client.js";
 import { startTestServer, type TestServer } from "../testing/server.js";
@@ -157,7 +158,12 @@ describe("fair share: one unit cannot stall the host", () => {
     assert.deepEqual(mem.pids, { limit: 300 }, "a POST naming only memory keeps the pids limit");
     assert.deepEqual(mem.memory, { limit_mb: 256 });
     const all = await post({ cpu: { cores: 0.5 } });
-    assert.deepEqual(all, { memory: { limit_mb: 256 }, pids: { limit: 300 }, cpu: { cores: 0.5 } });
+    assert.deepEqual(all, {
+      memory: { limit_mb: 256 },
+      pids: { limit: 300 },
+      cpu: { cores: 0.5 },
+      disk: { limit_mb: DEFAULT_UNIT_DISK_MB },
+    });
     assert.deepEqual((await s.api("GET", "/v1/units/policy/policy/resources", { token })).body, all);
 
     // The boot applies the stored policy.

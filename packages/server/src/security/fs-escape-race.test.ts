@@ -32,10 +32,13 @@ describe("filesystem API: /.unit is refused (finding 5), no path escapes", { tim
     const unit0 = await unitSnapshot();
     // rename(2) both ways, about a millisecond in each state: a directory, or a symlink to /.unit/run.
     // Bounded: at most 20000 rounds, and it stops when the stop file appears (or the unit goes).
+    // An API call with mkdir may make a new d while the real one is away: the swapper removes
+    // that stray directory and goes on (rename onto a non-empty directory fails with EISDIR).
     const swapper = `my ($d, $r, $l, $stop) = @ARGV; my $n = 0;
+sub into { my ($from, $to, $what) = @_; return if rename($from, $to); system("rm", "-rf", $to); rename($from, $to) or die "$what: $!"; }
 while ($n < 20000 && !-e $stop) {
-  rename($d, $r) or die "away: $!"; rename($l, $d) or die "link in: $!"; select(undef, undef, undef, 0.001);
-  rename($d, $l) or die "link out: $!"; rename($r, $d) or die "back: $!"; select(undef, undef, undef, 0.001); $n++;
+  rename($d, $r) or die "away: $!"; into($l, $d, "link in"); select(undef, undef, undef, 0.001);
+  rename($d, $l) or die "link out: $!"; into($r, $d, "back"); select(undef, undef, undef, 0.001); $n++;
 }
 print "$n\n";`;
     const loop = execHttp(
@@ -112,9 +115,10 @@ print "$n\n";`;
     } finally {
       await sh(`touch ${RACE}/stop`).catch(() => {});
     }
-    const rounds = Number((await loop).stdout.toString().trim());
+    const swapped = await loop;
+    const rounds = Number(swapped.stdout.toString().trim());
     assert.deepEqual(failures.slice(0, 20), [], `${failures.length} failures; tally ${JSON.stringify(tally)}`);
-    assert.ok(rounds > 0, "the swapper ran");
+    assert.ok(rounds > 0, `the swapper ran (exit ${swapped.exitCode}): ${swapped.stdout} ${swapped.stderr}`);
     // The race was live: some operations met the directory, some the symlink.
     assert.ok((tally["2xx"] ?? 0) > 0 && (tally["403"] ?? 0) > 0, `tally ${JSON.stringify(tally)}, ${rounds} swaps`);
     assert.deepEqual(hostSnapshot(), host0, "the host side of /.unit/run changed");

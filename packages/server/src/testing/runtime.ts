@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
-import { DEFAULT_UNIT_CPU, DEFAULT_UNIT_PIDS } from "../config.js";
+import { DEFAULT_UNIT_CPU, DEFAULT_UNIT_DISK_MB, DEFAULT_UNIT_PIDS } from "../config.js";
 import { hostPaths } from "../runtime/host.js";
 import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
 import { testImage } from "../runtime/image/test-image.js";
@@ -87,7 +87,7 @@ export const TEST_NETWORK_ENV: Readonly<Record<string, string>> = Object.freeze(
 export interface TestRuntimeOpts {
   readonly gatewayPort?: number;
   /** The server's unit limits (its config's `unitDefaults`); default: those of `ums serve`. */
-  readonly unitDefaults?: { readonly pids: number; readonly cpuCores: number };
+  readonly unitDefaults?: { readonly pids: number; readonly cpuCores: number; readonly diskMb?: number };
 }
 
 export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {}): Promise<TestRuntime> {
@@ -106,6 +106,7 @@ export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {
     defaultMemoryBytes: 512 * 1024 ** 2,
     defaultPids: opts.unitDefaults?.pids ?? DEFAULT_UNIT_PIDS,
     defaultCpuCores: opts.unitDefaults?.cpuCores ?? DEFAULT_UNIT_CPU,
+    defaultDiskBytes: (opts.unitDefaults?.diskMb ?? DEFAULT_UNIT_DISK_MB) * 1024 ** 2,
     bootTimeoutMs: 20_000,
     gatewayPort: opts.gatewayPort ?? 7071,
     egressRanges: TEST_EGRESS_RANGES,

@@ -16,9 +16,15 @@ function unitConfig(u: UnitRecord): UnitConfig | undefined {
   const config: UnitConfig = {
     ...(policy.memory && { ram_mb: policy.memory.limit_mb }),
     ...(policy.cpu && { cpus: policy.cpu.cores }),
-    ...(u.storageGb !== null && { storage_gb: u.storageGb }),
+    ...storageGb(policy, u),
   };
   return Object.keys(config).length > 0 ? config : undefined;
+}
+
+/** The policy's disk in whole GiB (a size in MiB that is not is shown by the resources policy only). */
+function storageGb(policy: ResourcesPolicy, u: UnitRecord): { storage_gb?: number } {
+  if (!policy.disk) return u.storageGb !== null ? { storage_gb: u.storageGb } : {};
+  return policy.disk.limit_mb % 1024 === 0 ? { storage_gb: policy.disk.limit_mb / 1024 } : {};
 }
 
 export function presentUnit(server: ServerConfig, listenPort: number, org: OrgRecord, u: UnitRecord): Unit {

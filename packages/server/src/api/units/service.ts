@@ -83,11 +83,11 @@ export class UnitService {
   }
 
   /**
-   * `config.ram_mb` and `config.cpus` as a resources policy (spec 4.5), over `base` (a fork's);
+   * `config.ram_mb`, `config.cpus` and `config.storage_gb` as a resources policy (spec 4.5), over `base` (a fork's);
    * cpus beyond what units may use on this host are refused, as a resources POST refuses them.
    */
   private async configResources(config: CreateUnitRequest["config"], base: string): Promise<string> {
-    if (config?.ram_mb === undefined && config?.cpus === undefined) return base;
+    if (config?.ram_mb === undefined && config?.cpus === undefined && config?.storage_gb === undefined) return base;
     if (config.cpus !== undefined) {
       const max = (await this.node.resourceLimits()).maxCpuCores;
       if (config.cpus > max) {
@@ -100,6 +100,7 @@ export class UnitService {
       ...(JSON.parse(base) as ResourcesPolicy),
       ...(config.ram_mb !== undefined && { memory: { limit_mb: config.ram_mb } }),
       ...(config.cpus !== undefined && { cpu: { cores: config.cpus } }),
+      ...(config.storage_gb !== undefined && { disk: { limit_mb: config.storage_gb * 1024 } }),
     };
     return JSON.stringify(policy);
   }

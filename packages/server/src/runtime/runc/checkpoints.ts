@@ -3,6 +3,7 @@ import { mkdir, readdir } from "node:fs/promises";
 import { failpoint } from "../../failpoints/failpoints.js";
 import type { RuntimeState } from "../runtime.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import { unitQgroup } from "./unit-disk.js";
 import type { UnitPaths } from "./unit-paths.js";
 
 /** What taking a checkpoint needs of the runtime: a unit's state, and freezing and thawing it. */
@@ -38,7 +39,7 @@ export async function takeCheckpoint(
   let frozenMs = 0;
   try {
     if (frozen) failpoint("checkpoint.frozen");
-    await snapshot(rootfs, dst, { readonly: true });
+    await snapshot(rootfs, dst, { readonly: true, qgroup: unitQgroup(paths, id) });
   } finally {
     if (frozen) await unit.resume(id);
     frozenMs = frozen ? performance.now() - started : 0;

@@ -5,6 +5,7 @@ import { failpoint } from "../../failpoints/failpoints.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { hasJournal, readJournal, removeJournal, removeJournalLeftover, writeJournal } from "./checkpoint-journal.js";
 import { removeUnknownCheckpoints } from "./checkpoints.js";
+import { unitQgroup } from "./unit-disk.js";
 import type { UnitPaths } from "./unit-paths.js";
 
 /**
@@ -24,7 +25,7 @@ export async function restoreDisk(paths: UnitPaths, id: string, cpId: string): P
   if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
   if (existsSync(rootfs)) await rename(rootfs, join(dir, "rootfs.old"));
   failpoint("restore.old-moved");
-  await snapshot(src, join(dir, "rootfs.new"), { readonly: false });
+  await snapshot(src, join(dir, "rootfs.new"), { readonly: false, qgroup: unitQgroup(paths, id) });
   failpoint("restore.new-snapshotted");
   await rename(join(dir, "rootfs.new"), rootfs);
   failpoint("restore.new-moved");

@@ -12,6 +12,7 @@ import type {
   UnitRuntime,
   UnitStats,
 } from "../runtime.js";
+import { enableSimpleQuota } from "../storage/btrfs.js";
 import { bootUnit } from "./boot.js";
 import { CGROUP_ROOT, cgroupHasTasks, cgroupStats, killCgroup, removeCgroups, setFrozen } from "./cgroups.js";
 import { deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
@@ -22,7 +23,7 @@ import { prepareHost } from "./host-setup.js";
 import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
-import { createDisk, destroyDisk, forkDisk } from "./unit-disk.js";
+import { createDisk, destroyDisk, forkDisk, limitDisk } from "./unit-disk.js";
 import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
@@ -33,6 +34,10 @@ export class RuncRuntime implements UnitRuntime {
   private readonly runc: Runc;
   private readonly links: UnitLinks;
   private readonly resources: UnitResources;
+  /** The pool's path when its quotas are on (units' disk limits are enforced). */
+  private quotaPool: string | undefined;
+  /** Why units' disk limits are not enforced on this host, if they are not. */
+  quotaError: string | undefined;
   private readonly egress: EgressState;
   private readonly hostCores: number;
   /** Units pressing against their limits weigh less than the others while they do. */
@@ -50,7 +55,12 @@ export class RuncRuntime implements UnitRuntime {
     this.links = new UnitLinks(cfg.rid, cfg.subnet, this.paths, this.egress);
     this.hostCores = cfg.hostCores ?? availableParallelism();
     this.resources = new UnitResources(
-      { memoryBytes: cfg.defaultMemoryBytes, pids: cfg.defaultPids, cpuCores: cfg.defaultCpuCores },
+      {
+        memoryBytes: cfg.defaultMemoryBytes,
+        pids: cfg.defaultPids,
+        cpuCores: cfg.defaultCpuCores,
+        diskBytes: cfg.defaultDiskBytes,
+      },
       this.hostCores,
     );
     this.weights = new CpuWeights(CGROUP_ROOT, cfg.rid);
@@ -59,6 +69,14 @@ export class RuncRuntime implements UnitRuntime {
   static async open(cfg: RuncRuntimeConfig): Promise<RuncRuntime> {
     const rt = new RuncRuntime(Object.freeze({ ...cfg }));
     await prepareHost(rt.cfg, rt.paths, rt.hostCores);
+    // Units' disk limits need simple quotas on the pool (storage/btrfs.ts); a kernel without them
+    // (before 6.7) runs units without disk limits, and says so.
+    try {
+      await enableSimpleQuota(cfg.poolDir);
+      rt.quotaPool = cfg.poolDir;
+    } catch (err) {
+      rt.quotaError = (err as Error).message;
+    }
     await rt.egress.start();
     await rt.stopOldLayoutUnits();
     await rt.links.recover(await rt.running());
@@ -111,7 +129,7 @@ export class RuncRuntime implements UnitRuntime {
 
   /** Idempotent: a unit that has its disk keeps it. */
   async create(id: string): Promise<void> {
-    await createDisk(this.paths, this.cfg.imagePath, id);
+    await createDisk(this.paths, this.cfg.imagePath, id, this.quotaPool);
   }
 
   async boot(spec: BootSpec): Promise<void> {
@@ -121,6 +139,9 @@ export class RuncRuntime implements UnitRuntime {
     if (state === "paused") return this.resume(id);
     await this.runc.delete(id); // a stopped leftover
     await this.create(id); // a unit whose disk was not made yet (e.g. a crash right after create)
+    // Its disk size, in case it changed while it was stopped, or a restore or fork brought a
+    // checkpoint's (snapshots carry the limit they were taken with).
+    await limitDisk(this.paths, id, this.quotaPool, this.resources.diskBytes(spec.resources));
     await bootUnit(
       {
         cfg: this.cfg,
@@ -182,7 +203,7 @@ export class RuncRuntime implements UnitRuntime {
 
   async destroy(id: string): Promise<void> {
     await this.stop(id);
-    await destroyDisk(this.paths, id);
+    await destroyDisk(this.paths, id, this.quotaPool);
   }
 
   async state(id: string): Promise<RuntimeState> {
@@ -213,6 +234,8 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async applyResources(id: string, r: ResourcesPolicy): Promise<boolean> {
+    // The disk size holds at once, running or not; the rest needs a running container.
+    await limitDisk(this.paths, id, this.quotaPool, this.resources.diskBytes(r));
     if ((await this.state(id)) === "stopped") return false;
     return this.resources.apply(this.paths.runcRoot, id, r);
   }
@@ -241,7 +264,7 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async forkDisk(srcId: string, cpId: string, newId: string): Promise<void> {
-    await forkDisk(this.paths, srcId, cpId, newId);
+    await forkDisk(this.paths, srcId, cpId, newId, this.quotaPool);
   }
 
   async recover(

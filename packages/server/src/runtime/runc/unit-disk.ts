@@ -1,27 +1,114 @@
-import { existsSync } from "node:fs";
-import { mkdir, readdir, rm } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import {
+  assignQgroup,
+  createQgroup,
+  deleteSubvolume,
+  destroyQgroup,
+  limitQgroup,
+  snapshot,
+  subvolumeId,
+} from "../storage/btrfs.js";
 import type { UnitPaths } from "./unit-paths.js";
 
 /** A unit's disk: a writable snapshot of the base image (O(1), it costs no process). Idempotent: a unit that has its disk keeps it. */
-export async function createDisk(paths: UnitPaths, imagePath: string, id: string): Promise<void> {
+export async function createDisk(
+  paths: UnitPaths,
+  imagePath: string,
+  id: string,
+  pool: string | undefined,
+): Promise<void> {
   const { disk, rootfs } = paths.unit(id);
-  if (existsSync(rootfs)) return;
-  await mkdir(disk, { recursive: true });
-  await snapshot(imagePath, rootfs, { readonly: false });
+  if (!existsSync(rootfs)) {
+    await mkdir(disk, { recursive: true });
+    await snapshot(imagePath, rootfs, { readonly: false });
+  }
+  await ensureUnitQgroup(paths, id, pool);
+}
+
+// A unit's disk size (issue #20) is the limit of its own level-1 quota group, `1/<id of its first
+// rootfs>`, named in `<disk>/qgroup` (a host-owned file): every subvolume of the unit (its rootfs
+// of each generation, its checkpoints) is in that group, made so by `snapshot -i`. With simple
+// quotas (btrfs.ts) the group is charged what the unit wrote, its image's files excluded, for as
+// long as the data exists: deleting a file that a checkpoint keeps frees nothing, and a restore
+// starts no new account. A fork's group is its own and is charged only what the fork writes.
+
+/** The unit's quota group, if it has one. */
+export function unitQgroup(paths: UnitPaths, id: string): string | undefined {
+  try {
+    const text = readFileSync(join(paths.unit(id).disk, "qgroup"), "utf8").trim();
+    return /^1\/[0-9]+$/.test(text) ? text : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Gives the unit its quota group (`pool`: the pool's path when quotas are on), with its rootfs and
+ * checkpoints in it. Idempotent; a unit made before disk limits gets one at its next boot.
+ */
+export async function ensureUnitQgroup(
+  paths: UnitPaths,
+  id: string,
+  pool: string | undefined,
+): Promise<string | undefined> {
+  if (!pool) return undefined;
+  const known = unitQgroup(paths, id);
+  if (known) return known;
+  const { disk, rootfs, checkpoints } = paths.unit(id);
+  if (!existsSync(rootfs)) return undefined;
+  const group = `1/${await subvolumeId(rootfs)}`;
+  await createQgroup(pool, group);
+  await assignQgroup(pool, await subvolumeId(rootfs), group);
+  for (const cp of existsSync(checkpoints) ? await readdir(checkpoints) : []) {
+    await assignQgroup(pool, await subvolumeId(join(checkpoints, cp)), group);
+  }
+  const tmp = join(disk, "qgroup.tmp");
+  await writeFile(tmp, `${group}\n`, { mode: 0o600 });
+  await rename(tmp, join(disk, "qgroup"));
+  return group;
+}
+
+/**
+ * Sets the unit's disk size, live: its next write beyond it fails with EDQUOT. False when the unit
+ * has no disk (yet: its first boot sets it) or quotas are off.
+ */
+export async function limitDisk(
+  paths: UnitPaths,
+  id: string,
+  pool: string | undefined,
+  bytes: number,
+): Promise<boolean> {
+  try {
+    const group = await ensureUnitQgroup(paths, id, pool);
+    if (!group || !pool) return false;
+    await limitQgroup(pool, group, bytes);
+    return true;
+  } catch (err) {
+    if (!existsSync(paths.unit(id).disk)) return false; // deleted meanwhile
+    throw err;
+  }
 }
 
 /** A new unit's disk as a writable snapshot of another unit's checkpoint. */
-export async function forkDisk(paths: UnitPaths, srcId: string, cpId: string, newId: string): Promise<void> {
+export async function forkDisk(
+  paths: UnitPaths,
+  srcId: string,
+  cpId: string,
+  newId: string,
+  pool: string | undefined,
+): Promise<void> {
   const { disk, rootfs } = paths.unit(newId);
   await mkdir(disk, { recursive: true });
   await snapshot(paths.checkpoint(srcId, cpId), rootfs, { readonly: false });
+  await ensureUnitQgroup(paths, newId, pool);
 }
 
 /** Deletes a stopped unit's disk (its checkpoints, the rootfs and a restore's leftovers) and its run dir. */
-export async function destroyDisk(paths: UnitPaths, id: string): Promise<void> {
+export async function destroyDisk(paths: UnitPaths, id: string, pool: string | undefined): Promise<void> {
   const { disk: dir, checkpoints, run } = paths.unit(id);
+  const group = unitQgroup(paths, id);
   let cps: string[] = [];
   try {
     cps = await readdir(checkpoints);
@@ -31,4 +118,7 @@ export async function destroyDisk(paths: UnitPaths, id: string): Promise<void> {
   }
   await rm(dir, { recursive: true, force: true });
   await rm(run, { recursive: true, force: true });
+  // The group goes once nothing it was charged for is left; data a fork still shares keeps it
+  // (an empty group on the pool, nothing more).
+  if (group && pool) await destroyQgroup(pool, group);
 }

@@ -2,13 +2,14 @@ import { run } from "../exec/host-command.js";
 import type { ResourceLimits, ResourcesPolicy } from "../runtime.js";
 import { cfsQuota, unitsCpuBudget } from "./cpu-share.js";
 
-/** A unit's memory, pids and CPU limits: its resources policy, the server's defaults where it names none. */
+/** A unit's memory, pids, CPU and disk limits: its resources policy, the server's defaults where it names none. */
 export class UnitResources {
   constructor(
     private readonly defaults: {
       readonly memoryBytes: number;
       readonly pids: number;
       readonly cpuCores: number;
+      readonly diskBytes: number;
     },
     /** The host's cores: units share all but half of one (cpu-share.ts). */
     private readonly hostCores: number,
@@ -20,6 +21,7 @@ export class UnitResources {
         memory: { limit_mb: Math.round(this.defaults.memoryBytes / (1024 * 1024)) },
         pids: { limit: this.defaults.pids },
         cpu: { cores: this.defaults.cpuCores },
+        disk: { limit_mb: Math.round(this.defaults.diskBytes / (1024 * 1024)) },
       },
       maxCpuCores: unitsCpuBudget(this.hostCores),
     };
@@ -27,6 +29,10 @@ export class UnitResources {
 
   memoryBytes(r: ResourcesPolicy): number {
     return r.memory ? r.memory.limit_mb * 1024 * 1024 : this.defaults.memoryBytes;
+  }
+
+  diskBytes(r: ResourcesPolicy): number {
+    return r.disk ? r.disk.limit_mb * 1024 * 1024 : this.defaults.diskBytes;
   }
 
   pids(r: ResourcesPolicy): number {

@@ -1,4 +1,4 @@
-import { lstat, statfs } from "node:fs/promises";
+import { lstat, readFile, statfs } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { CommandError, run } from "../exec/host-command.js";
 
@@ -16,7 +16,11 @@ export async function createSubvolume(path: string): Promise<void> {
  * Snapshots subvolume `src` to `dst` (O(1), copy-on-write). `dst` must not exist: btrfs would
  * otherwise create the snapshot *inside* it. Nested subvolumes of `src` appear as empty directories.
  */
-export async function snapshot(src: string, dst: string, opts: { readonly?: boolean } = {}): Promise<void> {
+export async function snapshot(
+  src: string,
+  dst: string,
+  opts: { readonly?: boolean; qgroup?: string | undefined } = {},
+): Promise<void> {
   const target = resolve(dst);
   if (
     await lstat(target).then(
@@ -26,7 +30,99 @@ export async function snapshot(src: string, dst: string, opts: { readonly?: bool
   ) {
     throw Object.assign(new Error(`snapshot target ${target} already exists`), { code: "EEXIST" });
   }
-  await run("btrfs", ["subvolume", "snapshot", ...(opts.readonly ? ["-r"] : []), resolve(src), target]);
+  await run("btrfs", [
+    "subvolume",
+    "snapshot",
+    ...(opts.readonly ? ["-r"] : []),
+    ...(opts.qgroup ? ["-i", opts.qgroup] : []),
+    resolve(src),
+    target,
+  ]);
+}
+
+// Quota groups in "simple" mode (squota, kernel 6.7+): an extent is charged to the subvolume that
+// wrote it, for as long as it exists. Full qgroups count shared extents by walking back-references,
+// and the kernel gives up (marks them inconsistent, and stops enforcing limits until a rescan)
+// whenever a subvolume sharing data with a snapshot is deleted: every unit delete and restore.
+// btrfs-progs older than 6.7 cannot switch simple mode on, so its ioctl is issued directly.
+
+/** BTRFS_IOC_QUOTA_CTL with a command: 2 disables quotas, 4 enables simple quotas. */
+const QUOTA_CTL = `
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.ioctl(fd, 0xC0109428, struct.pack("QQ", int(sys.argv[2]), 0))
+`;
+
+/** The filesystem's quota mode: `squota`, `qgroup` (full) or undefined (off). */
+export async function quotaMode(path: string): Promise<string | undefined> {
+  const { stdout } = await run("btrfs", ["filesystem", "show", resolve(path)]);
+  const uuid = /uuid: ([0-9a-f-]{36})/.exec(stdout)?.[1];
+  if (!uuid) throw new Error(`btrfs filesystem show ${path} gave no uuid`);
+  try {
+    return (await readFile(`/sys/fs/btrfs/${uuid}/qgroups/mode`, "utf8")).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Makes the quotas of the filesystem holding `path` simple ones: switched on if off, switched over
+ * from full quota groups (their limits go). Safe when several processes do it at once.
+ */
+export async function enableSimpleQuota(path: string): Promise<void> {
+  const ctl = (cmd: number) => run("python3", ["-c", QUOTA_CTL, resolve(path), String(cmd)]);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const mode = await quotaMode(path);
+    if (mode === "squota") return;
+    try {
+      if (mode === "qgroup") await ctl(2);
+      await ctl(4);
+    } catch (err) {
+      if (attempt === 2) throw err; // another process switching it at the same moment: look again
+    }
+  }
+  if ((await quotaMode(path)) !== "squota") throw new Error(`could not switch on simple quotas on ${path}`);
+}
+
+/** The id of the subvolume whose root is `path`. */
+export async function subvolumeId(path: string): Promise<number> {
+  const { stdout } = await run("btrfs", ["inspect-internal", "rootid", resolve(path)]);
+  const id = Number(stdout.trim());
+  if (!Number.isInteger(id) || id <= 0) throw new Error(`no subvolume id for ${path}: ${stdout}`);
+  return id;
+}
+
+/** Creates quota group `group` (`1/N`) on the filesystem at `pool`; one that exists is fine. */
+export async function createQgroup(pool: string, group: string): Promise<void> {
+  try {
+    await run("btrfs", ["qgroup", "create", group, resolve(pool)]);
+  } catch (err) {
+    if (!(err instanceof CommandError && /File exists/.test(err.stderr))) throw err;
+  }
+}
+
+/** Puts subvolume `subvolid`'s quota group (`0/id`) into `group`; one already in it is fine. */
+export async function assignQgroup(pool: string, subvolid: number, group: string): Promise<void> {
+  try {
+    await run("btrfs", ["qgroup", "assign", "--no-rescan", `0/${subvolid}`, group, resolve(pool)]);
+  } catch (err) {
+    if (!(err instanceof CommandError && /File exists/.test(err.stderr))) throw err;
+  }
+}
+
+/** Limits what quota group `group` may be charged (`none`: no limit); a write beyond gets EDQUOT. */
+export async function limitQgroup(pool: string, group: string, bytes: number | "none"): Promise<void> {
+  await run("btrfs", ["qgroup", "limit", String(bytes), group, resolve(pool)]);
+}
+
+/** Removes quota group `group`; false while subvolumes (or data they wrote that is still shared) are in it. */
+export async function destroyQgroup(pool: string, group: string): Promise<boolean> {
+  try {
+    await run("btrfs", ["qgroup", "destroy", group, resolve(pool)]);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** True when `path` is the root of a btrfs subvolume (no btrfs call: inode 256 on a btrfs filesystem). */
