@@ -45,9 +45,10 @@ ensure_built() {
     npm install --no-audit --no-fund >&2
     touch "$stamp"
   fi
-  step "building (tsc -b, then the unit agent bundle)"
+  step "building (tsc -b, then the unit agent and CLI bundles)"
   npx tsc -b >&2
   npm run --silent build:agent >&2
+  npm run --silent build:cli >&2
 }
 
 # What the host needs to run units (docs/ARCHITECTURE.md section 1).
