@@ -58,6 +58,13 @@ export class ExecConnection extends EventEmitter<{
   #ws: WebSocket;
   #tty: boolean | undefined;
   #exitCode: number | null = null;
+  #detached = false;
+  /**
+   * Output that came before anyone listened: a re-attach's replay (and a fast command's output)
+   * arrives with the connection, before the caller's `await` returns and it adds its listener.
+   * Handed to the first `data` listener.
+   */
+  #early: [stream: "stdout" | "stderr", bytes: Buffer][] | undefined = [];
   #sessionId: number | undefined;
   readonly exit: Promise<number | null>;
 
@@ -68,23 +75,51 @@ export class ExecConnection extends EventEmitter<{
     this.#tty = tty;
     this.exit = new Promise((resolve) => {
       ws.on("close", (code) => {
-        // A TTY's close code carries the exit (1000 for 0, 4000 + code) when no exit message came.
+        // A TTY's close code carries the exit (1000 for 0, 4000 + code) when no exit message came;
+        // a close of our own (detach) carries none.
+        if (this.#detached && this.#exitCode === null) return resolve(null);
         if (this.#exitCode === null && code === 1000 && this.#tty) this.#exitCode = 0;
         else if (this.#exitCode === null && code >= 4000 && code <= 4255) this.#exitCode = code - 4000;
         resolve(this.#exitCode);
       });
     });
+    (this as unknown as NodeJS.EventEmitter).on("newListener", (event: string | symbol) => {
+      if (event !== "data" || !this.#early) return;
+      const early = this.#early;
+      this.#early = undefined;
+      // After the listener is added (newListener fires before it), in order: output arriving
+      // meanwhile queues behind the early output.
+      if (early.length > 0) {
+        this.#pending = early;
+        queueMicrotask(() => this.#flush());
+      }
+    });
     ws.on("message", (data, isBinary) => {
       const buf = data as Buffer;
       if (!isBinary) return this.#control(buf.toString("utf8"));
-      if (this.#tty) return void this.emit("data", "stdout", buf);
+      if (this.#tty) return void this.#data("stdout", buf);
       const id = buf[0];
-      if (id === StreamId.Stdout) this.emit("data", "stdout", buf.subarray(1));
-      else if (id === StreamId.Stderr) this.emit("data", "stderr", buf.subarray(1));
+      if (id === StreamId.Stdout) this.#data("stdout", buf.subarray(1));
+      else if (id === StreamId.Stderr) this.#data("stderr", buf.subarray(1));
       else if (id === StreamId.Exit) this.#exitCode = buf[1] ?? 0;
     });
     // A reset after opening: `exit` resolves with null (the close event follows).
     ws.on("error", () => {});
+  }
+
+  #pending: [stream: "stdout" | "stderr", bytes: Buffer][] | undefined;
+
+  #data(stream: "stdout" | "stderr", bytes: Buffer): void {
+    if (this.#early) this.#early.push([stream, bytes]);
+    else if (this.#pending) this.#pending.push([stream, bytes]);
+    else this.emit("data", stream, bytes);
+  }
+
+  /** Emits what came early, then what came while it waited for the microtask, in order. */
+  #flush(): void {
+    const pending = this.#pending ?? [];
+    this.#pending = undefined;
+    for (const [stream, bytes] of pending) this.emit("data", stream, bytes);
   }
 
   /** The session's id (known once `info` was emitted), for `attach` and `kill`. */
@@ -135,6 +170,7 @@ export class ExecConnection extends EventEmitter<{
 
   /** Closes this connection only; a TTY session keeps running (attach again by its id). */
   detach(): void {
+    this.#detached = true;
     this.#ws.close(1000);
   }
 }

@@ -33,16 +33,19 @@ describe("server configuration", () => {
     assert.equal(fromFlags.dataDir, "/tmp/y");
   });
 
-  it("takes units' default pids and CPU limits from flags or environment, and refuses nonsense", () => {
-    assert.deepEqual(resolveConfig({}, {}).unitDefaults, { pids: 1024, cpuCores: 1 });
-    assert.deepEqual(resolveConfig({}, { UMS_UNIT_PIDS: "2048", UMS_UNIT_CPU: "0.5" }).unitDefaults, {
-      pids: 2048,
-      cpuCores: 0.5,
-    });
-    assert.deepEqual(resolveConfig({ unitPids: "300", unitCpu: "2" }, { UMS_UNIT_PIDS: "2048" }).unitDefaults, {
-      pids: 300,
-      cpuCores: 2,
-    });
+  it("takes units' default pids, CPU and disk limits from flags or environment, and refuses nonsense", () => {
+    assert.deepEqual(resolveConfig({}, {}).unitDefaults, { pids: 1024, cpuCores: 1, diskMb: 10240 });
+    assert.deepEqual(
+      resolveConfig({}, { UMS_UNIT_PIDS: "2048", UMS_UNIT_CPU: "0.5", UMS_UNIT_DISK_MB: "512" }).unitDefaults,
+      { pids: 2048, cpuCores: 0.5, diskMb: 512 },
+    );
+    assert.deepEqual(
+      resolveConfig({ unitPids: "300", unitCpu: "2", unitDiskMb: "4096" }, { UMS_UNIT_PIDS: "2048" }).unitDefaults,
+      { pids: 300, cpuCores: 2, diskMb: 4096 },
+    );
+    for (const unitDiskMb of ["", "64", "1.5", "big"]) {
+      assert.throws(() => resolveConfig({ unitDiskMb }, {}), /unit disk size .* must be a number of MiB/);
+    }
     for (const unitPids of ["", "8", "1.5", "lots", "2000000"]) {
       assert.throws(() => resolveConfig({ unitPids }, {}), /unit pids limit .* must be an integer from 16/);
     }

@@ -10,10 +10,10 @@ import { commandAfterDashDash } from "./exec.js";
 
 const collect = (value: string, prev: string[]) => [...prev, value];
 
-/** Service output as it was written: stdout to ours, stderr to ours. */
+/** Service output as it was written: stdout to ours, stderr to ours, a line per event (spec 6.4). */
 function printOutput(e: ServiceEvent): void {
-  if (e.type === "stdout") process.stdout.write(e.data);
-  else if (e.type === "stderr") process.stderr.write(e.data);
+  if (e.type === "stdout") process.stdout.write(`${e.data}\n`);
+  else if (e.type === "stderr") process.stderr.write(`${e.data}\n`);
   else if (e.type === "error") process.stderr.write(`ums: service error: ${e.data}\n`);
 }
 

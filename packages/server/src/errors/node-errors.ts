@@ -28,10 +28,12 @@ export function fromNodeError(err: unknown): ApiError | undefined {
   return undefined;
 }
 
-/** A host command (btrfs, mostly) that failed for want of space in the pool, also as the cause of a start failure. */
+/** A host command (btrfs, mostly) or write that failed for want of space in the pool, also as the cause of a start failure. */
 function poolFull(err: unknown): boolean {
   for (let e = err, depth = 0; e instanceof Error && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
     if (e instanceof CommandError && /No space left on device|ENOSPC/.test(`${e.stderr}\n${e.stdout}`)) return true;
+    // A write of the host's own into a unit's disk (its boot's files, say).
+    if ((e as NodeJS.ErrnoException).code === "ENOSPC") return true;
   }
   return false;
 }

@@ -30,6 +30,11 @@ describe("a full pool", () => {
     assert.equal(fromNodeError(new UnitStartError("web", enospc()))?.code, ErrorCode.PoolFull);
   });
 
+  it("and for the host's own write into a unit's disk that found no space", () => {
+    const write = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+    assert.equal(fromNodeError(new UnitStartError("web", write))?.code, ErrorCode.PoolFull);
+  });
+
   it("but not for other failures of host commands", () => {
     const other = new CommandError("btrfs", ["qgroup", "limit"], 1, "ERROR: invalid argument\n", "");
     assert.equal(fromNodeError(other), undefined);

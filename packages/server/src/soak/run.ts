@@ -200,8 +200,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       const what = kills.server === 0 ? "server" : (rng.weighted({ server: 2, agent: 1, init: 1 }) ?? "server");
       const before = stats.violations.length;
       if (what === "server") {
-        // The units nothing is happening to, and their PID 1: re-adopted, they keep it.
+        // The units nothing is happening to, and their PID 1: re-adopted, they keep it. Only those
+        // the server reports running: a warm one may be in the middle of being stopped (idle-cold)
+        // when the kill comes, and rightly boots with a new PID 1 later (seed 956667253).
+        const statuses = await workload.unitStatuses().catch(() => new Map<string, { status: string }>());
         const idle = workload.runningCandidates().flatMap((u) => {
+          if (statuses.get(u.name)?.status !== "running") return [];
           const pid = u.id ? unitInitPid(u.id) : undefined;
           return pid ? [[u, pid] as const] : [];
         });

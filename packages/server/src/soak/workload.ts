@@ -390,6 +390,11 @@ export class Workload {
     });
   }
 
+  /** Each unit's status as the server reports it (a chaos kill checks re-adoption of running ones only). */
+  unitStatuses(): Promise<Map<string, { id: string; status: string }>> {
+    return this.listUnits();
+  }
+
   private async listUnits(): Promise<Map<string, { id: string; status: string }>> {
     const r = await this.ok(await this.call("GET", "/v1/units?max_results=500"), 200);
     const page = JSON.parse(r.text) as { sprites: { name: string; id: string; status: string }[]; has_more: boolean };

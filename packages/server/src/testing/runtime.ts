@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import { DEFAULT_UNIT_CPU, DEFAULT_UNIT_DISK_MB, DEFAULT_UNIT_PIDS } from "../config.js";
 import { hostPaths } from "../runtime/host.js";
 import { UID_RANGE, UID_SHIFT } from "../runtime/image/shift.js";
-import { testImage } from "../runtime/image/test-image.js";
+import { type TestImage, testImage } from "../runtime/image/test-image.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { readHostNetwork, subnetConflicts } from "../runtime/network/conflicts.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
@@ -88,16 +88,18 @@ export interface TestRuntimeOpts {
   readonly gatewayPort?: number;
   /** The server's unit limits (its config's `unitDefaults`); default: those of `ums serve`. */
   readonly unitDefaults?: { readonly pids: number; readonly cpuCores: number; readonly diskMb?: number };
+  /** A pool of the test's own (its path, and the image in it) instead of the shared test pool. */
+  readonly pool?: { readonly path: string; readonly imagePath: string };
 }
 
 export async function openTestRuntime(dataDir: string, opts: TestRuntimeOpts = {}): Promise<TestRuntime> {
-  const image = await testImage();
+  const image = opts.pool ? undefined : await testImage();
   const rid = randomBytes(2).toString("hex");
   const subnet = await lockSubnet();
   const runtime = await RuncRuntime.open({
     dataDir,
-    poolDir: image.pool.path,
-    imagePath: image.path,
+    poolDir: opts.pool?.path ?? (image as TestImage).pool.path,
+    imagePath: opts.pool?.imagePath ?? (image as TestImage).path,
     rid,
     subnet: parseSubnet(testSubnet(subnet.n)),
     hostPaths: hostPaths(),

@@ -66,6 +66,8 @@ export interface TestServerOpts {
   /** How long a request head may take, and a body stall (`2s`, …); default: the server's. */
   headersTimeout?: string;
   bodyIdleTimeout?: string;
+  /** A pool of the test's own (its path, and the image in it) instead of the shared test pool. */
+  pool?: { path: string; imagePath: string };
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -117,7 +119,11 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
   const logger = overrides.logStream
     ? pino({ level: "debug" }, overrides.logStream)
     : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
-  const rt = await openTestRuntime(dataDir, { gatewayPort: config.gatewayPort, unitDefaults: config.unitDefaults });
+  const rt = await openTestRuntime(dataDir, {
+    gatewayPort: config.gatewayPort,
+    unitDefaults: config.unitDefaults,
+    ...(overrides.pool && { pool: overrides.pool }),
+  });
   let server: RunningServer;
   try {
     server = await startServer(config, {

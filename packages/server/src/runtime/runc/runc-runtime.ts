@@ -12,7 +12,7 @@ import type {
   UnitRuntime,
   UnitStats,
 } from "../runtime.js";
-import { enableSimpleQuota } from "../storage/btrfs.js";
+import { enableSimpleQuota, sweepQgroups } from "../storage/btrfs.js";
 import { bootUnit } from "./boot.js";
 import { CGROUP_ROOT, cgroupHasTasks, cgroupStats, killCgroup, removeCgroups, setFrozen } from "./cgroups.js";
 import { deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
@@ -38,6 +38,17 @@ export class RuncRuntime implements UnitRuntime {
   private quotaPool: string | undefined;
   /** Why units' disk limits are not enforced on this host, if they are not. */
   quotaError: string | undefined;
+  /** The start's sweep of unused quota groups (storage/btrfs.ts), awaited by close. */
+  private sweeping: Promise<number> | undefined;
+  private closing = false;
+  /** The disk limit last set for each unit since this start (a boot with the same one skips the call). */
+  private readonly diskLimits = new Map<string, number>();
+
+  /** Sets the unit's disk size (its quota group's limit) unless it is already set to `bytes`. */
+  private async limitDisk(id: string, bytes: number): Promise<void> {
+    if (this.diskLimits.get(id) === bytes) return;
+    if (await limitDisk(this.paths, id, this.quotaPool, bytes)) this.diskLimits.set(id, bytes);
+  }
   private readonly egress: EgressState;
   private readonly hostCores: number;
   /** Units pressing against their limits weigh less than the others while they do. */
@@ -74,6 +85,8 @@ export class RuncRuntime implements UnitRuntime {
     try {
       await enableSimpleQuota(cfg.poolDir);
       rt.quotaPool = cfg.poolDir;
+      // Groups of units deleted while their removal failed: in the background, nothing waits on it.
+      rt.sweeping = sweepQgroups(cfg.poolDir, () => rt.closing).catch(() => 0);
     } catch (err) {
       rt.quotaError = (err as Error).message;
     }
@@ -141,7 +154,7 @@ export class RuncRuntime implements UnitRuntime {
     await this.create(id); // a unit whose disk was not made yet (e.g. a crash right after create)
     // Its disk size, in case it changed while it was stopped, or a restore or fork brought a
     // checkpoint's (snapshots carry the limit they were taken with).
-    await limitDisk(this.paths, id, this.quotaPool, this.resources.diskBytes(spec.resources));
+    await this.limitDisk(id, this.resources.diskBytes(spec.resources));
     await bootUnit(
       {
         cfg: this.cfg,
@@ -204,6 +217,7 @@ export class RuncRuntime implements UnitRuntime {
   async destroy(id: string): Promise<void> {
     await this.stop(id);
     await destroyDisk(this.paths, id, this.quotaPool);
+    this.diskLimits.delete(id);
   }
 
   async state(id: string): Promise<RuntimeState> {
@@ -235,7 +249,7 @@ export class RuncRuntime implements UnitRuntime {
 
   async applyResources(id: string, r: ResourcesPolicy): Promise<boolean> {
     // The disk size holds at once, running or not; the rest needs a running container.
-    await limitDisk(this.paths, id, this.quotaPool, this.resources.diskBytes(r));
+    await this.limitDisk(id, this.resources.diskBytes(r));
     if ((await this.state(id)) === "stopped") return false;
     return this.resources.apply(this.paths.runcRoot, id, r);
   }
@@ -275,6 +289,8 @@ export class RuncRuntime implements UnitRuntime {
 
   async close(): Promise<void> {
     // Running units outlive the server (docs/ARCHITECTURE.md section 8): only ums's own helper process stops.
+    this.closing = true;
+    await this.sweeping;
     this.egress.close();
     this.weights.stop();
     // The units' parent cgroups go if no unit is left in them (rmdir fails on the others).

@@ -5,7 +5,7 @@ import {
   assignQgroup,
   createQgroup,
   deleteSubvolume,
-  destroyQgroup,
+  dropQgroup,
   limitQgroup,
   snapshot,
   subvolumeId,
@@ -24,13 +24,15 @@ export async function createDisk(
     await mkdir(disk, { recursive: true });
     await snapshot(imagePath, rootfs, { readonly: false });
   }
-  await ensureUnitQgroup(paths, id, pool);
+  // Its quota group is made at its first boot (limitDisk): a unit that never runs costs no more.
+  void pool;
 }
 
 // A unit's disk size (issue #20) is the limit of its own level-1 quota group, `1/<id of its first
 // rootfs>`, named in `<disk>/qgroup` (a host-owned file): every subvolume of the unit (its rootfs
 // of each generation, its checkpoints) is in that group, made so by `snapshot -i`. With simple
-// quotas (btrfs.ts) the group is charged what the unit wrote, its image's files excluded, for as
+// quotas (btrfs.ts) the group is charged what the unit wrote (the group is made at the unit's first
+// boot, with what the unit already has: a unit that never runs costs no quota group), its image's files excluded, for as
 // long as the data exists: deleting a file that a checkpoint keeps frees nothing, and a restore
 // starts no new account. A fork's group is its own and is charged only what the fork writes.
 
@@ -102,7 +104,7 @@ export async function forkDisk(
   const { disk, rootfs } = paths.unit(newId);
   await mkdir(disk, { recursive: true });
   await snapshot(paths.checkpoint(srcId, cpId), rootfs, { readonly: false });
-  await ensureUnitQgroup(paths, newId, pool);
+  void pool; // its quota group is made at its first boot, as a new unit's
 }
 
 /** Deletes a stopped unit's disk (its checkpoints, the rootfs and a restore's leftovers) and its run dir. */
@@ -118,7 +120,7 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   }
   await rm(dir, { recursive: true, force: true });
   await rm(run, { recursive: true, force: true });
-  // The group goes once nothing it was charged for is left; data a fork still shares keeps it
-  // (an empty group on the pool, nothing more).
-  if (group && pool) await destroyQgroup(pool, group);
+  // The group goes with it (a fork still sharing its data keeps that charged to a stale member,
+  // which is then no one's: nothing more). A removal that fails is the start's sweep's.
+  if (group && pool) await dropQgroup(pool, group).catch(() => false);
 }
