@@ -9,6 +9,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { listQgroups } from "../packages/server/dist/runtime/storage/btrfs.js";
 import { startBenchServer } from "./lib.mjs";
 
 const at = process.argv.indexOf("--mib");
@@ -35,16 +36,12 @@ const sh = async (unit, script) => {
   return body.toString("latin1");
 };
 /** What the unit's quota group has been charged, from the host. */
-const charged = (id) => {
-  const units = join(bench.pool, "units");
+const charged = async (id) => {
   execFileSync("btrfs", ["filesystem", "sync", bench.pool]);
-  const group = readFileSync(join(units, id, "qgroup"), "utf8").trim();
-  const line = execFileSync("btrfs", ["qgroup", "show", "--raw", "-re", bench.pool])
-    .toString()
-    .split("\n")
-    .find((l) => l.startsWith(`${group} `));
-  if (!line) throw new Error(`no quota group ${group}`);
-  return Number(line.trim().split(/\s+/)[1]);
+  const group = readFileSync(join(bench.pool, "units", id, "qgroup"), "utf8").trim();
+  const found = (await listQgroups(bench.pool)).find((g) => g.id === group);
+  if (!found) throw new Error(`no quota group ${group}`);
+  return found.referenced;
 };
 
 const rows = [];
@@ -58,7 +55,7 @@ try {
     const set = await api("POST", `/v1/units/${name}/policy/resources`, { disk: { limit_mb: mib } });
     if (set.status !== 200) throw new Error(`limit: ${set.status} ${await set.text()}`);
     await sh(name, "true");
-    const before = charged(id);
+    const before = await charged(id);
     const started = performance.now();
     const out = await sh(
       name,

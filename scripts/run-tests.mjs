@@ -44,8 +44,13 @@ if (selected.length === 0) {
 }
 // Unit disks in the shared test pool that outlive the run were leaked by a test (a server that
 // made a disk no row knew of): named at the end, with when each was made, to find the test.
-const poolUnits = "/var/tmp/ums-test-pool/pool/units";
+const { testPoolDir } = await import("../packages/server/dist/runtime/image/test-image.js").catch(() => ({
+  testPoolDir: () => undefined, // the server is not built: no test of this run makes units
+}));
+const poolDir = testPoolDir();
+const poolUnits = poolDir && join(poolDir, "pool", "units");
 const listPool = () => {
+  if (!poolUnits) return [];
   try {
     return readdirSync(poolUnits);
   } catch {

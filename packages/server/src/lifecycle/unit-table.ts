@@ -32,6 +32,8 @@ export class UnitTable {
   private readonly tracked = new Map<string, Tracked>();
   /** Units destroyed (ms when): a request still holding one's record must not make it again. */
   private readonly deleted = new Map<string, number>();
+  /** Units being destroyed now (under their lock). */
+  private readonly deleting = new Set<string>();
 
   constructor(private readonly store: Store) {}
 
@@ -60,9 +62,6 @@ export class UnitTable {
   untrack(unitId: string): void {
     this.tracked.delete(unitId);
   }
-
-  /** Units being destroyed now (under their lock). */
-  private readonly deleting = new Set<string>();
 
   /** Runs the destruction of a unit's host resources (under its lock); on success it is deleted. */
   async destroying(unitId: string, destroy: () => Promise<void>): Promise<void> {

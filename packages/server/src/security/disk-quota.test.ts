@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import { DEFAULT_UNIT_DISK_MB } from "../config.js";
 import { run } from "../runtime/exec/host-command.js";
 import { testImage } from "../runtime/image/test-image.js";
+import { listQgroups } from "../runtime/storage/btrfs.js";
 import { execHttp } from "../testing/exec-client.js";
 import { startSqliteServer, type TestServer } from "../testing/server.js";
 
@@ -38,11 +39,9 @@ describe("disk quotas of units", { timeout: 300_000 }, () => {
     const pool = join(unitsDir, "..");
     await run("btrfs", ["filesystem", "sync", pool]);
     const group = (await readFile(join(unitsDir, unitId, "qgroup"), "utf8")).trim();
-    const { stdout } = await run("btrfs", ["qgroup", "show", "--raw", "-re", pool]);
-    const line = stdout.split("\n").find((l) => l.startsWith(`${group} `));
-    assert.ok(line, `quota group ${group} of ${unitId}: ${stdout}`);
-    const [, rfer, , max] = line.trim().split(/\s+/);
-    return { referenced: Number(rfer), limit: max === "none" ? undefined : Number(max) };
+    const found = (await listQgroups(pool)).find((g) => g.id === group);
+    assert.ok(found, `quota group ${group} of ${unitId}`);
+    return found;
   };
   const setDisk = (unit: string, mb: number) =>
     s.api("POST", `/v1/units/${unit}/policy/resources`, { token, json: { disk: { limit_mb: mb } } });

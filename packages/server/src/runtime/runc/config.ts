@@ -32,7 +32,7 @@ export interface RuncRuntimeConfig extends UnitEgressOptions {
   readonly defaultPids: number;
   /** CPU time a unit may use where its policy names none, in cores (a CFS quota). */
   readonly defaultCpuCores: number;
-  /** Disk a unit may fill where its policy names none, in bytes (its rootfs's btrfs quota group). */
+  /** What a unit may write where its policy names none, in bytes (its btrfs quota group's limit, unit-disk.ts). */
   readonly defaultDiskBytes: number;
   /** The host's cores (default: those this process may run on); units share all but half of one. */
   readonly hostCores?: number | undefined;

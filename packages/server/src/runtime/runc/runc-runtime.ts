@@ -142,7 +142,7 @@ export class RuncRuntime implements UnitRuntime {
 
   /** Idempotent: a unit that has its disk keeps it. */
   async create(id: string): Promise<void> {
-    await createDisk(this.paths, this.cfg.imagePath, id, this.quotaPool);
+    await createDisk(this.paths, this.cfg.imagePath, id);
   }
 
   async boot(spec: BootSpec): Promise<void> {
@@ -152,8 +152,8 @@ export class RuncRuntime implements UnitRuntime {
     if (state === "paused") return this.resume(id);
     await this.runc.delete(id); // a stopped leftover
     await this.create(id); // a unit whose disk was not made yet (e.g. a crash right after create)
-    // Its disk size, in case it changed while it was stopped, or a restore or fork brought a
-    // checkpoint's (snapshots carry the limit they were taken with).
+    // Its disk size: its quota group is made at its first boot, and the policy (a restore's, say)
+    // may have changed while it was stopped.
     await this.limitDisk(id, this.resources.diskBytes(spec.resources));
     await bootUnit(
       {
@@ -278,7 +278,7 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async forkDisk(srcId: string, cpId: string, newId: string): Promise<void> {
-    await forkDisk(this.paths, srcId, cpId, newId, this.quotaPool);
+    await forkDisk(this.paths, srcId, cpId, newId);
   }
 
   async recover(

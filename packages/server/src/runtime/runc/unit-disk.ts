@@ -13,28 +13,20 @@ import {
 import type { UnitPaths } from "./unit-paths.js";
 
 /** A unit's disk: a writable snapshot of the base image (O(1), it costs no process). Idempotent: a unit that has its disk keeps it. */
-export async function createDisk(
-  paths: UnitPaths,
-  imagePath: string,
-  id: string,
-  pool: string | undefined,
-): Promise<void> {
+export async function createDisk(paths: UnitPaths, imagePath: string, id: string): Promise<void> {
   const { disk, rootfs } = paths.unit(id);
-  if (!existsSync(rootfs)) {
-    await mkdir(disk, { recursive: true });
-    await snapshot(imagePath, rootfs, { readonly: false });
-  }
-  // Its quota group is made at its first boot (limitDisk): a unit that never runs costs no more.
-  void pool;
+  if (existsSync(rootfs)) return;
+  await mkdir(disk, { recursive: true });
+  await snapshot(imagePath, rootfs, { readonly: false });
 }
 
 // A unit's disk size (issue #20) is the limit of its own level-1 quota group, `1/<id of its first
-// rootfs>`, named in `<disk>/qgroup` (a host-owned file): every subvolume of the unit (its rootfs
-// of each generation, its checkpoints) is in that group, made so by `snapshot -i`. With simple
-// quotas (btrfs.ts) the group is charged what the unit wrote (the group is made at the unit's first
-// boot, with what the unit already has: a unit that never runs costs no quota group), its image's files excluded, for as
-// long as the data exists: deleting a file that a checkpoint keeps frees nothing, and a restore
-// starts no new account. A fork's group is its own and is charged only what the fork writes.
+// rootfs>`, named in `<disk>/qgroup` (a host-owned file). The group is made at the unit's first
+// boot (limitDisk), with the rootfs and checkpoints it has then, so a unit that never runs costs
+// none; later subvolumes (checkpoints, a restore's rootfs) join it through `snapshot -i`. With
+// simple quotas (btrfs.ts) the group is charged what the unit wrote, its image's files excluded,
+// for as long as the data exists: deleting a file that a checkpoint keeps frees nothing, and a
+// restore starts no new account. A fork's group is its own and is charged only what the fork writes.
 
 /** The unit's quota group, if it has one. */
 export function unitQgroup(paths: UnitPaths, id: string): string | undefined {
@@ -60,9 +52,10 @@ export async function ensureUnitQgroup(
   if (known) return known;
   const { disk, rootfs, checkpoints } = paths.unit(id);
   if (!existsSync(rootfs)) return undefined;
-  const group = `1/${await subvolumeId(rootfs)}`;
+  const rootfsId = await subvolumeId(rootfs);
+  const group = `1/${rootfsId}`;
   await createQgroup(pool, group);
-  await assignQgroup(pool, await subvolumeId(rootfs), group);
+  await assignQgroup(pool, rootfsId, group);
   for (const cp of existsSync(checkpoints) ? await readdir(checkpoints) : []) {
     await assignQgroup(pool, await subvolumeId(join(checkpoints, cp)), group);
   }
@@ -94,17 +87,10 @@ export async function limitDisk(
 }
 
 /** A new unit's disk as a writable snapshot of another unit's checkpoint. */
-export async function forkDisk(
-  paths: UnitPaths,
-  srcId: string,
-  cpId: string,
-  newId: string,
-  pool: string | undefined,
-): Promise<void> {
+export async function forkDisk(paths: UnitPaths, srcId: string, cpId: string, newId: string): Promise<void> {
   const { disk, rootfs } = paths.unit(newId);
   await mkdir(disk, { recursive: true });
   await snapshot(paths.checkpoint(srcId, cpId), rootfs, { readonly: false });
-  void pool; // its quota group is made at its first boot, as a new unit's
 }
 
 /** Deletes a stopped unit's disk (its checkpoints, the rootfs and a restore's leftovers) and its run dir. */

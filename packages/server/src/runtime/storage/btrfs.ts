@@ -125,17 +125,27 @@ export async function destroyQgroup(pool: string, group: string): Promise<boolea
   }
 }
 
-/** The pool's quota groups: id, bytes charged, and child groups (`btrfs qgroup show -c`). */
-export async function listQgroups(pool: string): Promise<{ id: string; referenced: number; children: string[] }[]> {
-  const { stdout } = await run("btrfs", ["qgroup", "show", "-c", "--raw", resolve(pool)]);
-  const out: { id: string; referenced: number; children: string[] }[] = [];
+export interface QgroupInfo {
+  readonly id: string;
+  /** Bytes charged to it. */
+  readonly referenced: number;
+  /** Its limit in bytes, if it has one. */
+  readonly limit: number | undefined;
+  readonly children: string[];
+}
+
+/** The pool's quota groups (`btrfs qgroup show -c -re`). */
+export async function listQgroups(pool: string): Promise<QgroupInfo[]> {
+  const { stdout } = await run("btrfs", ["qgroup", "show", "-c", "-re", "--raw", resolve(pool)]);
+  const out: QgroupInfo[] = [];
   for (const line of stdout.split("\n")) {
-    const m = /^(\d+\/\d+)\s+(\d+)\s+\d+\s+(\S+)/.exec(line);
+    const m = /^(\d+\/\d+)\s+(\d+)\s+\d+\s+(\d+|none)\s+(?:\d+|none)\s+(\S+)/.exec(line);
     if (m)
       out.push({
         id: m[1] as string,
         referenced: Number(m[2]),
-        children: m[3] === "-" ? [] : (m[3] as string).split(","),
+        limit: m[3] === "none" ? undefined : Number(m[3]),
+        children: m[4] === "-" ? [] : (m[4] as string).split(","),
       });
   }
   return out;
