@@ -49,22 +49,28 @@ async function rawRead(path: string, socket: Duplex): Promise<void> {
       "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" +
         `Upgrade: ${RAW_READ}\r\n${size !== undefined ? `X-Ums-Size: ${size}\r\n` : ""}\r\n`,
     );
-    await sendFile(fh, socket);
+    await sendFile(fh, socket, size);
     socket.end();
   } finally {
     await fh.close().catch(() => {});
   }
 }
 
-/** Reads the next chunk while the last one is being written; each buffer is reused once its write is done. */
-async function sendFile(fh: FileHandle, socket: Duplex): Promise<void> {
+/**
+ * Reads the next chunk while the last one is being written; each buffer is reused once its write is
+ * done. At most `size` bytes (the size announced) go out: a file that grows during the read is sent as
+ * it was when opened; one that shrinks ends early, which the host tells from the size.
+ */
+async function sendFile(fh: FileHandle, socket: Duplex, size: number | undefined): Promise<void> {
   const buffers = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
   let turn = 0;
+  let left = size ?? Number.POSITIVE_INFINITY;
   let written: Promise<void> = Promise.resolve();
   written.catch(() => {});
   for (;;) {
     const buffer = buffers[turn] as Buffer;
-    const { bytesRead } = await fh.read(buffer, 0, CHUNK, null);
+    const { bytesRead } = left > 0 ? await fh.read(buffer, 0, Math.min(CHUNK, left), null) : { bytesRead: 0 };
+    left -= bytesRead;
     await written;
     if (bytesRead === 0) return;
     written = new Promise<void>((resolve, reject) =>

@@ -43,6 +43,7 @@ describe("ums doctor, install, uninstall", { timeout: 240_000 }, () => {
       "nftables",
       "free space",
       "unit subnet",
+      "key quota",
     ]) {
       assert.ok(names.includes(n), `no check '${n}' in ${names.join(", ")}`);
     }
@@ -52,6 +53,10 @@ describe("ums doctor, install, uninstall", { timeout: 240_000 }, () => {
     servers.push(a);
     await a.start();
     const rid = (await readFile(join(a.dataDir, "runtime-id"), "utf8")).trim();
+    // The start made room in the kernel's key quota for one session keyring per running unit, all
+    // charged to the units' one host uid (runtime/runc/key-quota.ts; the default of 200 stopped boots).
+    const maxkeys = Number((await readFile("/proc/sys/kernel/keys/maxkeys", "utf8")).trim());
+    assert.ok(maxkeys >= 20_000, `kernel.keys.maxkeys is ${maxkeys} after a start`);
     const r = await ums(["doctor", "--data-dir", dir, "--unit-subnet", String(a.env.UMS_UNIT_SUBNET)]);
     assert.equal(r.code, 1);
     assert.match(r.stdout, new RegExp(`FAIL  unit subnet: the firewall table inet ums_${rid} of another ums server`));

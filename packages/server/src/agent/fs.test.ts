@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, get, IncomingMessage, type Server } from "node:http";
+import { Agent, createServer, get, IncomingMessage, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,10 +40,23 @@ describe("agentRead", () => {
     );
     socket.end(DATA);
   });
+  // An agent that announces a size and sends more (the file grew while it was read; the real agent
+  // now stops at the size, but the host must not trust it to).
+  const grown = createServer((_req, res) => res.writeHead(500).end());
+  grown.on("upgrade", (_req, socket: Socket) => {
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ums-fs-bytes\r\nX-Ums-Size: ${DATA.length}\r\n\r\n`,
+    );
+    socket.end(Buffer.concat([DATA, Buffer.from("grown meanwhile")]));
+  });
   const old = createServer((req, res) => res.end(`old ${req.url?.slice(0, 8)}`));
 
   before(async () => {
-    servers.push(await fakeAgent(join(dir, "raw.sock"), raw), await fakeAgent(join(dir, "old.sock"), old));
+    servers.push(
+      await fakeAgent(join(dir, "raw.sock"), raw),
+      await fakeAgent(join(dir, "old.sock"), old),
+      await fakeAgent(join(dir, "grown.sock"), grown),
+    );
   });
 
   it("relays a raw read to a client response, whole and with its size", async () => {
@@ -64,6 +77,38 @@ describe("agentRead", () => {
       }).on("error", reject),
     );
     assert.ok(body.equals(DATA));
+  });
+
+  it("answers a file that grew during the read with its first size bytes, and keeps the connection", async () => {
+    const client = createServer((_req, res) => {
+      void agentRead(plainEndpoint(join(dir, "grown.sock")), "user", "/f").then((read) => {
+        assert.ok(!(read instanceof IncomingMessage));
+        res.writeHead(200, { "content-length": read.size });
+        return read.relayTo(res);
+      });
+    });
+    servers.push(client);
+    await new Promise<void>((resolve) => client.listen(0, "127.0.0.1", resolve));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<Socket>();
+    const fetchOnce = () =>
+      new Promise<Buffer>((resolve, reject) =>
+        get(`http://127.0.0.1:${(client.address() as AddressInfo).port}/`, { agent }, (res) => {
+          sockets.add(res.socket as Socket);
+          const parts: Buffer[] = [];
+          res.on("data", (d: Buffer) => parts.push(d));
+          res.on("end", () => resolve(Buffer.concat(parts)));
+          res.on("error", reject);
+        }).on("error", reject),
+      );
+    try {
+      assert.ok((await fetchOnce()).equals(DATA));
+      // The next request goes out on the same connection, and is answered whole.
+      assert.ok((await fetchOnce()).equals(DATA));
+      assert.equal(sockets.size, 1, "both requests went over one kept-alive connection");
+    } finally {
+      agent.destroy();
+    }
   });
 
   it("hands back the ordinary answer of an agent from before raw reads", async () => {

@@ -50,7 +50,8 @@ export class RelaySocket {
    * Writes `head` (bytes read past the 101) and then everything the agent sends until it ends the
    * connection to `res`, which must have its head written. Resolves once done: with true when all of
    * `size` bytes (if known) went through, false when either side cut the transfer short (then both are
-   * destroyed: a client must not take a partial body for a whole one).
+   * destroyed: a client must not take a partial body for a whole one). Bytes past `size` (a file that
+   * grew during the read) are left out.
    */
   relayTo(res: ServerResponse, head: Buffer, size: number | undefined): Promise<boolean> {
     const { socket } = this;
@@ -72,15 +73,27 @@ export class RelaySocket {
         }
         resolve(ok);
       };
+      let trimmed = false;
       const write = (chunk: Buffer, then: () => void): void => {
+        if (trimmed) return;
+        if (size !== undefined && sent + chunk.length > size) {
+          // The file grew while the agent read it: the answer is its first `size` bytes, the length
+          // the client was told, ended cleanly so that the client's connection stays usable for its
+          // next request (destroying it there failed that next request: "other side closed").
+          trimmed = true;
+          const part = chunk.subarray(0, size - sent);
+          sent = size;
+          socket.destroy();
+          res.end(part, () => settle(true));
+          return;
+        }
         sent += chunk.length;
-        if (size !== undefined && sent > size) settle(false);
-        else res.write(chunk, (err) => (err ? settle(false) : then()));
+        res.write(chunk, (err) => (err ? settle(false) : then()));
       };
       res.once("close", () => settle(res.writableFinished));
-      socket.on("error", () => settle(false));
+      socket.on("error", () => trimmed || settle(false));
       socket.once("close", () => {
-        if (!socket.readableEnded) settle(false);
+        if (!trimmed && !socket.readableEnded) settle(false);
       });
       socket.once("end", () => {
         if (size !== undefined && sent !== size) settle(false);

@@ -4,6 +4,7 @@ import { dirname, resolve } from "node:path";
 import { run } from "../runtime/exec/host-command.js";
 import { parseSubnet } from "../runtime/network/addresses.js";
 import { readHostNetwork, subnetConflicts } from "../runtime/network/conflicts.js";
+import { canRaiseKeyQuota, KEY_QUOTA, keyQuotaShortfall, readKeyQuota } from "../runtime/runc/key-quota.js";
 
 export interface Check {
   readonly name: string;
@@ -54,6 +55,20 @@ export async function doctor(o: DoctorOpts): Promise<Check[]> {
           detail: "user namespaces are off",
           fix: "sysctl -w user.max_user_namespaces=15000 (and in /etc/sysctl.d/)",
         },
+  );
+
+  const short = keyQuotaShortfall(await readKeyQuota());
+  add(
+    short.length === 0
+      ? { name: "key quota", ok: true, detail: `kernel.keys.maxkeys >= ${KEY_QUOTA.maxkeys}` }
+      : (await canRaiseKeyQuota())
+        ? { name: "key quota", ok: true, detail: `low (${short.join(", ")}); ums serve raises it at start` }
+        : {
+            name: "key quota",
+            ok: false,
+            detail: `low and not writable here (${short.join(", ")}): units stop booting at about that many`,
+            fix: `sysctl -w kernel.keys.maxkeys=${KEY_QUOTA.maxkeys} kernel.keys.maxbytes=${KEY_QUOTA.maxbytes}`,
+          },
   );
 
   const filesystems = await readFile("/proc/filesystems", "utf8").catch(() => "");

@@ -93,6 +93,12 @@ export async function openHostRuntime(opts: HostRuntimeOptions, log: Logger): Pr
     egressRanges: opts.egressRanges,
     uplinks: opts.uplinks ?? (await defaultUplinks()),
   });
+  if (rt.keyQuota.raised.length > 0)
+    log.info(
+      { raised: rt.keyQuota.raised },
+      "raised the kernel's key quota for the units' host uid (one key per running unit)",
+    );
+  if (rt.keyQuota.error) log.warn({ err: rt.keyQuota.error }, "the kernel's key quota is low for many units");
   if (rt.quotaError) {
     log.warn(
       { err: rt.quotaError },

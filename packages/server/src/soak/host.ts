@@ -13,14 +13,18 @@ export interface UnitProcess {
   readonly cmdline: string;
 }
 
-/** The host processes in a unit's cgroup. */
+/** The host processes in a unit's cgroup, zombies left out. */
 export function unitProcesses(unitId: string): UnitProcess[] {
   const out: UnitProcess[] = [];
   for (const p of readdirSync("/proc")) {
     if (!/^\d+$/.test(p)) continue;
     try {
       if (!readFileSync(`/proc/${p}/cgroup`, "utf8").includes(`/${unitId}`)) continue;
-      const nsPid = Number(/^NSpid:.*\s(\d+)\s*$/m.exec(readFileSync(`/proc/${p}/status`, "utf8"))?.[1] ?? 0);
+      const status = readFileSync(`/proc/${p}/status`, "utf8");
+      // A zombie is not the unit's: a restore's old container init stays one, with pid 1 in the
+      // unit, until the host's PID 1 reaps it (its parent), and must not pass for the unit's PID 1.
+      if (/^State:\s+Z/m.test(status)) continue;
+      const nsPid = Number(/^NSpid:.*\s(\d+)\s*$/m.exec(status)?.[1] ?? 0);
       const cmdline = readFileSync(`/proc/${p}/cmdline`, "utf8").replaceAll("\0", " ").trim();
       out.push({ pid: Number(p), nsPid, cmdline });
     } catch {

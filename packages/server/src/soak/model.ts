@@ -46,6 +46,8 @@ export interface UnitModel {
   services: Set<string> | undefined;
   /** An operation holds the unit (one at a time per unit keeps the model exact). */
   busy: boolean;
+  /** Operations started on this unit so far (the chaos check skips a unit one touched meanwhile). */
+  ops: number;
 }
 
 export function newUnit(name: string, files: Files = new Map()): UnitModel {
@@ -58,5 +60,6 @@ export function newUnit(name: string, files: Files = new Map()): UnitModel {
     pendingCheckpoint: undefined,
     services: new Set(),
     busy: false,
+    ops: 0,
   };
 }

@@ -35,3 +35,14 @@ export class Rng {
 
 /** A fresh seed when none is given (printed, so a run can be replayed with --seed). */
 export const newSeed = (): number => Math.floor(Math.random() * 2 ** 31);
+
+/**
+ * The seed a suite test runs with: a fixed one, so that CI replays a run known to pass and a failure
+ * there is a regression rather than a new draw; `env` names another seed, or `random` for a new draw
+ * (as bench/soak.mjs always does).
+ */
+export function suiteSeed(env: string | undefined, fixed: number): number {
+  if (env === "random") return newSeed();
+  const n = Number(env);
+  return env && Number.isInteger(n) && n > 0 ? n : fixed;
+}

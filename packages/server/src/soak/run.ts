@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { testImage } from "../runtime/image/test-image.js";
 import { cleanupStoppedServer, removeServerHostResources } from "../testing/host-cleanup.js";
 import { prepareServe, UMS_BIN } from "../testing/serve-process.js";
-import { hostLeftovers, rssOf, unitAgentPid, unitInitPid } from "./host.js";
+import { hostLeftovers, rssOf, type UnitProcess, unitAgentPid, unitInitPid, unitProcesses } from "./host.js";
 import { Rng } from "./rng.js";
 import { percentile, Stats, slope } from "./stats.js";
 import { describe, Workload } from "./workload.js";
@@ -207,7 +207,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const idle = workload.runningCandidates().flatMap((u) => {
           if (statuses.get(u.name)?.status !== "running") return [];
           const pid = u.id ? unitInitPid(u.id) : undefined;
-          return pid ? [[u, pid] as const] : [];
+          return pid ? [[u, pid, u.ops, unitProcesses(u.id ?? "")] as const] : [];
         });
         let up = () => {};
         down = new Promise<void>((r) => {
@@ -220,16 +220,24 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           kills.server++;
           await sleep(rng.int(0, 2000));
           await server.start();
+          // Checked at once, before the workload resumes: a unit no operation touched since the
+          // snapshot (an operation cut short by the kill may rightly have replaced its container)
+          // and that nobody killed keeps its PID 1 when the new server re-adopts it.
+          for (const [u, pid, ops, before] of idle) {
+            const hit = workload.kills.some((k) => k.unit === u.name);
+            if (hit || u.ops !== ops || !u.id || !workload.units.has(u.name)) continue;
+            if (unitInitPid(u.id) === pid) continue;
+            const list = (ps: UnitProcess[]) => ps.map((p) => `${p.pid}/${p.nsPid} ${p.cmdline}`).join("; ") || "none";
+            stats.violation(
+              `${u.name} was not re-adopted after server kill ${kills.server}: its PID 1 changed ` +
+                `(before: ${list(before)}; after: ${list(unitProcesses(u.id))})`,
+            );
+          }
         } finally {
           down = undefined;
           up();
         }
         await workload.verify(`after server kill ${kills.server}`);
-        for (const [u, pid] of idle) {
-          const hit = workload.kills.some((k) => k.unit === u.name);
-          if (!hit && u.id && workload.units.has(u.name) && unitInitPid(u.id) !== pid)
-            stats.violation(`${u.name} was not re-adopted after server kill ${kills.server}: its PID 1 changed`);
-        }
       } else {
         const victim = rng.pick(
           workload

@@ -256,7 +256,10 @@ export class Workload {
     fn: () => Promise<void>,
     expected: (e: Refused) => boolean = () => false,
   ): Promise<void> {
-    for (const u of units) u.busy = true;
+    for (const u of units) {
+      u.busy = true;
+      u.ops++;
+    }
     const t0 = Date.now();
     const p0 = performance.now();
     const limit = limitOf(kind);

@@ -12,7 +12,8 @@ export const UMS_BIN = resolve(fileURLToPath(import.meta.url), "../../../../../b
 
 /**
  * Spawns `ums serve` with `env` (which must name where it listens, UMS_LISTEN) and resolves once
- * GET `<base>/healthz` answers; fails with the server's log if it exits or takes over 30 s. Its
+ * GET `<base>/healthz` answers; fails with the server's log if it exits or takes over 90 s (a start
+ * takes about a second on a quiet host, but tens of seconds on a loaded 2-core one were seen). Its
  * units reach only the test network (TEST_NETWORK_ENV) unless `env` says otherwise.
  */
 export async function spawnServe(base: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
@@ -24,16 +25,18 @@ export async function spawnServe(base: string, env: NodeJS.ProcessEnv): Promise<
   child.stderr?.on("data", (d) => {
     log += d;
   });
-  const deadline = Date.now() + 30_000;
+  const t0 = Date.now();
+  const deadline = t0 + 90_000;
   for (;;) {
     try {
       if ((await fetch(`${base}/healthz`)).ok) return child;
     } catch {}
     if (child.exitCode !== null || Date.now() > deadline) {
+      const why = child.exitCode !== null ? `exited with ${child.exitCode}` : `no answer in ${Date.now() - t0} ms`;
       // One that is still starting goes: left running, it would hold (and re-adopt) units after the
       // test's cleanup, on the host until someone kills it.
       await stopChild(child, "SIGKILL");
-      throw new Error(`ums serve did not start: ${log}`);
+      throw new Error(`ums serve did not start (${why}): ${log}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }

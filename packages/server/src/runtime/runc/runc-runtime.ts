@@ -20,6 +20,7 @@ import type { RuncRuntimeConfig } from "./config.js";
 import { CpuWeights } from "./cpu-weights.js";
 import { EgressState } from "./egress-state.js";
 import { prepareHost } from "./host-setup.js";
+import { raiseKeyQuota } from "./key-quota.js";
 import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
@@ -38,6 +39,8 @@ export class RuncRuntime implements UnitRuntime {
   private quotaPool: string | undefined;
   /** Why units' disk limits are not enforced on this host, if they are not. */
   quotaError: string | undefined;
+  /** What the start raised of the kernel's key quota (key-quota.ts), or why it could not. */
+  keyQuota: { raised: string[]; error?: string } = { raised: [] };
   /** The start's sweep of unused quota groups (storage/btrfs.ts), awaited by close. */
   private sweeping: Promise<number> | undefined;
   private closing = false;
@@ -80,6 +83,10 @@ export class RuncRuntime implements UnitRuntime {
   static async open(cfg: RuncRuntimeConfig): Promise<RuncRuntime> {
     const rt = new RuncRuntime(Object.freeze({ ...cfg }));
     await prepareHost(rt.cfg, rt.paths, rt.hostCores);
+    rt.keyQuota = await raiseKeyQuota().then(
+      (raised) => ({ raised }),
+      (err: Error) => ({ raised: [], error: err.message }),
+    );
     // Units' disk limits need simple quotas on the pool (storage/btrfs.ts); a kernel without them
     // (before 6.7) runs units without disk limits, and says so.
     try {
