@@ -1,5 +1,4 @@
 import { connect as tcpConnect } from "node:net";
-import { connect as tlsConnect } from "node:tls";
 import { addQuery, type QueryValue, SDK_VERSION, type UmsClient } from "./client.js";
 import { checkTimeout, type RequestOpts } from "./config.js";
 import { ConnectionError, errorFromResponse, SdkErrorCode, TimeoutError, UmsError } from "./errors.js";
@@ -17,7 +16,7 @@ export interface ChunkedRequestOpts extends RequestOpts {
  * its chunk boundaries: HTTP exec (see http1-parser.ts). Resolves when the body has ended; a
  * non-2xx answer rejects with the SDK's error for it.
  */
-export function chunkedRequest(
+export async function chunkedRequest(
   client: UmsClient,
   method: string,
   path: string,
@@ -45,8 +44,10 @@ export function chunkedRequest(
   const port = Number(url.port) || (url.protocol === "https:" ? 443 : 80);
   const host = url.hostname.replace(/^\[|\]$/g, "");
 
+  // node:tls only when it is needed: the CLI's start-up snapshot cannot hold it (packages/cli/src/snapshot.ts).
+  const tls = url.protocol === "https:" ? await import("node:tls") : undefined;
   return new Promise<void>((resolve, reject) => {
-    const sock = url.protocol === "https:" ? tlsConnect({ host, port, servername: host }) : tcpConnect({ host, port });
+    const sock = tls ? tls.connect({ host, port, servername: host }) : tcpConnect({ host, port });
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
     const finish = (err?: unknown) => {

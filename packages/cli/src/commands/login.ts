@@ -136,8 +136,9 @@ export function contextCommand(): Command {
 /** Asks on the terminal without echoing what is typed (a token is a secret). Ctrl-C or Ctrl-D give up. */
 function promptHidden(question: string): Promise<string> {
   const stdin = process.stdin;
-  process.stderr.write(question);
+  // Raw (no echo, Ctrl-C as a byte) before the question shows: what is typed after it never echoes.
   stdin.setRawMode(true);
+  process.stderr.write(question);
   stdin.resume();
   let typed = "";
   return new Promise<string>((resolve, reject) => {

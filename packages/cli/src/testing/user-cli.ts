@@ -43,7 +43,8 @@ function baseEnv(home: string): NodeJS.ProcessEnv {
       ([k]) => !k.startsWith("UMS_") && k !== "NODE_TEST_CONTEXT" && k !== "XDG_CONFIG_HOME",
     ),
   );
-  return { ...env, HOME: home };
+  // User commands run from the start-up snapshot, as a user's do; one that cannot fails (exit 3).
+  return { ...env, HOME: home, UMS_CLI_SNAPSHOT: "require" };
 }
 
 export async function startUserCli(): Promise<UserCli> {

@@ -1,0 +1,114 @@
+// The ums command line without its host-admin part: the program, the user commands (built on the
+// SDK) and how a run ends. main.ts adds the host-admin commands, `mcp` and `completion`; snapshot.ts
+// builds the start-up snapshot that user commands run from (build.mjs, bin/ums).
+import { API_VERSION } from "@ums/protocol/versions";
+import { UmsError } from "@ums/sdk";
+import { Command, CommanderError } from "commander";
+import { auditCommand } from "./commands/audit.js";
+import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
+import { execCommand } from "./commands/exec.js";
+import { cpCommand, lsCommand, rmCommand } from "./commands/files.js";
+import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
+import { policyCommand } from "./commands/policy.js";
+import { proxyCommand } from "./commands/proxy.js";
+import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
+import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
+import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
+import { UsageError } from "./errors.js";
+
+/**
+ * Commands that are not user commands: the host-admin ones (they load @ums/server, host-only and
+ * slow to load), help and completion (they need every command), and `mcp` (the MCP SDK). bin/ums runs
+ * these from the ESM bundle, and every other line from the start-up snapshot; keep the two lists equal.
+ */
+export const NOT_USER = [
+  "serve",
+  "token",
+  "org",
+  "image",
+  "keys",
+  "doctor",
+  "install",
+  "uninstall",
+  "help",
+  "completion",
+  "mcp",
+];
+
+/** The first word of a command line that is not an option: the command it names, if any. */
+export const commandOf = (args: readonly string[]): string | undefined => args.find((a) => !a.startsWith("-"));
+
+export function newProgram(): Command {
+  return new Command("ums")
+    .description("ums: a self-hostable Unit Management Service")
+    .version(API_VERSION)
+    .showHelpAfterError()
+    .exitOverride();
+}
+
+/** Adds the user commands: everything a user on a laptop runs against a server. */
+export function addUserCommands(program: Command): void {
+  for (const c of [
+    loginCommand(),
+    logoutCommand(),
+    whoamiCommand(),
+    contextCommand(),
+    createCommand(),
+    listCommand(),
+    infoCommand(),
+    deleteCommand(),
+    useCommand(),
+    execCommand(),
+    consoleCommand(),
+    sessionsCommand(),
+    attachCommand(),
+    killCommand(),
+    cpCommand(),
+    lsCommand(),
+    rmCommand(),
+    checkpointCommand(),
+    forkCommand(),
+    servicesCommand(),
+    serviceCommand(),
+    urlCommand(),
+    policyCommand(),
+    proxyCommand(),
+    auditCommand(),
+  ])
+    program.addCommand(c);
+}
+
+/**
+ * Parses `argv` (node's layout: two words before the arguments) and runs the command. Every failure
+ * ends the process: usage errors (commander's refusals, UsageError, and what `isUsage` adds) with
+ * exit 2, the server's errors with exit 1 and one line `ums: CODE: message`, anything else with 1.
+ */
+export async function runProgram(
+  program: Command,
+  argv: readonly string[],
+  isUsage: (err: unknown) => boolean = () => false,
+): Promise<void> {
+  // Added commands do not inherit these settings: every one throws its usage errors to the handler below.
+  const inherit = (cmd: Command): void => {
+    for (const sub of cmd.commands)
+      inherit(sub.exitOverride().showHelpAfterError("(add --help for usage and examples)"));
+  };
+  inherit(program);
+  try {
+    await program.parseAsync(argv as string[]);
+  } catch (err) {
+    // Commander's own refusals (unknown option, missing argument) are usage errors: exit 2.
+    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    if (err instanceof UsageError || isUsage(err)) {
+      process.stderr.write(`ums: ${(err as Error).message}\n`);
+      process.exit(2);
+    }
+    // The server's (or the SDK's) stable code first, then what it said: one line.
+    if (err instanceof UmsError) {
+      process.stderr.write(`ums: ${err.code}: ${err.message.replace(/\s*\n\s*/g, " ")}\n`);
+      process.exit(1);
+    }
+    process.stderr.write(`ums: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  }
+}
