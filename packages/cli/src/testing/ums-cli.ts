@@ -159,7 +159,7 @@ export async function serve(
   const url = `http://127.0.0.1:${port}`;
   // A start (store, pool, image cache, re-adoption) takes ~1 s on a quiet host; the whole suite's
   // load has stretched it past 15 s. This bounds a hang, it times nothing.
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 90_000;
   for (;;) {
     if (!alive(child)) assert.fail(`ums serve exited early (${child.exitCode}): ${out.stderr()}`);
     try {
