@@ -12,6 +12,7 @@ import { AuditRecorder } from "./audit/recorder.js";
 import { auditRoutes } from "./audit/routes.js";
 import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
+import { consoleSessionRoutes } from "./console/session.js";
 import { controlRoutes } from "./control/routes.js";
 import { DIALECTS, UNIT_PREFIX } from "./dialect.js";
 import { ApiError, sendError } from "./errors.js";
@@ -156,6 +157,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onResponse", audit.onResponse);
     api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
+    consoleSessionRoutes(api, deps.store);
     auditRoutes(api, deps.store);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
