@@ -71,6 +71,8 @@ export interface TestServerOpts {
   pool?: { path: string; imagePath: string };
   /** The handler of /v1/mcp (`ums serve` gives the real one; none: /v1/mcp is a 404). */
   mcp?: McpHandler;
+  /** The console's build directory (default packages/console/dist). */
+  consoleDir?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -134,6 +136,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       runtime: rt.runtime,
       ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
       ...(overrides.mcp && { mcp: overrides.mcp }),
+      ...(overrides.consoleDir !== undefined && { consoleDir: overrides.consoleDir }),
     });
   } catch (err) {
     // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.
