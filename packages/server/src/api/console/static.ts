@@ -161,7 +161,7 @@ async function sendFile(
   });
   if (encoding) reply.header("content-encoding", encoding);
   const match = req.headers["if-none-match"];
-  if (match !== undefined && match.split(",").some((t) => t.trim().replace(/^W\//, "") === etag)) {
+  if (match?.split(",").some((t) => t.trim().replace(/^W\//, "") === etag)) {
     return reply.code(304).send();
   }
   return reply.code(200).send(body);
