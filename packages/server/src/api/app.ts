@@ -160,7 +160,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onResponse", audit.onResponse);
     api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
-    consoleSessionRoutes(api, deps.store);
+    consoleSessionRoutes(api, deps.store, { httpsFront: deps.config.unitUrlScheme === "https" });
     auditRoutes(api, deps.store);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {

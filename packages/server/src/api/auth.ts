@@ -71,7 +71,7 @@ export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateL
     if (mode === "sign-in") return;
     // Issue #14: a browser's console session, where no Authorization header is sent.
     const cookie = request.headers.authorization === undefined && mode !== "no-cookie" && consoleCookie(request);
-    const found = cookie ? await cookieAuth(store, request, cookie) : await byBearer(request);
+    const found = typeof cookie === "string" ? await cookieAuth(store, request, cookie) : await byBearer(request);
     const record = found.token;
     if (record.expiresAt !== null && record.expiresAt <= new Date().toISOString()) {
       throw new ApiError(

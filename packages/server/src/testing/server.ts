@@ -71,6 +71,8 @@ export interface TestServerOpts {
   pool?: { path: string; imagePath: string };
   /** The handler of /v1/mcp (`ums serve` gives the real one; none: /v1/mcp is a 404). */
   mcp?: McpHandler;
+  /** How clients reach the server (`https`: behind a TLS front); default http. */
+  unitUrlScheme?: "http" | "https";
   /** The console's build directory (default packages/console/dist). */
   consoleDir?: string;
 }
@@ -109,6 +111,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       listen: "127.0.0.1:0",
       databaseUrl: db.databaseUrl,
       unitHost: overrides.unitHost,
+      unitUrlScheme: overrides.unitUrlScheme,
       idleWarm: overrides.idleWarm,
       idleCold: overrides.idleCold,
       dnsUpstream: overrides.dnsUpstream ?? "127.0.0.1:9",

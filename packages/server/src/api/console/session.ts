@@ -1,14 +1,14 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import { Type } from "@sinclair/typebox";
 import { ErrorBody, ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { CONSOLE_COOKIE, consoleSessionId, newSessionId, sessionHash } from "../../auth/console.js";
 import { hashToken } from "../../auth/tokens.js";
 import type { OrgRecord, TokenRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors } from "../schemas.js";
-import { readCookie } from "../unit-url/cookie.js";
 
 /**
  * Issue #14: the web console's session. A browser signs in with an API token once
@@ -25,7 +25,7 @@ import { readCookie } from "../unit-url/cookie.js";
  * The store keeps the SHA-256 of the cookie, never the cookie; a session is the token's: revoking
  * the token ends it at the next request, and signing out deletes the row.
  */
-export const CONSOLE_COOKIE = "ums_console";
+export { CONSOLE_COOKIE };
 export const CSRF_HEADER = "x-ums-csrf";
 /** How long a console session lasts (never past its token's expiry); then the console asks for a token again. */
 export const CONSOLE_SESSION_TTL_MS = 12 * 3600 * 1000;
@@ -46,20 +46,14 @@ declare module "fastify" {
 export const NO_CONSOLE_COOKIE = { console: "no-cookie" } as const;
 
 const READS = new Set(["GET", "HEAD", "OPTIONS"]);
-/** A session id as made by `newSessionId` (32 random bytes, base64url). */
-const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
-
-export function sessionHash(id: string): string {
-  return createHash("sha256").update(id, "utf8").digest("hex");
-}
 
 export function consoleRouteMode(req: FastifyRequest): ConsoleRouteMode | undefined {
   return (req.routeOptions.config as { console?: ConsoleRouteMode } | undefined)?.console;
 }
 
-/** The console cookie's value in the request, if it has one. */
+/** The console cookie's value in the request, if it has one (`""` for one that cannot be a session). */
 export function consoleCookie(req: FastifyRequest): string | undefined {
-  return readCookie(req.headers.cookie, CONSOLE_COOKIE);
+  return consoleSessionId(req.headers.cookie);
 }
 
 /** True when the request names no Origin, or one of this very host (scheme aside: a TLS front may end TLS). */
@@ -96,7 +90,7 @@ export interface ConsoleAuth {
  * header): the session must exist, be unexpired and its token live; then the CSRF and Origin rules.
  */
 export async function cookieAuth(store: Store, req: FastifyRequest, cookie: string): Promise<ConsoleAuth> {
-  const found = SESSION_ID.test(cookie)
+  const found = cookie
     ? await store.consoleSessions.authenticate(sessionHash(cookie), new Date().toISOString())
     : undefined;
   if (!found) {
@@ -149,9 +143,19 @@ function present(auth: ConsoleAuth) {
   };
 }
 
-/** `Set-Cookie` of the console session: host-only, HttpOnly, SameSite=Strict, Secure over TLS. */
-function setCookie(reply: FastifyReply, req: FastifyRequest, value: string, maxAgeS: number): FastifyReply {
-  const secure = req.protocol === "https" ? "; Secure" : "";
+/**
+ * `Set-Cookie` of the console session: host-only, HttpOnly, SameSite=Strict; Secure when the request
+ * came over TLS, or the server is configured as reached over https (`--unit-url-scheme https`: a
+ * TLS front that ends TLS before ums).
+ */
+function setCookie(
+  reply: FastifyReply,
+  req: FastifyRequest,
+  value: string,
+  maxAgeS: number,
+  httpsFront: boolean,
+): FastifyReply {
+  const secure = req.protocol === "https" || httpsFront ? "; Secure" : "";
   return reply
     .header("set-cookie", `${CONSOLE_COOKIE}=${value}; Path=/; Max-Age=${maxAgeS}; HttpOnly; SameSite=Strict${secure}`)
     .header("cache-control", "no-store");
@@ -170,7 +174,7 @@ function sessionOf(req: FastifyRequest): ConsoleAuth {
 }
 
 /** `/v1/console/session`: sign in, the session of a page reload, sign out. Registered behind the bearer hook. */
-export function consoleSessionRoutes(app: ApiInstance, store: Store): void {
+export function consoleSessionRoutes(app: ApiInstance, store: Store, opts: { httpsFront: boolean }): void {
   const tags = ["console"];
   app.post(
     "/v1/console/session",
@@ -199,9 +203,8 @@ export function consoleSessionRoutes(app: ApiInstance, store: Store): void {
       }
       // A browser signing in again leaves its previous session behind: it ends here.
       const previous = consoleCookie(req);
-      if (previous !== undefined && SESSION_ID.test(previous))
-        await store.consoleSessions.delete(sessionHash(previous));
-      const id = randomBytes(32).toString("base64url");
+      if (previous) await store.consoleSessions.delete(sessionHash(previous));
+      const id = newSessionId();
       const until = Math.min(now + CONSOLE_SESSION_TTL_MS, expiresAt !== null ? Date.parse(expiresAt) : Infinity);
       const session = {
         idHash: sessionHash(id),
@@ -215,7 +218,8 @@ export function consoleSessionRoutes(app: ApiInstance, store: Store): void {
       const auth: ConsoleAuth = { ...found, session };
       // The audit log records the sign-in as this token's.
       req.auth = auth;
-      return setCookie(reply, req, id, Math.max(1, Math.floor((until - now) / 1000))).send(present(auth));
+      const maxAge = Math.max(1, Math.floor((until - now) / 1000));
+      return setCookie(reply, req, id, maxAge, opts.httpsFront).send(present(auth));
     },
   );
   app.get(
@@ -241,7 +245,7 @@ export function consoleSessionRoutes(app: ApiInstance, store: Store): void {
     async (req, reply) => {
       const auth = sessionOf(req);
       await store.consoleSessions.delete(auth.session.idHash);
-      return setCookie(reply, req, "", 0).code(204).send(null);
+      return setCookie(reply, req, "", 0, opts.httpsFront).code(204).send(null);
     },
   );
 }

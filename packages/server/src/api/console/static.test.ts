@@ -52,7 +52,8 @@ describe("the console's files", () => {
     await writeFile(join(dist, "assets", "style-77aa01.css"), "body{color:red}");
     await writeFile(join(root, "secret.txt"), "outside the build");
     await symlink(join(root, "secret.txt"), join(dist, "assets", "link.txt"));
-    s = await startSqliteServer({ consoleDir: dist });
+    // Behind a TLS front (https), as a public console would be.
+    s = await startSqliteServer({ consoleDir: dist, unitUrlScheme: "https" });
   });
   after(async () => {
     await s?.close();
@@ -171,6 +172,13 @@ describe("the console's files", () => {
       await rename(`${dist}.away`, dist);
     }
     assert.equal((await raw(s.url, "/console/")).status, 200);
+  });
+
+  it("behind a TLS front the console cookie is Secure", async () => {
+    const token = await s.token("tls");
+    const r = await s.api("POST", "/v1/console/session", { json: { token } });
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.headers.get("set-cookie") ?? "", /; HttpOnly; SameSite=Strict; Secure$/);
   });
 
   it("the API beside it is unchanged: /v1 still needs a token", async () => {

@@ -1,8 +1,8 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { consoleCookie, sessionHash } from "../../api/console/session.js";
 import type { ApiInstance } from "../../api/instance.js";
+import { consoleSessionId, sessionHash } from "../../auth/console.js";
 import { ApiError } from "../../errors/api-error.js";
 import { toApiError } from "../../errors/respond.js";
 import type { Store } from "../../store/store.js";
@@ -50,8 +50,8 @@ function relayPage(reply: FastifyReply, again: string) {
 
 /** Which console session the request's cookie is, if a valid one. */
 async function cookieSession(req: FastifyRequest, store: Store): Promise<string | undefined> {
-  const cookie = consoleCookie(req);
-  if (cookie === undefined || !/^[A-Za-z0-9_-]{43}$/.test(cookie)) return undefined;
+  const cookie = consoleSessionId(req.headers.cookie);
+  if (!cookie) return undefined;
   const found = await store.consoleSessions.authenticate(sessionHash(cookie), new Date().toISOString());
   return found?.session.idHash;
 }
@@ -88,7 +88,7 @@ export function browserCallbackRoutes(app: ApiInstance, oauth: OAuthFlow, store:
         const bound = await oauth.boundSession(state);
         if (bound !== undefined) {
           const session = await cookieSession(req, store);
-          if (session === undefined && relay === undefined && consoleCookie(req) === undefined) {
+          if (session === undefined && relay === undefined && consoleSessionId(req.headers.cookie) === undefined) {
             const again = new URLSearchParams({ code, state, relay: "1" });
             return relayPage(reply, `/v1/oauth/${encodeURIComponent(provider)}/callback?${again}`);
           }
