@@ -124,7 +124,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
   logger.info(
-    { url, port, gatewayPort: connectors.gatewayPort(), dialect: store.dialect, dataDir: config.dataDir },
+    {
+      url,
+      console: `${url}/console/`,
+      port,
+      gatewayPort: connectors.gatewayPort(),
+      dialect: store.dialect,
+      dataDir: config.dataDir,
+    },
     "ums listening",
   );
   let closing: Promise<void> | undefined;
