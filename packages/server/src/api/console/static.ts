@@ -96,6 +96,10 @@ async function findFile(root: string, segments: readonly string[]): Promise<stri
   return (await fileSize(real)) === undefined ? undefined : real;
 }
 
+function notFound(reply: FastifyReply): FastifyReply {
+  return reply.code(404).type("text/plain; charset=utf-8").header("cache-control", "no-store").send("not found\n");
+}
+
 /** The headers of the console's pages: revalidated on every load, under the console's CSP. */
 function pageHeaders(req: FastifyRequest): Record<string, string> {
   return {
@@ -149,7 +153,7 @@ async function sendFile(
     body = await readFile(path);
   } catch {
     // Gone between the look and the read (a rebuild): as if it had never been there.
-    return reply.code(404).type("text/plain; charset=utf-8").header("cache-control", "no-store").send("not found\n");
+    return notFound(reply);
   }
   const etag = `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`;
   reply.headers({
@@ -192,7 +196,7 @@ export function consoleStaticRoutes(app: ApiInstance, dir: string = CONSOLE_DIST
         .filter((s) => s !== "")
         .map((s) => decodeURIComponent(s));
     } catch {
-      segments = ["%"];
+      return notFound(reply);
     }
     const isAsset = segments[0] === "assets";
     const file = segments.length > 0 ? await findFile(dir, segments) : undefined;
@@ -201,7 +205,7 @@ export function consoleStaticRoutes(app: ApiInstance, dir: string = CONSOLE_DIST
     if (file) return sendFile(req, reply, file, pageHeaders(req));
     // A hashed file that is not there is an old page's: 404, never the index in its place.
     if (isAsset || (segments.length > 0 && !file && /\.[a-z0-9]+$/i.test(segments[segments.length - 1] ?? ""))) {
-      return reply.code(404).type("text/plain; charset=utf-8").header("cache-control", "no-store").send("not found\n");
+      return notFound(reply);
     }
     const index = await findFile(dir, ["index.html"]);
     if (!index) return notBuilt(reply, dir);
