@@ -54,6 +54,8 @@ export interface StartOpts {
   signal?: AbortSignal;
   /** The MCP endpoint's handler (`/v1/mcp`, api/mcp/routes.ts), given by `ums serve`. */
   mcp?: McpHandler;
+  /** The console's build (issue #14); default packages/console/dist. */
+  consoleDir?: string;
 }
 
 /**
@@ -106,6 +108,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       node,
       connectors,
       ...(opts.mcp && { mcp: opts.mcp }),
+      ...(opts.consoleDir !== undefined && { consoleDir: opts.consoleDir }),
     });
     // The files this start made (runtime id, keys, locks) are root's alone too.
     await secureDataDir(config.dataDir);
@@ -121,7 +124,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
   logger.info(
-    { url, port, gatewayPort: connectors.gatewayPort(), dialect: store.dialect, dataDir: config.dataDir },
+    {
+      url,
+      console: `${url}/console/`,
+      port,
+      gatewayPort: connectors.gatewayPort(),
+      dialect: store.dialect,
+      dataDir: config.dataDir,
+    },
     "ums listening",
   );
   let closing: Promise<void> | undefined;
