@@ -8,7 +8,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, call, type Session, setCsrf, setUnauthorizedHandler } from "./api.js";
 import { Connectors } from "./connectors.js";
 import { UnitPage } from "./unit.js";
-import { Units } from "./units.js";
+import { prefetchUnits, Units } from "./units.js";
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash);
@@ -74,6 +74,7 @@ function App() {
     // The cookie is HttpOnly: a mark in localStorage says whether asking the server is worth it (a
     // page that signed in before), so a first visit makes no request that fails.
     if (localStorage.getItem("ums-console") !== "1") return setSession(null);
+    prefetchUnits();
     fetch("/v1/console/session", { credentials: "same-origin" })
       .then(async (res) => (res.ok ? ((await res.json()) as Session) : null))
       .then(

@@ -158,7 +158,10 @@ export function TerminalPage({ name }: { name: string }) {
     setTabs((ts) => [...ts, tab]);
     setActive(tab.key);
   };
+  // Closing a tab detaches: its session keeps running (a TTY's does until it exits) and can be
+  // attached again from the list, or killed there.
   const close = (key: number) => {
+    setIds(({ [key]: _, ...rest }) => rest);
     setTabs((ts) => {
       const rest = ts.filter((t) => t.key !== key);
       if (active === key) setActive(rest[rest.length - 1]?.key ?? 0);
@@ -175,7 +178,12 @@ export function TerminalPage({ name }: { name: string }) {
               {t.title}
               {ids[t.key] !== undefined && ` #${ids[t.key]}`}
             </button>
-            <button type="button" aria-label={`Close ${t.title}`} onClick={() => close(t.key)}>
+            <button
+              type="button"
+              aria-label={`Close ${t.title}`}
+              title="Close the tab; its session keeps running"
+              onClick={() => close(t.key)}
+            >
               ✕
             </button>
           </span>

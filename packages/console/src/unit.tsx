@@ -14,7 +14,7 @@ import {
 } from "./api.js";
 import { Files } from "./files.js";
 import { Services } from "./services.js";
-import { ConfirmButton, ErrorLine, Section, Status, Time, useAction, usePoll } from "./ui.js";
+import { ConfirmButton, ErrorLine, Section, Status, size, Time, useAction, usePoll } from "./ui.js";
 import { CreateUnit } from "./units.js";
 
 // xterm.js is most of the console's weight: it loads when the terminal is opened.
@@ -55,6 +55,23 @@ export function UnitPage({ name, tab }: { name: string; tab: string }) {
   );
 }
 
+interface Usage {
+  samples: {
+    at: string;
+    cpu_cores: number;
+    memory_bytes: number;
+    memory_limit_bytes?: number;
+    disk_bytes: number;
+    disk_limit_bytes?: number;
+    net_rx_bytes_per_second: number;
+    net_tx_bytes_per_second: number;
+    processes: number;
+  }[];
+}
+
+/** Whether this server has GET …/metrics: unknown until it was asked once. */
+let usageSupported: boolean | undefined;
+
 interface Health {
   status: string;
   reason: string | null;
@@ -64,17 +81,27 @@ interface Health {
 
 function Overview({ unit }: { unit: Unit }) {
   const health = usePoll((signal) => get<Health>(unitPath(unit.name, "/check"), { signal }), [unit.name]);
-  // Resource use, where the server has it (GET …/metrics); a server without it answers 404 and
-  // the section stays away.
+  // Resource use, where the server has it (GET …/metrics, issue #17). A server without that route
+  // answers through the unit proxy instead (a 404 or 502, or the unit's own app): anything but the
+  // usage document hides the section, and only a server that answered with it is asked again.
   const metrics = usePoll(
     (signal) =>
-      get<Record<string, unknown>>(unitPath(unit.name, "/metrics"), { signal }).catch((e: unknown) => {
-        if (e instanceof ApiError && e.status === 404) return null;
-        throw e;
-      }),
+      usageSupported === false
+        ? Promise.resolve(null)
+        : get<Usage>(unitPath(unit.name, "/metrics"), { signal }).then(
+            (u) => {
+              usageSupported = Array.isArray(u?.samples);
+              return usageSupported ? u : null;
+            },
+            () => {
+              usageSupported = false;
+              return null;
+            },
+          ),
     [unit.name],
-    5000,
+    10_000,
   );
+  const last = metrics.data?.samples.at(-1);
   const [copied, setCopied] = useState(false);
   return (
     <Section title="Overview">
@@ -143,16 +170,32 @@ function Overview({ unit }: { unit: Unit }) {
           </>
         )}
       </dl>
-      {metrics.data && (
+      {last && (
         <>
           <h3>Resource use</h3>
           <dl class="facts">
-            {Object.entries(metrics.data).map(([k, v]) => (
-              <>
-                <dt key={`${k}-t`}>{k.replace(/_/g, " ")}</dt>
-                <dd key={`${k}-d`}>{typeof v === "object" ? JSON.stringify(v) : String(v)}</dd>
-              </>
-            ))}
+            <dt>CPU</dt>
+            <dd>{last.cpu_cores.toFixed(2)} cores</dd>
+            <dt>Memory</dt>
+            <dd>
+              {size(last.memory_bytes)}
+              {last.memory_limit_bytes ? ` of ${size(last.memory_limit_bytes)}` : ""}
+            </dd>
+            <dt>Disk</dt>
+            <dd>
+              {size(last.disk_bytes)}
+              {last.disk_limit_bytes ? ` of ${size(last.disk_limit_bytes)}` : ""}
+            </dd>
+            <dt>Network</dt>
+            <dd>
+              in {size(last.net_rx_bytes_per_second)}/s, out {size(last.net_tx_bytes_per_second)}/s
+            </dd>
+            <dt>Processes</dt>
+            <dd>{last.processes}</dd>
+            <dt>Sampled</dt>
+            <dd>
+              <Time iso={last.at} />
+            </dd>
           </dl>
         </>
       )}
