@@ -66,30 +66,16 @@ function SignIn({ onSession }: { onSession: (s: Session) => void }) {
   );
 }
 
-function App() {
-  const [session, setSession] = useState<Session | null | undefined>(undefined);
+function App({ initial }: { initial: Session | null }) {
+  const [session, setSession] = useState<Session | null>(initial);
   const hash = useHash();
   useEffect(() => {
     setUnauthorizedHandler(() => setSession(null));
-    // The cookie is HttpOnly: a mark in localStorage says whether asking the server is worth it (a
-    // page that signed in before), so a first visit makes no request that fails.
-    if (localStorage.getItem("ums-console") !== "1") return setSession(null);
-    prefetchUnits();
-    fetch("/v1/console/session", { credentials: "same-origin" })
-      .then(async (res) => (res.ok ? ((await res.json()) as Session) : null))
-      .then(
-        (s) => {
-          if (s) setCsrf(s.csrf);
-          setSession(s);
-        },
-        () => setSession(null),
-      );
   }, []);
   useEffect(() => {
     if (session) localStorage.setItem("ums-console", "1");
-    else if (session === null) localStorage.removeItem("ums-console");
+    else localStorage.removeItem("ums-console");
   }, [session]);
-  if (session === undefined) return <p class="loading">Loading…</p>;
   if (session === null)
     return (
       <SignIn
@@ -140,5 +126,19 @@ function App() {
   );
 }
 
+// The session (and the units list, which most visits show first) before the first render. The
+// cookie is HttpOnly: a mark in localStorage says whether asking is worth it (a page that signed in
+// before), so a first visit makes no request that fails.
+async function start(): Promise<Session | null> {
+  if (localStorage.getItem("ums-console") !== "1") return null;
+  const session = fetch("/v1/console/session", { credentials: "same-origin" }).then(
+    async (res) => (res.ok ? ((await res.json()) as Session) : null),
+    () => null,
+  );
+  const [s] = await Promise.all([session, prefetchUnits()]);
+  if (s) setCsrf(s.csrf);
+  return s;
+}
+
 const root = document.getElementById("app");
-if (root) render(<App />, root);
+if (root) render(<App initial={await start()} />, root);

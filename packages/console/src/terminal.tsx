@@ -90,12 +90,14 @@ function Term(props: { unit: string; tab: Tab; visible: boolean; onSession: (id:
 
     // The fast path for keys (see the top of the file).
     const onKey = (ev: KeyboardEvent) => {
-      if (ev.isComposing || ev.ctrlKey || ev.altKey || ev.metaKey || term.hasSelection()) return;
+      if (ev.isComposing || ev.ctrlKey || ev.altKey || ev.metaKey) return;
       const data = ev.key.length === 1 ? ev.key : FAST[ev.key];
       if (data === undefined || ws.readyState !== WebSocket.OPEN) return;
+      // The bytes first; what xterm.js would have done for the key after them.
+      ws.send(enc.encode(data));
       ev.preventDefault();
       ev.stopPropagation();
-      send(data);
+      if (term.hasSelection()) term.clearSelection();
       const b = term.buffer.active;
       if (b.viewportY !== b.baseY) term.scrollToBottom();
     };

@@ -2,19 +2,26 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 
-/** Loads now and every `everyMs` (0: once) while the page is visible; `reload` loads at once. */
+/**
+ * Loads now and every `everyMs` (0: once) while the page is visible; `reload` loads at once. With
+ * `initial` (data loaded before the first render) the first load is the next poll.
+ */
 export function usePoll<T>(
   load: (signal: AbortSignal) => Promise<T>,
   deps: unknown[],
   everyMs = 0,
+  initial?: T,
 ): { data: T | undefined; error: string; reload: () => void } {
-  const [data, setData] = useState<T | undefined>(undefined);
+  const [data, setData] = useState<T | undefined>(initial);
+  const preloaded = useRef(initial !== undefined);
+  const mounted = useRef(false);
   const [error, setError] = useState("");
   const [tick, setTick] = useState(0);
   const loadRef = useRef(load);
   loadRef.current = load;
   useEffect(() => {
-    setData(undefined);
+    if (mounted.current) setData(undefined);
+    mounted.current = true;
   }, deps);
   useEffect(() => {
     const ctl = new AbortController();
@@ -39,7 +46,9 @@ export function usePoll<T>(
           if (everyMs && !ctl.signal.aborted) timer = setTimeout(run, everyMs);
         });
     };
-    run();
+    if (!preloaded.current) run();
+    else if (everyMs) timer = setTimeout(run, everyMs);
+    preloaded.current = false;
     return () => {
       ctl.abort();
       clearTimeout(timer);

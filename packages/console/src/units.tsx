@@ -68,25 +68,20 @@ export function CreateUnit(props: { onCreated: (name: string) => void; from?: { 
 const listUnits = (prefix: string, signal?: AbortSignal) =>
   get<UnitList>("/v1/units", { signal, query: { prefix: prefix || undefined, max_results: 200 } });
 
-/** The first page, asked for while the session is checked (one round trip fewer to the table). */
-let early: Promise<UnitList> | undefined;
-export function prefetchUnits(): void {
+/**
+ * The first page, asked for at start-up alongside the session (main.tsx), so that the table is in
+ * the first render rather than after a round trip that starts once the page has rendered.
+ */
+let early: UnitList | undefined;
+export async function prefetchUnits(): Promise<void> {
   if (location.hash.replace(/^#\/?/, "") !== "") return;
-  early = listUnits("");
-  early.catch(() => {});
+  early = await listUnits("").catch(() => undefined);
 }
 
 export function Units() {
   const [prefix, setPrefix] = useState("");
-  const list = usePoll(
-    (signal) => {
-      const first = !prefix && early;
-      early = undefined;
-      return first || listUnits(prefix, signal);
-    },
-    [prefix],
-    3000,
-  );
+  const list = usePoll((signal) => listUnits(prefix, signal), [prefix], 3000, early);
+  early = undefined;
   const [, delError, run] = useAction();
   const d = list.data;
   return (
