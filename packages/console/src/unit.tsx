@@ -1,17 +1,7 @@
 // A unit's pages: overview, terminal, files, services, checkpoints, network.
 import { lazy, Suspense } from "preact/compat";
 import { useState } from "preact/hooks";
-import {
-  ApiError,
-  type Checkpoint,
-  call,
-  get,
-  type NetworkLog,
-  type NetworkRule,
-  ndjson,
-  type Unit,
-  unitPath,
-} from "./api.js";
+import { type Checkpoint, call, get, type NetworkLog, type NetworkRule, ndjson, type Unit, unitPath } from "./api.js";
 import { Files } from "./files.js";
 import { Services } from "./services.js";
 import { ConfirmButton, ErrorLine, Section, Status, size, Time, useAction, usePoll } from "./ui.js";
