@@ -54,6 +54,8 @@ export interface StartOpts {
   signal?: AbortSignal;
   /** The MCP endpoint's handler (`/v1/mcp`, api/mcp/routes.ts), given by `ums serve`. */
   mcp?: McpHandler;
+  /** The console's build (issue #14); default packages/console/dist. */
+  consoleDir?: string;
 }
 
 /**
@@ -106,6 +108,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       node,
       connectors,
       ...(opts.mcp && { mcp: opts.mcp }),
+      ...(opts.consoleDir !== undefined && { consoleDir: opts.consoleDir }),
     });
     // The files this start made (runtime id, keys, locks) are root's alone too.
     await secureDataDir(config.dataDir);

@@ -12,6 +12,8 @@ import { AuditRecorder } from "./audit/recorder.js";
 import { auditRoutes } from "./audit/routes.js";
 import { bearerAuth } from "./auth.js";
 import { checkpointRoutes } from "./checkpoints/routes.js";
+import { consoleSessionRoutes } from "./console/session.js";
+import { consoleStaticRoutes } from "./console/static.js";
 import { controlRoutes } from "./control/routes.js";
 import { DIALECTS, UNIT_PREFIX } from "./dialect.js";
 import { ApiError, sendError } from "./errors.js";
@@ -64,6 +66,8 @@ export interface AppDeps {
   readonly connectors?: Connectors;
   /** The MCP endpoint's handler (issue #13), given by `ums serve`; without it /v1/mcp is a 404. */
   readonly mcp?: McpHandler;
+  /** The console's build (issue #14); default packages/console/dist (api/console/static.ts). */
+  readonly consoleDir?: string;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -156,6 +160,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onResponse", audit.onResponse);
     api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
+    consoleSessionRoutes(api, deps.store);
     auditRoutes(api, deps.store);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
@@ -186,6 +191,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   });
   const connectors = deps.connectors;
   if (connectors) await app.register(async (open) => registerBrowserCallback(open, connectors, deps.store));
+  // Issue #14: the console's files, for anyone (the page signs in itself).
+  await app.register(async (open) => consoleStaticRoutes(open, deps.consoleDir));
   // Issue #7: the gateway answers units on its own port; callers of the API are never units.
   app.all("/v1/gateway/*", { schema: { hide: true } }, async () => {
     throw new ApiError(401, ErrorCode.GatewayUnauthorized, "the gateway answers only units, at their gateway address");

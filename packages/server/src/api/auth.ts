@@ -3,12 +3,15 @@ import type { FastifyRequest } from "fastify";
 import { hashToken, parseBearer } from "../auth/tokens.js";
 import type { OrgRecord, TokenRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
+import { consoleCookie, consoleRouteMode, cookieAuth } from "./console/session.js";
 import { ApiError } from "./errors.js";
 import { type RateLimit, TokenBuckets } from "./rate-limit/token-bucket.js";
 
 export interface AuthContext {
   readonly token: TokenRecord;
   readonly org: OrgRecord;
+  /** Issue #14: set when the request was authenticated by the console cookie instead of a bearer token. */
+  readonly session?: { readonly idHash: string; readonly csrf: string; readonly expiresAt: string };
 }
 
 declare module "fastify" {
@@ -46,7 +49,7 @@ export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateL
   const lastTouch = new Map<string, number>();
   const perToken = limits && new TokenBuckets(limits.token);
   const perOrg = limits && new TokenBuckets(limits.org);
-  return async function authenticate(request: FastifyRequest): Promise<void> {
+  async function byBearer(request: FastifyRequest): Promise<AuthContext> {
     const header = request.headers.authorization;
     const token = parseBearer(header);
     if (!token) {
@@ -59,6 +62,16 @@ export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateL
     }
     const found = await store.tokens.authenticate(hashToken(token));
     if (!found) throw unauthorized("token is not valid (unknown or revoked)", "invalid_token");
+    return found;
+  }
+
+  return async function authenticate(request: FastifyRequest): Promise<void> {
+    const mode = consoleRouteMode(request);
+    // The console's sign-in checks the token it is given itself.
+    if (mode === "sign-in") return;
+    // Issue #14: a browser's console session, where no Authorization header is sent.
+    const cookie = request.headers.authorization === undefined && mode !== "no-cookie" && consoleCookie(request);
+    const found = cookie ? await cookieAuth(store, request, cookie) : await byBearer(request);
     const record = found.token;
     if (record.expiresAt !== null && record.expiresAt <= new Date().toISOString()) {
       throw new ApiError(

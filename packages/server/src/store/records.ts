@@ -181,4 +181,22 @@ export interface OAuthStateRecord {
   readonly expiresAt: string;
   /** Set when a callback took it: a state completes one authorization only. */
   readonly usedAt: string | null;
+  /**
+   * Issue #14: the hash of the console session that started it, if one did; then the browser's GET
+   * callback is accepted only with that session's cookie.
+   */
+  readonly sessionHash?: string | null;
+}
+
+/** Issue #14: a browser's console session, made by signing in with an API token. */
+export interface ConsoleSessionRecord {
+  /** SHA-256 of the cookie's value; the value itself is never stored. */
+  readonly idHash: string;
+  readonly orgId: string;
+  /** The token signed in with: revoking it ends the session. */
+  readonly tokenId: string;
+  /** What state-changing calls made with the cookie send in `X-UMS-CSRF`. */
+  readonly csrf: string;
+  readonly createdAt: string;
+  readonly expiresAt: string;
 }

@@ -3,6 +3,7 @@ import type {
   CheckpointRecord,
   ConnectorPatch,
   ConnectorRecord,
+  ConsoleSessionRecord,
   NewUnit,
   OAuthStateRecord,
   OrgLimits,
@@ -28,6 +29,7 @@ export interface Store {
   readonly connectors: ConnectorStore;
   readonly oauthStates: OAuthStateStore;
   readonly audit: AuditStore;
+  readonly consoleSessions: ConsoleSessionStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -149,4 +151,20 @@ export interface OAuthStateStore {
   get(stateHash: string): Promise<OAuthStateRecord | undefined>;
   /** Marks it used at `at`; false when it was already used or has expired by then (one callback wins). */
   use(stateHash: string, at: string): Promise<boolean>;
+}
+
+/** Issue #14: console sessions, keyed by the hash of their cookie. */
+export interface ConsoleSessionStore {
+  /** Records a new session; expired sessions are removed first. */
+  insert(s: ConsoleSessionRecord): Promise<void>;
+  /**
+   * The session with this hash, unexpired at `at`, with its token (not revoked) and organization, in
+   * one query (every request with the cookie asks).
+   */
+  authenticate(
+    idHash: string,
+    at: string,
+  ): Promise<{ session: ConsoleSessionRecord; token: TokenRecord; org: OrgRecord } | undefined>;
+  /** Removes the session (sign-out); false when there was none. */
+  delete(idHash: string): Promise<boolean>;
 }

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import type { McpHandler } from "../api/mcp/routes.js";
 import { mintToken } from "../auth/tokens.js";
 import { resolveConfig, type ServerConfig } from "../config.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
@@ -68,6 +69,10 @@ export interface TestServerOpts {
   bodyIdleTimeout?: string;
   /** A pool of the test's own (its path, and the image in it) instead of the shared test pool. */
   pool?: { path: string; imagePath: string };
+  /** The handler of /v1/mcp (`ums serve` gives the real one; none: /v1/mcp is a 404). */
+  mcp?: McpHandler;
+  /** The console's build directory (default packages/console/dist). */
+  consoleDir?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -130,6 +135,8 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       logger,
       runtime: rt.runtime,
       ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
+      ...(overrides.mcp && { mcp: overrides.mcp }),
+      ...(overrides.consoleDir !== undefined && { consoleDir: overrides.consoleDir }),
     });
   } catch (err) {
     // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.

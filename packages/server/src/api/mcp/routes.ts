@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ErrorCode } from "@ums/protocol";
 import { parseBearer } from "../../auth/tokens.js";
+import { NO_CONSOLE_COOKIE } from "../console/session.js";
 import type { ApiInstance } from "../instance.js";
 
 /**
@@ -25,6 +26,8 @@ export function mcpRoutes(app: ApiInstance, handler: McpHandler, apiBase: () => 
   app.route({
     method: ["GET", "POST", "DELETE"],
     url: "/v1/mcp",
+    // The MCP endpoint takes a bearer token only (its tools call the API with it).
+    config: NO_CONSOLE_COOKIE,
     schema: { hide: true },
     handler: async (req, reply) => {
       const token = parseBearer(req.headers.authorization) as string;

@@ -33,8 +33,8 @@ function connectionNamed(rawHeaders: readonly string[]): Set<string> {
 export interface RequestHeaderRules {
   /** Drop `Authorization` (it carried the ums token). */
   readonly dropAuthorization: (value: string) => boolean;
-  /** A cookie name of ours, removed from `Cookie` before the unit sees it. */
-  readonly dropCookie?: string;
+  /** Cookie names of ours, removed from `Cookie` before the unit sees it. */
+  readonly dropCookies?: readonly string[];
   /** Keep `Upgrade` and `Connection: upgrade` (a websocket or other upgrade handshake). */
   readonly upgrade: boolean;
   /** What the client asked for: X-Forwarded-Host / -Proto. */
@@ -42,12 +42,13 @@ export interface RequestHeaderRules {
   readonly forwardedProto: "http" | "https";
 }
 
-/** Removes one cookie from a `Cookie` header value; undefined when nothing is left. */
-export function withoutCookie(value: string, name: string): string | undefined {
+/** Removes cookies from a `Cookie` header value; undefined when nothing is left. */
+export function withoutCookie(value: string, names: string | readonly string[]): string | undefined {
+  const drop = typeof names === "string" ? [names] : names;
   const kept = value
     .split(";")
     .map((c) => c.trim())
-    .filter((c) => c !== "" && c.split("=")[0]?.trim() !== name);
+    .filter((c) => c !== "" && !drop.includes(c.split("=")[0]?.trim() ?? ""));
   return kept.length > 0 ? kept.join("; ") : undefined;
 }
 
@@ -77,8 +78,8 @@ export function requestHeaders(req: IncomingMessage, rules: RequestHeaderRules):
     }
     if (HOP_BY_HOP.has(lower) || named.has(lower)) continue;
     if (lower === "authorization" && rules.dropAuthorization(value)) continue;
-    if (lower === "cookie" && rules.dropCookie) {
-      const rest = withoutCookie(value, rules.dropCookie);
+    if (lower === "cookie" && rules.dropCookies) {
+      const rest = withoutCookie(value, rules.dropCookies);
       if (rest === undefined) continue;
       value = rest;
     }

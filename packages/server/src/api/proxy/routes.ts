@@ -3,6 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { ErrorBody } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { ServerConfig } from "../../config.js";
+import { CONSOLE_COOKIE, NO_CONSOLE_COOKIE } from "../console/session.js";
 import type { Dialect } from "../dialect.js";
 import { UNIT_URL } from "../dialect.js";
 import type { ApiInstance } from "../instance.js";
@@ -58,6 +59,8 @@ export function proxyRoutes(app: ApiInstance, deps: ProxyRouteDeps): void {
       headers: {
         // The bearer token authenticated this request to ums; it is never the unit's business.
         dropAuthorization: () => true,
+        // Nor is the console's session (which this route does not take either).
+        dropCookies: [CONSOLE_COOKIE],
         forwardedHost: req.headers.host ?? "",
         forwardedProto: deps.config.unitUrlScheme,
       },
@@ -66,6 +69,8 @@ export function proxyRoutes(app: ApiInstance, deps: ProxyRouteDeps): void {
   app.route({
     method: [...PROXY_METHODS],
     url: "/:name/*",
+    // A unit's pages are never served on the API's origin to a browser holding a console session.
+    config: NO_CONSOLE_COOKIE,
     schema: {
       tags: ["proxy"],
       summary: "Forwarded to the unit's HTTP target (port 8080), websockets included",

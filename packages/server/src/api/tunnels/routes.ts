@@ -4,6 +4,7 @@ import { checkTunnelTarget, DEFAULT_TUNNEL_HOST, ErrorBody } from "@ums/protocol
 import type { FastifyRequest } from "fastify";
 import type { AgentTunnel } from "../../agent/tunnel.js";
 import type { UnitLease, UnitNode } from "../../node/unit-node.js";
+import { NO_CONSOLE_COOKIE } from "../console/session.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -56,6 +57,7 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
   app.route({
     method: "GET",
     url: "/:name/proxy",
+    config: NO_CONSOLE_COOKIE,
     schema: {
       tags,
       summary:

@@ -5,6 +5,7 @@ import { hashToken, parseBearer } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import type { OrgRecord, TokenRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import { CONSOLE_COOKIE } from "../console/session.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { type ProxyDeps, proxyToUnit } from "../proxy/forward.js";
@@ -240,7 +241,7 @@ export function unitUrlRoutes(app: ApiInstance, deps: UnitUrlDeps): void {
       path,
       headers: {
         dropAuthorization: (value) => umsBearer(value) !== undefined,
-        dropCookie: SESSION_COOKIE,
+        dropCookies: [SESSION_COOKIE, CONSOLE_COOKIE],
         forwardedHost: host,
         forwardedProto: deps.config.unitUrlScheme,
       },

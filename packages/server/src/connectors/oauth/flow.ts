@@ -34,7 +34,17 @@ export class OAuthFlow {
     return { p, client: p.client };
   }
 
-  async authorize(org: OrgRecord, provider: string, q: AuthorizeQuery, defaultRedirect: string) {
+  /**
+   * `sessionHash`: the console session that asks (issue #14), if one does; its browser alone may then
+   * complete the flow at the GET callback.
+   */
+  async authorize(
+    org: OrgRecord,
+    provider: string,
+    q: AuthorizeQuery,
+    defaultRedirect: string,
+    sessionHash?: string | undefined,
+  ) {
     const { p, client } = this.client(provider);
     let scopes = q.scopes !== undefined ? splitScopes(q.scopes) : [...client.defaultScopes];
     let conn: ConnectorRecord | undefined;
@@ -61,6 +71,7 @@ export class OAuthFlow {
       createdAt: new Date(now).toISOString(),
       expiresAt: new Date(now + STATE_TTL_MS).toISOString(),
       usedAt: null,
+      sessionHash: sessionHash ?? null,
     });
     if (!recorded) {
       // Only a caller's own state can collide (a generated one has 256 random bits).
@@ -73,6 +84,12 @@ export class OAuthFlow {
     if (scopes.length > 0) url.searchParams.set("scope", scopes.join(client.scopeSeparator));
     url.searchParams.set("state", state);
     return { authorize_url: url.href, state };
+  }
+
+  /** The console session an authorization is bound to (issue #14), if it is a pending one that is. */
+  async boundSession(state: string): Promise<string | undefined> {
+    const s = await this.connectors.deps.store.oauthStates.get(stateHash(state));
+    return s?.sessionHash ?? undefined;
   }
 
   /**

@@ -146,7 +146,14 @@ export function connectorRoutes(app: ApiInstance, connectors: ConnectorService, 
       },
     },
     async (req) =>
-      oauth.authorize(req.auth.org, req.params.provider, req.query, defaultRedirect(req, req.params.provider)),
+      oauth.authorize(
+        req.auth.org,
+        req.params.provider,
+        req.query,
+        defaultRedirect(req, req.params.provider),
+        // Issue #14: a flow the console starts is its session's (browser-callback.ts).
+        req.auth.session?.idHash,
+      ),
   );
 
   app.post(

@@ -172,6 +172,24 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("audit_events_at").on("audit_events").column("at").execute();
     },
   },
+  "0011_console_sessions": {
+    async up(db: Kysely<unknown>) {
+      // Issue #14: console sessions (only the hash of the cookie is kept); a token's revoke or
+      // delete ends its sessions. OAuth flows a console session started are bound to it.
+      await db.schema
+        .createTable("console_sessions")
+        .addColumn("id_hash", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("token_id", "text", (c) => c.notNull().references("tokens.id").onDelete("cascade"))
+        .addColumn("csrf", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("expires_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex("console_sessions_expires").on("console_sessions").column("expires_at").execute();
+      await db.schema.createIndex("console_sessions_token").on("console_sessions").column("token_id").execute();
+      await db.schema.alterTable("oauth_states").addColumn("session_hash", "text").execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -15,6 +15,7 @@ function fromRow(r: OAuthStatesTable): OAuthStateRecord {
     createdAt: r.created_at,
     expiresAt: r.expires_at,
     usedAt: r.used_at,
+    sessionHash: r.session_hash ?? null,
   });
 }
 
@@ -35,6 +36,7 @@ export function oauthStateStore(db: Kysely<Database>): OAuthStateStore {
           created_at: s.createdAt,
           expires_at: s.expiresAt,
           used_at: s.usedAt,
+          session_hash: s.sessionHash ?? null,
         })
         .onConflict((oc) => oc.column("state_hash").doNothing())
         .executeTakeFirst();

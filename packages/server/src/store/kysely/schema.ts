@@ -102,6 +102,18 @@ export interface OAuthStatesTable {
   created_at: string;
   expires_at: string;
   used_at: string | null;
+  /** Issue #14: the console session that started it (the hash of its cookie), if one did. */
+  session_hash: string | null;
+}
+
+/** Issue #14: a console session (the hash of its cookie, never the cookie). */
+export interface ConsoleSessionsTable {
+  id_hash: string;
+  org_id: string;
+  token_id: string;
+  csrf: string;
+  created_at: string;
+  expires_at: string;
 }
 
 export interface Database {
@@ -112,4 +124,5 @@ export interface Database {
   connectors: ConnectorsTable;
   oauth_states: OAuthStatesTable;
   audit_events: AuditEventsTable;
+  console_sessions: ConsoleSessionsTable;
 }

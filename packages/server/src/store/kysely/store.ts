@@ -5,6 +5,7 @@ import type { CheckpointStore, NewToken, OrgStore, Store, TokenStore, UnitStore 
 import { UnitExistsError, UnitLimitError } from "../store.js";
 import { auditStore } from "./audit.js";
 import { connectorStore } from "./connectors.js";
+import { consoleSessionStore } from "./console-sessions.js";
 import type { DialectAdapter } from "./dialect.js";
 import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
@@ -22,6 +23,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     connectors: connectorStore(db),
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),
+    consoleSessions: consoleSessionStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
