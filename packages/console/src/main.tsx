@@ -70,7 +70,14 @@ function App({ initial }: { initial: Session | null }) {
   const [session, setSession] = useState<Session | null>(initial);
   const hash = useHash();
   useEffect(() => {
-    setUnauthorizedHandler(() => setSession(null));
+    // A 401 may be a route that does not take the console's cookie (the unit proxy): the session
+    // is over only when the server says so of the session itself.
+    setUnauthorizedHandler(() => {
+      fetch("/v1/console/session", { credentials: "same-origin" }).then(
+        (res) => res.status === 401 && setSession(null),
+        () => {},
+      );
+    });
   }, []);
   useEffect(() => {
     if (session) localStorage.setItem("ums-console", "1");

@@ -78,16 +78,18 @@ function Overview({ unit }: { unit: Unit }) {
     (signal) =>
       usageSupported === false
         ? Promise.resolve(null)
-        : get<Usage>(unitPath(unit.name, "/metrics"), { signal }).then(
-            (u) => {
-              usageSupported = Array.isArray(u?.samples);
-              return usageSupported ? u : null;
-            },
-            () => {
-              usageSupported = false;
-              return null;
-            },
-          ),
+        : fetch(unitPath(unit.name, "/metrics"), { signal, credentials: "same-origin" })
+            .then((res) => (res.ok ? (res.json() as Promise<Usage>) : null))
+            .then(
+              (u) => {
+                usageSupported = Array.isArray(u?.samples);
+                return usageSupported ? u : null;
+              },
+              () => {
+                usageSupported = false;
+                return null;
+              },
+            ),
     [unit.name],
     10_000,
   );
