@@ -243,7 +243,13 @@ export function TerminalPage({ name }: { name: string }) {
                       danger
                       disabled={busy}
                       onConfirm={() =>
-                        run(() => ndjson("POST", unitPath(name, `/exec/${s.id}/kill`), () => {}).then(sessions.reload))
+                        // SIGHUP, as a closed terminal sends (an interactive shell ignores SIGTERM);
+                        // the server kills it outright if it is still there after 5 s.
+                        run(() =>
+                          ndjson("POST", unitPath(name, `/exec/${s.id}/kill`), () => {}, {
+                            query: { signal: "SIGHUP", timeout: 5 },
+                          }).then(sessions.reload),
+                        )
                       }
                     />
                   </td>

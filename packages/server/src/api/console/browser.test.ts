@@ -187,6 +187,17 @@ describe("console in Chromium", () => {
     const r = await s.api("GET", "/v1/units/web/fs/read?path=/home/unit/hello.txt&workingDir=/", { token: tokenA });
     assert.equal(r.status, 200);
     assert.equal(r.text, body);
+    // Dropped on the list: the same upload (a drop event carrying a file, as a drag from the desktop).
+    await page.evaluate(`(() => {
+      const dt = new DataTransfer();
+      dt.items.add(new File(["dropped\\n"], "dropped.txt"));
+      document.querySelector("section.dropzone").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    })()`);
+    await page.waitForSelector("tr[data-path='/home/unit/dropped.txt']", WAIT);
+    const dropped = await s.api("GET", "/v1/units/web/fs/read?path=/home/unit/dropped.txt&workingDir=/", {
+      token: tokenA,
+    });
+    assert.equal(dropped.text, "dropped\n");
     await page.click("tr[data-path='/home/unit/hello.txt'] button.link");
     await page.waitForSelector(`pre:text('${body.trim()}')`, WAIT);
     await shot("files");
