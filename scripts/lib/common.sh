@@ -45,10 +45,11 @@ ensure_built() {
     npm install --no-audit --no-fund >&2
     touch "$stamp"
   fi
-  step "building (tsc -b, then the unit agent and CLI bundles)"
+  step "building (tsc -b, then the unit agent and CLI bundles, and the web console)"
   npx tsc -b >&2
   npm run --silent build:agent >&2
   npm run --silent build:cli >&2
+  npm run --silent build:console >&2
 }
 
 # What the host needs to run units (docs/ARCHITECTURE.md section 1).
