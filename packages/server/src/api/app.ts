@@ -5,6 +5,10 @@ import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, LogController, type RouteOptions } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
+import type { EventLog } from "../events/event-log.js";
+import { eventRoutes } from "../events/routes.js";
+import { webhookRoutes } from "../events/webhook-routes.js";
+import type { Webhooks } from "../events/webhooks.js";
 import { KEEP_ALIVE_MS, limitServer, serverOptions, watchBody } from "../http/limits.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
@@ -64,6 +68,9 @@ export interface AppDeps {
   readonly connectors?: Connectors;
   /** The MCP endpoint's handler (issue #13), given by `ums serve`; without it /v1/mcp is a 404. */
   readonly mcp?: McpHandler;
+  /** Issue #17: lifecycle events (GET /v1/events) and webhooks. */
+  readonly events?: EventLog;
+  readonly webhooks?: Webhooks;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -147,7 +154,13 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   const node = deps.node;
   let port = 0;
-  const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), node);
+  const units = new UnitService(
+    deps.store,
+    deps.config,
+    () => (port ||= listenPort(app, deps.config)),
+    node,
+    deps.events?.emit,
+  );
   const tunnels = new TunnelCount();
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
@@ -157,6 +170,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
     auditRoutes(api, deps.store);
+    if (deps.events) eventRoutes(api, deps.events);
+    if (deps.webhooks) webhookRoutes(api, deps.webhooks);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
         port ||= listenPort(app, deps.config);

@@ -68,6 +68,8 @@ export interface TestServerOpts {
   bodyIdleTimeout?: string;
   /** A pool of the test's own (its path, and the image in it) instead of the shared test pool. */
   pool?: { path: string; imagePath: string };
+  /** Webhooks may target loopback (a receiver the test runs). */
+  webhooksAllowPrivate?: boolean;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -113,6 +115,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       rateLimitOrg: overrides.rateLimitOrg,
       headersTimeout: overrides.headersTimeout,
       bodyIdleTimeout: overrides.bodyIdleTimeout,
+      webhooksAllowPrivate: overrides.webhooksAllowPrivate,
     },
     {},
   );

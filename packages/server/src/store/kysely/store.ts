@@ -6,6 +6,7 @@ import { UnitExistsError, UnitLimitError } from "../store.js";
 import { auditStore } from "./audit.js";
 import { connectorStore } from "./connectors.js";
 import type { DialectAdapter } from "./dialect.js";
+import { eventStore, webhookStore } from "./events.js";
 import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
 import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
@@ -22,6 +23,8 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     connectors: connectorStore(db),
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),
+    events: eventStore(db),
+    webhooks: webhookStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
