@@ -3,6 +3,7 @@ import { API_VERSION } from "@ums/protocol/versions";
 import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
 import { auditCommand } from "./commands/audit.js";
+import { eventsCommand } from "./commands/events.js";
 import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
 import { completionCommand } from "./commands/completion.js";
 import { execCommand } from "./commands/exec.js";
@@ -63,6 +64,7 @@ program.addCommand(policyCommand());
 program.addCommand(proxyCommand());
 program.addCommand(mcpCommand());
 program.addCommand(auditCommand());
+program.addCommand(eventsCommand());
 program.addCommand(completionCommand(() => program));
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.

@@ -1,22 +1,8 @@
 import { type Static, Type } from "@sinclair/typebox";
 
-/** Issue #17: the lifecycle events of an organization's units (docs/EVENTS.md). */
-export const EVENT_TYPES = [
-  "unit.created",
-  "unit.booted",
-  "unit.woken",
-  "unit.warmed",
-  "unit.cooled",
-  "unit.checkpointed",
-  "unit.restored",
-  "unit.forked",
-  "unit.deleted",
-  "service.crashed",
-  "service.restarted",
-  "policy.changed",
-  "limit.reached",
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+import { EVENT_TYPES } from "./event-types.js";
+
+export { EVENT_TYPES, type EventType } from "./event-types.js";
 
 export const EventTypeSchema = Type.Union(
   EVENT_TYPES.map((t) => Type.Literal(t)),
