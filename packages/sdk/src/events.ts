@@ -4,7 +4,7 @@ import type { RequestOpts } from "./config.js";
 import { SdkErrorCode, UmsError } from "./errors.js";
 
 export { EVENT_TYPES } from "@ums/protocol/event-types";
-export { verifyWebhook, type VerifyWebhookInput } from "@ums/protocol/webhook-signature";
+export { type VerifyWebhookInput, verifyWebhook } from "@ums/protocol/webhook-signature";
 export type { EventType };
 
 /** One lifecycle event of a unit (issue #17, docs/EVENTS.md). */
