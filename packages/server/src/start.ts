@@ -20,6 +20,7 @@ import { openLocalNode } from "./node/local/open.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
+import { closeTracing, openTracing } from "./tracing/tracing.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:7070 */
@@ -83,6 +84,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let node: LocalNode | undefined;
   let connectors: Connectors | undefined;
   let app: ApiInstance;
+  // Issue #17: spans over OTLP only when OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing loaded otherwise).
+  await openTracing(process.env, logger);
   const events = new EventLog(store, logger);
   let webhooks: Webhooks | undefined;
   try {
@@ -137,6 +140,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     await node?.close().catch(() => {});
     await events.close();
     await connectors?.close();
+    await closeTracing();
     if (!opts.store) await store.close();
     throw err;
   }
@@ -173,6 +177,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         hooks.close();
         await local.close();
         await events.close();
+        await closeTracing();
         if (!opts.store) await store.close();
       })();
       return closing;

@@ -2,7 +2,7 @@ import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import websocket from "@fastify/websocket";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
-import Fastify, { type FastifyBaseLogger, LogController, type RouteOptions } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
 import type { EventLog } from "../events/event-log.js";
@@ -12,6 +12,7 @@ import type { Webhooks } from "../events/webhooks.js";
 import { KEEP_ALIVE_MS, limitServer, serverOptions, watchBody } from "../http/limits.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
+import { addRequestSpans } from "../tracing/request-spans.js";
 import { AuditRecorder } from "./audit/recorder.js";
 import { auditRoutes } from "./audit/routes.js";
 import { bearerAuth } from "./auth.js";
@@ -114,6 +115,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) =>
     body === "" ? done(null, undefined) : jsonParser(req, body as string, done),
   );
+  // Issue #17: a span per request when tracing is on (tracing/), nothing otherwise.
+  addRequestSpans(app as unknown as FastifyInstance);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) =>
     sendError(
