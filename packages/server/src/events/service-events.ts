@@ -38,7 +38,7 @@ export class ServiceEventFollower {
     if (this.follows.has(unitId)) return;
     const f: Follow = { stopped: false };
     this.follows.set(unitId, f);
-    void this.run(unitId, f, RETRY_FIRST_MS);
+    this.follow(unitId, f, RETRY_FIRST_MS);
   }
 
   close(unitId: string): void {
@@ -52,6 +52,12 @@ export class ServiceEventFollower {
 
   closeAll(): void {
     for (const id of [...this.follows.keys()]) this.close(id);
+  }
+
+  private follow(unitId: string, f: Follow, retryMs: number): void {
+    this.run(unitId, f, retryMs).catch((err) =>
+      this.deps.log.error({ err, unitId }, "following a unit's service events stopped"),
+    );
   }
 
   private async run(unitId: string, f: Follow, retryMs: number): Promise<void> {
@@ -92,7 +98,7 @@ export class ServiceEventFollower {
       next = Math.min(retryMs * 2, RETRY_MAX_MS);
     }
     if (f.stopped) return;
-    f.timer = setTimeout(() => void this.run(unitId, f, next), next);
+    f.timer = setTimeout(() => this.follow(unitId, f, next), next);
     f.timer.unref();
   }
 

@@ -134,7 +134,9 @@ export class Webhooks {
               "a webhook's queue is full; its oldest delivery is dropped",
             );
           }
-          if (!d.running) void this.run(d);
+          if (!d.running) {
+            this.run(d).catch((err) => this.o.log.error({ err, webhook: hook.id }, "webhook delivery failed"));
+          }
         }
       })
       .catch((err) => this.o.log.error({ err, org: e.orgId }, "webhooks could not be read; an event is not delivered"));
