@@ -126,9 +126,11 @@ describe("the ums MCP server", { timeout: 300_000 }, () => {
       events.map((e: { type: string }) => e.type).filter((t: string) => t === "unit.forked" || t === "unit.deleted"),
       ["unit.forked", "unit.deleted"],
     );
-    const created = JSON.parse(await ok(stdio, "list_events", { types: ["unit.created"], limit: 1 }));
-    assert.equal(created.events[0].type, "unit.created");
-    assert.equal(created.more, true);
+    const first = JSON.parse(await ok(stdio, "list_events", { unit: "mcp-b", limit: 1 }));
+    assert.equal(first.events[0].type, "unit.forked");
+    assert.equal(first.more, true);
+    const rest = JSON.parse(await ok(stdio, "list_events", { unit: "mcp-b", since: first.next_since }));
+    assert.equal(rest.events.at(-1).type, "unit.deleted");
     assert.equal((await call(stdio, "list_events", { since: "not-an-id" })).isError, true);
   });
 
