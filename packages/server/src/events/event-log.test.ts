@@ -9,7 +9,8 @@ import { after, before, describe, it } from "node:test";
 import pino from "pino";
 import { openStore } from "../store/open.js";
 import type { Store } from "../store/store.js";
-import { EventLog } from "./event-log.js";
+import { EventLog, type NewEvent } from "./event-log.js";
+import { limitReachedRecorder } from "./limit.js";
 
 describe("event log", () => {
   let store: Store;
@@ -94,5 +95,46 @@ describe("event log", () => {
       Array.from({ length: 990 }, (_, k) => k + 10),
     );
     await events.close();
+  });
+
+  it("limitReached (for the usage sampler): a limit.reached event of kind memory or disk, once a minute per unit and kind", async () => {
+    const org = await store.orgs.ensure("limits", { maxUnits: 5, runningLimit: 1, warmLimit: 1 });
+    const unit = await store.units.create(
+      {
+        id: "unit-limit-test",
+        orgId: org.id,
+        name: "full",
+        urlLabel: "full-abcdefgh",
+        status: "cold",
+        urlAuth: "unit",
+        privateAccess: null,
+        labels: [],
+        version: null,
+        environmentVersion: null,
+        createdAt: new Date().toISOString(),
+      },
+      5,
+    );
+    const got: NewEvent[] = [];
+    let now = 1_000_000;
+    const report = limitReachedRecorder(
+      store,
+      (e) => got.push(e),
+      () => now,
+    );
+    await report({ unitId: unit.id, kind: "memory", limitBytes: 512, usedBytes: 512 });
+    await report({ unitId: unit.id, kind: "memory", limitBytes: 512, usedBytes: 512 });
+    await report({ unitId: unit.id, kind: "disk" });
+    await report({ unitId: "unit-gone", kind: "disk" });
+    now += 61_000;
+    await report({ unitId: unit.id, kind: "memory" });
+    assert.deepEqual(
+      got.map((e) => [e.orgId === org.id, e.type, e.unit, e.actor, e.data]),
+      [
+        [true, "limit.reached", "full", "system", { kind: "memory", limit_bytes: 512, used_bytes: 512 }],
+        [true, "limit.reached", "full", "system", { kind: "disk" }],
+        [true, "limit.reached", "full", "system", { kind: "memory" }],
+      ],
+    );
   });
 });
