@@ -105,8 +105,9 @@ describe("lifecycle events (GET /v1/events)", { timeout: 240_000 }, () => {
     assert.equal(live.status, 200);
   });
   after(async () => {
-    await live?.close();
+    // The server closes with a follow still open (it ends it), then the follow's reader stops.
     await s?.close();
+    await live?.close();
   });
 
   it("records each action's event with its actor: created, booted, policy, checkpoint, restore, fork, delete", async () => {

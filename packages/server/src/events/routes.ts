@@ -27,6 +27,12 @@ function cursor(field: string, id: string | undefined): string | undefined {
 
 /** GET /v1/events: the caller's organization's events, paged, or followed as NDJSON. */
 export function eventRoutes(app: ApiInstance, events: EventLog, slots = new FollowSlots(MAX_FOLLOWS_PER_ORG)): void {
+  // Follows never end by themselves: a closing server ends them (else its close waits for them).
+  const open = new Set<AbortController>();
+  app.addHook("preClose", (done) => {
+    for (const c of open) c.abort();
+    done();
+  });
   app.get(
     "/v1/events",
     {
@@ -64,6 +70,7 @@ export function eventRoutes(app: ApiInstance, events: EventLog, slots = new Foll
         );
       }
       const stop = new AbortController();
+      open.add(stop);
       const res = reply.raw;
       res.on("close", () => stop.abort());
       reply.hijack();
@@ -86,6 +93,7 @@ export function eventRoutes(app: ApiInstance, events: EventLog, slots = new Foll
       } catch (err) {
         req.log.error({ err }, "an event follow failed");
       } finally {
+        open.delete(stop);
         release();
         if (!res.writableEnded) res.end();
       }
