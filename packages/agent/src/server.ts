@@ -13,6 +13,7 @@ import { FsWatchSockets } from "./fs/watch.js";
 import { notFound, rejectUpgrade, sendJson, sessionNotFound, validation } from "./http/respond.js";
 import { PortWatcher } from "./ports/watch.js";
 import { PortSockets } from "./ports/ws.js";
+import { serveServiceEvents } from "./services/events.js";
 import { serveServices } from "./services/http.js";
 import type { Supervisor } from "./services/supervisor.js";
 import { Tunnels } from "./tunnel/tunnel.js";
@@ -30,6 +31,7 @@ import { AGENT_VERSION } from "./version.js";
 //   /fs/{list,read,write,chmod,chown,copy,delete,rename} → filesystem operations (spec 4.4, fs/http.ts)
 //   GET  /fs/watch (upgrade)     → file watch websocket (fs/watch.ts)
 //   GET  /fs/connect?as= (upgrade: ums-fs) → the connection goes to the fs process of that identity (fs/router.ts)
+//   GET  /service-events         → NDJSON: services that crashed or were restarted, as it happens (services/events.ts)
 //   /services…                   → the unit's services (spec 4.6, services/http.ts), when it has a supervisor
 //   GET  /ports/watch (upgrade)  → listening ports, then port_opened/port_closed (spec 6.5, ports/ws.ts)
 //   GET  /tunnel?host=&port= (upgrade: ums-tcp) → a TCP connection from inside the unit (tunnel/tunnel.ts)
@@ -75,6 +77,7 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
     }
     const fsOp = /^\/fs\/([a-z]+)$/.exec(path)?.[1];
     if (fsOp && fsOp !== "watch") return fsRouter.handle(req, res, fsOp, url.searchParams);
+    if (method === "GET" && path === "/service-events") return serveServiceEvents(req, res);
     if (services && (path === "/services" || path.startsWith("/services/"))) {
       if (await serveServices(services, req, res, path.slice("/services".length), url.searchParams)) return;
     }

@@ -6,6 +6,7 @@ import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
 import { auditCommand } from "./commands/audit.js";
 import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
+import { eventsCommand } from "./commands/events.js";
 import { execCommand } from "./commands/exec.js";
 import { cpCommand, lsCommand, rmCommand } from "./commands/files.js";
 import { contextCommand, loginCommand, logoutCommand, whoamiCommand } from "./commands/login.js";
@@ -74,6 +75,7 @@ export function addUserCommands(program: Command): void {
     policyCommand(),
     proxyCommand(),
     auditCommand(),
+    eventsCommand(),
   ])
     program.addCommand(c);
 }

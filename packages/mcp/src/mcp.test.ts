@@ -22,6 +22,7 @@ const TOOLS = [
   "fork_unit",
   "get_unit_url",
   "list_checkpoints",
+  "list_events",
   "list_files",
   "list_services",
   "list_units",
@@ -119,6 +120,18 @@ describe("the ums MCP server", { timeout: 300_000 }, () => {
     assert.match(policy, /api\.example\.com/);
     assert.match(await ok(stdio, "list_units", { prefix: "mcp-" }), /"name": "mcp-b"/);
     assert.match(await ok(stdio, "delete_unit", { name: "mcp-b" }), /deleted/);
+    // Issue #17: the unit's life as events, oldest first.
+    const events = JSON.parse(await ok(stdio, "list_events", { unit: "mcp-b" })).events;
+    assert.deepEqual(
+      events.map((e: { type: string }) => e.type).filter((t: string) => t === "unit.forked" || t === "unit.deleted"),
+      ["unit.forked", "unit.deleted"],
+    );
+    const first = JSON.parse(await ok(stdio, "list_events", { unit: "mcp-b", limit: 1 }));
+    assert.equal(first.events[0].type, "unit.forked");
+    assert.equal(first.more, true);
+    const rest = JSON.parse(await ok(stdio, "list_events", { unit: "mcp-b", since: first.next_since }));
+    assert.equal(rest.events.at(-1).type, "unit.deleted");
+    assert.equal((await call(stdio, "list_events", { since: "not-an-id" })).isError, true);
   });
 
   it("errors come back as tool errors with the server's code", async () => {

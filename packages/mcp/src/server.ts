@@ -4,7 +4,7 @@
 
 import { McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { type UmsClient, UmsError, Unit } from "@ums/sdk";
+import { EVENT_TYPES, Events, type UmsClient, UmsError, Unit } from "@ums/sdk";
 import { z } from "zod";
 
 export const MCP_SERVER_NAME = "ums";
@@ -332,6 +332,36 @@ export function createMcpServer(client: UmsClient): McpServer {
       },
     },
     ({ unit: name, rules }) => call(async () => json(await (await unit(name)).policies.setNetwork(rules))),
+  );
+
+  server.registerTool(
+    "list_events",
+    {
+      title: "List lifecycle events",
+      description:
+        "The organization's unit lifecycle events (created, booted, woken, warmed, cooled, checkpointed, restored, forked, deleted, service crashed/restarted, policy changed, limit reached), oldest first. Pass the last event's id as since to get only newer ones.",
+      inputSchema: {
+        unit: z.string().max(63).optional().describe("Only this unit's events"),
+        types: z.array(z.enum(EVENT_TYPES)).max(16).optional().describe("Only these event types"),
+        since: z.string().max(64).optional().describe("Only the events after this event id (evt_…)"),
+        limit: z.number().int().min(1).max(500).optional().describe("At most this many (default 100)"),
+      },
+      annotations: { readOnlyHint: true },
+    },
+    ({ unit: name, types, since, limit }) =>
+      call(async () => {
+        const page = await new Events({ client }).list({
+          ...(name && { unit: name }),
+          ...(types && { types }),
+          ...(since && { since }),
+          maxResults: limit ?? 100,
+        });
+        return json({
+          events: page.events.map((e) => ({ ...e, time: e.time.toISOString() })),
+          more: page.hasMore,
+          next_since: page.events.at(-1)?.id ?? since ?? null,
+        });
+      }),
   );
 
   // A unit's files as resources: ums://units/{name}/files/{path} (the path without its leading /).

@@ -121,6 +121,12 @@ export const ErrorCode = {
   TunnelRefused: "UMS_TUNNEL_REFUSED",
   /** 502: the host a tunnel (`/proxy`) was to connect to did not resolve, was unreachable or did not answer in time. */
   TunnelUnreachable: "UMS_TUNNEL_UNREACHABLE",
+  /** 429: the organization has as many event follows (`GET /v1/events?follow=true`) open as it may; close one first. */
+  EventFollowLimit: "UMS_EVENT_FOLLOW_LIMIT",
+  /** 400: a webhook's URL leads to a loopback, private or otherwise non-public address (the server does not allow those). */
+  WebhookTargetRefused: "UMS_WEBHOOK_TARGET_REFUSED",
+  /** 404: the organization has no webhook with that id. */
+  WebhookNotFound: "UMS_WEBHOOK_NOT_FOUND",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -2,6 +2,7 @@ export * from "./checkpoints.js";
 export * from "./connectors.js";
 export * from "./duration.js";
 export * from "./errors.js";
+export * from "./events.js";
 export * from "./exec.js";
 export * from "./exec-schemas.js";
 export * from "./fs.js";

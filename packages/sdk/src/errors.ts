@@ -180,6 +180,9 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.UnitUnavailable]: null, // 502, or the 4xx of an agent answer that carried no code
   [ErrorCode.ControlProtocol]: ValidationError, // op.error on the control websocket
   [ErrorCode.ControlUnknownOp]: ValidationError,
+  [ErrorCode.EventFollowLimit]: UmsError,
+  [ErrorCode.WebhookTargetRefused]: ValidationError,
+  [ErrorCode.WebhookNotFound]: NotFoundError,
 };
 
 /** For answers without a known code (e.g. from a proxy in front of the server). */

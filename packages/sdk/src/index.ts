@@ -44,6 +44,18 @@ export {
   ValidationError,
 } from "./errors.js";
 export {
+  EVENT_TYPES,
+  type EventFilter,
+  type EventFollowOpts,
+  type EventInfo,
+  type EventListOpts,
+  type EventPage,
+  Events,
+  type EventType,
+  type VerifyWebhookInput,
+  verifyWebhook,
+} from "./events.js";
+export {
   type FileData,
   type FileListOpts,
   type FileReadOpts,

@@ -56,6 +56,8 @@ export interface ServerConfig {
   readonly connectionLimits: ConnectionLimits;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
+  /** Issue #17: webhooks may target loopback and private addresses (`--webhooks-allow-private`). */
+  readonly webhooksAllowPrivate: boolean;
 }
 
 export interface ConfigInput {
@@ -85,6 +87,7 @@ export interface ConfigInput {
   rateLimitOrg?: string | undefined;
   headersTimeout?: string | undefined;
   bodyIdleTimeout?: string | undefined;
+  webhooksAllowPrivate?: boolean | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -307,5 +310,7 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
       ),
     }),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
+    webhooksAllowPrivate:
+      input.webhooksAllowPrivate ?? ["1", "true", "yes"].includes(env.UMS_WEBHOOKS_ALLOW_PRIVATE ?? ""),
   });
 }

@@ -7,7 +7,11 @@ import type { McpHandler } from "./api/mcp/routes.js";
 import { unitUrl } from "./api/units/present.js";
 import type { ServerConfig } from "./config.js";
 import { type Connectors, openConnectors } from "./connectors/index.js";
+import { Keys } from "./connectors/secrets/secrets.js";
 import { secureDataDir } from "./data-dir.js";
+import { EventLog } from "./events/event-log.js";
+import { type LimitReached, limitReachedRecorder } from "./events/limit.js";
+import { Webhooks } from "./events/webhooks.js";
 import type { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
 import type { NetworkEgress } from "./network/egress.js";
@@ -16,6 +20,7 @@ import { openLocalNode } from "./node/local/open.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
+import { closeTracing, openTracing } from "./tracing/tracing.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:7070 */
@@ -30,6 +35,10 @@ export interface RunningServer {
   readonly app: ApiInstance;
   /** The connector gateway's port (units reach it at their gateway address). */
   readonly gatewayPort: number;
+  /** Issue #17: the lifecycle events of this server's organizations. */
+  readonly events: EventLog;
+  /** Records a `limit.reached` event of kind memory or disk (for the usage sampler to call). */
+  readonly limitReached: LimitReached;
   close(): Promise<void>;
 }
 
@@ -77,8 +86,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let node: LocalNode | undefined;
   let connectors: Connectors | undefined;
   let app: ApiInstance;
+  // Issue #17: spans over OTLP only when OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing loaded otherwise).
+  await openTracing(process.env, logger);
+  const events = new EventLog(store, logger);
+  let webhooks: Webhooks | undefined;
   try {
+    await events.start();
     node = await openLocalNode({
+      events: events.emit,
       config,
       store,
       log: logger,
@@ -99,6 +114,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       log: logger,
       apiBase: () => `http://${apiHost}:${port}`,
     });
+    webhooks = new Webhooks({
+      store,
+      events,
+      keys: await Keys.load(config.dataDir),
+      log: logger,
+      allowPrivate: config.webhooksAllowPrivate,
+    });
+    webhooks.start();
     const gatewayPort = await connectors.listen();
     await node.runtime.allowGatewayPort?.(gatewayPort);
     app = await buildApp({
@@ -107,6 +130,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       logger: logger as FastifyBaseLogger,
       node,
       connectors,
+      events,
+      webhooks,
       ...(opts.mcp && { mcp: opts.mcp }),
       ...(opts.consoleDir !== undefined && { consoleDir: opts.consoleDir }),
     });
@@ -114,8 +139,11 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });
   } catch (err) {
+    webhooks?.close();
     await node?.close().catch(() => {});
+    await events.close();
     await connectors?.close();
+    await closeTracing();
     if (!opts.store) await store.close();
     throw err;
   }
@@ -137,6 +165,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let closing: Promise<void> | undefined;
   const local = node;
   const cn = connectors;
+  const hooks = webhooks as Webhooks;
   return {
     url,
     port,
@@ -147,12 +176,18 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     egress: local.egress,
     app,
     gatewayPort: cn.gatewayPort(),
+    events,
+    limitReached: limitReachedRecorder(store, events.emit),
     close() {
       // Units keep running when the server stops (docs/ARCHITECTURE.md section 8).
       closing ??= (async () => {
         await cn.close();
         await app.close();
+        // Deliveries still waiting are lost (docs/EVENTS.md).
+        hooks.close();
         await local.close();
+        await events.close();
+        await closeTracing();
         if (!opts.store) await store.close();
       })();
       return closing;

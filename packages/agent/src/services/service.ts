@@ -9,6 +9,7 @@ import { parseProcNetTcp } from "../ports/watch.js";
 import type { SessionUser } from "../util/users.js";
 import { backoffMs, nextAttempt } from "./backoff.js";
 import type { ServiceDefinition } from "./definition.js";
+import { emitServiceEvent } from "./events.js";
 import type { ServiceLog } from "./logs.js";
 
 // One supervised service (spec 3.2): its process (the unit user's, in its own process group, first in
@@ -139,10 +140,18 @@ export class Service {
     this.status = "failed";
     this.error = `exited with code ${code}${this.lastStderr ? `: ${this.lastStderr.slice(0, 500)}` : ""}`;
     this.nextRestartAt = now + delay;
+    emitServiceEvent({
+      type: "crashed",
+      service: this.name,
+      exit_code: code,
+      restart_in_ms: delay,
+      ...(this.lastStderr && { error: this.lastStderr.slice(0, 500) }),
+    });
     this.restartTimer = setTimeout(() => {
       this.restartTimer = null;
       this.restartCount += 1;
       this.spawn(false);
+      emitServiceEvent({ type: "restarted", service: this.name, restart_count: this.restartCount });
     }, delay);
     for (const w of waiters) w(code);
   }

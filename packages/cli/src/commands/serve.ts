@@ -85,6 +85,10 @@ export function serveCommand(): Command {
       "a request body from which nothing arrives for this long is answered 408 (env UMS_BODY_IDLE_TIMEOUT, default 60s)",
     )
     .option(
+      "--webhooks-allow-private",
+      "let webhooks target loopback and private addresses (env UMS_WEBHOOKS_ALLOW_PRIVATE=1; default: public addresses only)",
+    )
+    .option(
       "--log-format <format>",
       "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
     )
@@ -115,6 +119,7 @@ export function serveCommand(): Command {
         rateLimitOrg?: string;
         headersTimeout?: string;
         bodyIdleTimeout?: string;
+        webhooksAllowPrivate?: boolean;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts

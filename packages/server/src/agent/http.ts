@@ -1,5 +1,6 @@
 import { type IncomingMessage, request } from "node:http";
 import type { Readable } from "node:stream";
+import { agentSpan } from "../tracing/tracing.js";
 import { type AgentEndpoint, AgentTimeoutError, boundAnswer } from "./deadline.js";
 import { AgentAnswerError, AgentUnreachableError, MAX_JSON_BYTES } from "./errors.js";
 
@@ -23,15 +24,23 @@ export function agentRequest(
   path: string,
   opts: AgentRequestOpts = {},
 ): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
+  const span = agentSpan(method, path);
+  return new Promise<IncomingMessage>((resolve, reject) => {
     const headers: Record<string, string> = { ...opts.headers };
     if (typeof opts.body === "string") headers["content-type"] ??= "application/json";
     const req = request({ socketPath: ep.path, method, path, headers, agent: false }, (res) => {
       deadline.answered();
+      if (span) {
+        span.setAttribute("http.response.status_code", res.statusCode ?? 0);
+        res.once("close", () => span.end());
+      }
       resolve(res);
     });
     const deadline = boundAnswer(req, ep, opts.extraMs);
-    req.on("error", (err) => reject(wrap(err)));
+    req.on("error", (err) => {
+      span?.end(err.message);
+      reject(wrap(err));
+    });
     const body = opts.body;
     if (body === undefined || typeof body === "string") req.end(body);
     else {
@@ -57,8 +66,10 @@ export function agentCall(
   path: string,
   limit = MAX_JSON_BYTES,
 ): Promise<AgentAnswer> {
-  return new Promise((resolve, reject) => {
+  const span = agentSpan(method, path);
+  return new Promise<AgentAnswer>((resolve, reject) => {
     const req = request({ socketPath: ep.path, method, path, agent: false }, (res) => {
+      span?.setAttribute("http.response.status_code", res.statusCode ?? 0);
       let body = "";
       res.on("error", (err) => reject(wrap(err)));
       res.setEncoding("utf8").on("data", (d: string) => {
@@ -67,11 +78,15 @@ export function agentCall(
       });
       res.on("end", () => {
         deadline.answered();
+        span?.end();
         resolve({ status: res.statusCode ?? 0, body });
       });
     });
     const deadline = boundAnswer(req, ep);
-    req.on("error", (err) => reject(wrap(err)));
+    req.on("error", (err) => {
+      span?.end(err.message);
+      reject(wrap(err));
+    });
     req.end();
   });
 }

@@ -1,5 +1,6 @@
 import { connect } from "node:net";
 import WebSocket from "ws";
+import { agentSpan } from "../tracing/tracing.js";
 import { AgentDeadline, type AgentEndpoint } from "./deadline.js";
 import { answerError, MAX_ANSWER_BYTES } from "./errors.js";
 import { wrap } from "./http.js";
@@ -16,7 +17,9 @@ import { wrap } from "./http.js";
  * the caller has added its own listeners.
  */
 export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
+  // Issue #17: when tracing, a span from the upgrade to the websocket's close.
+  const span = agentSpan("GET", path);
+  return new Promise<WebSocket>((resolve, reject) => {
     let settled = false;
     const deadline = new AgentDeadline(ep, (err) => fail(err));
     const ws = new WebSocket(`ws+unix://${ep.path}:${path}`, {
@@ -32,6 +35,7 @@ export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket
       settled = true;
       deadline.answered();
       ws.terminate();
+      span?.end(err.message);
       reject(wrap(err));
     }
     ws.on("error", fail);
@@ -40,6 +44,7 @@ export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket
       settled = true;
       deadline.answered();
       ws.pause();
+      if (span) ws.once("close", () => span.end());
       resolve(ws);
     });
     // The refusal's body is part of the agent's answer: the deadline stays armed until it has come.

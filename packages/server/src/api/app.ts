@@ -2,12 +2,17 @@ import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import websocket from "@fastify/websocket";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
-import Fastify, { type FastifyBaseLogger, LogController, type RouteOptions } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
+import type { EventLog } from "../events/event-log.js";
+import { eventRoutes } from "../events/routes.js";
+import { webhookRoutes } from "../events/webhook-routes.js";
+import type { Webhooks } from "../events/webhooks.js";
 import { KEEP_ALIVE_MS, limitServer, serverOptions, watchBody } from "../http/limits.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
+import { addRequestSpans } from "../tracing/request-spans.js";
 import { AuditRecorder } from "./audit/recorder.js";
 import { auditRoutes } from "./audit/routes.js";
 import { bearerAuth } from "./auth.js";
@@ -68,6 +73,9 @@ export interface AppDeps {
   readonly mcp?: McpHandler;
   /** The console's build (issue #14); default packages/console/dist (api/console/static.ts). */
   readonly consoleDir?: string;
+  /** Issue #17: lifecycle events (GET /v1/events) and webhooks. */
+  readonly events?: EventLog;
+  readonly webhooks?: Webhooks;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -111,6 +119,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) =>
     body === "" ? done(null, undefined) : jsonParser(req, body as string, done),
   );
+  // Issue #17: a span per request when tracing is on (tracing/), nothing otherwise.
+  addRequestSpans(app as unknown as FastifyInstance);
   app.setErrorHandler((err, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) =>
     sendError(
@@ -151,7 +161,13 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   const node = deps.node;
   let port = 0;
-  const units = new UnitService(deps.store, deps.config, () => (port ||= listenPort(app, deps.config)), node);
+  const units = new UnitService(
+    deps.store,
+    deps.config,
+    () => (port ||= listenPort(app, deps.config)),
+    node,
+    deps.events?.emit,
+  );
   const tunnels = new TunnelCount();
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
@@ -162,6 +178,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     organizationRoutes(api, deps.store);
     consoleSessionRoutes(api, deps.store, { httpsFront: deps.config.unitUrlScheme === "https" });
     auditRoutes(api, deps.store);
+    if (deps.events) eventRoutes(api, deps.events);
+    if (deps.webhooks) webhookRoutes(api, deps.webhooks);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
         port ||= listenPort(app, deps.config);

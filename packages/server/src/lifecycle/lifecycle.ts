@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { AgentTimeouts } from "../agent/deadline.js";
+import type { EmitEvent } from "../events/event-log.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
 import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
@@ -53,6 +54,10 @@ export class Lifecycle {
   private timer: NodeJS.Timeout | undefined;
   private hooks: LifecycleHooks = { running: async () => {}, stopped: async () => {} };
   private sweeping = false;
+  /** Issue #17: the lifecycle's events (booted, woken, warmed, cooled, limit.reached), actor `system`. */
+  private emit: EmitEvent = () => {};
+  /** When a wake of each unit was last refused for the running limit (limit.reached is not repeated within 10 s). */
+  private readonly refusedAt = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
@@ -80,6 +85,13 @@ export class Lifecycle {
   setHooks(hooks: LifecycleHooks): void {
     this.hooks = hooks;
   }
+
+  setEvents(emit: EmitEvent): void {
+    this.emit = emit;
+  }
+
+  /** Records an event of this node's units (the internal API's checkpoints, services' crashes). */
+  readonly event: EmitEvent = (e) => this.emit(e);
 
   /** Reconciles the database with what runs on the host, then starts the idle sweep. */
   async start(): Promise<void> {
@@ -153,7 +165,8 @@ export class Lifecycle {
       await this.stopTracked(unit.id);
       current = "cold";
     }
-    await this.makeRoom(org, unit.id);
+    await this.makeRoom(org, unit);
+    const started = Date.now();
     if (current === "warm") {
       await this.runtime.resume(unit.id);
     } else {
@@ -163,6 +176,13 @@ export class Lifecycle {
     this.table.track(unit, "running");
     this.table.markAlive(unit.id);
     await this.table.persist(unit, "running");
+    this.emit({
+      orgId: unit.orgId,
+      type: current === "warm" ? "unit.woken" : "unit.booted",
+      unit: unit.name,
+      actor: "system",
+      data: { ms: Date.now() - started },
+    });
   }
 
   /** Stops the unit's processes and forgets it as running (the caller records it cold). */
@@ -198,7 +218,8 @@ export class Lifecycle {
   }
 
   /** Keeps the organization within running_limit by moving its least recently used idle unit down. */
-  private async makeRoom(org: OrgRecord, wakingId: string): Promise<void> {
+  private async makeRoom(org: OrgRecord, waking: UnitRecord): Promise<void> {
+    const wakingId = waking.id;
     const running = this.table
       .entries()
       .filter(([id, t]) => t.orgId === org.id && t.status === "running" && id !== wakingId);
@@ -207,6 +228,19 @@ export class Lifecycle {
       .filter(([id]) => !this.activity.isHeld(id))
       .sort(([a], [b]) => this.activity.idleFor(b) - this.activity.idleFor(a));
     const victim = idle[0];
+    // A wake that waits for capacity asks again every second: one event per unit per 10 s.
+    const lastRefusal = this.refusedAt.get(wakingId) ?? 0;
+    if (!victim && Date.now() - lastRefusal > 10_000) {
+      this.refusedAt.set(wakingId, Date.now());
+      if (this.refusedAt.size > 10_000) this.refusedAt.clear();
+      this.emit({
+        orgId: org.id,
+        type: "limit.reached",
+        unit: waking.name,
+        actor: "system",
+        data: { kind: "running_limit", limit: org.runningLimit, running: running.length },
+      });
+    }
     if (!victim) {
       throw new RunningLimitError(
         `organization '${org.slug}' already runs ${running.length} busy units (running_limit ${org.runningLimit}); wait for one to go idle or raise the limit`,
@@ -232,6 +266,7 @@ export class Lifecycle {
       t.status = "warm";
       t.since = Date.now();
       await this.table.persistById(id, "warm");
+      this.emit({ orgId: t.orgId, type: "unit.warmed", unit: t.name, actor: "system", data: {} });
     } finally {
       t.changing = false;
     }
@@ -243,6 +278,7 @@ export class Lifecycle {
     t.changing = true;
     await this.stopTracked(id);
     await this.table.persistById(id, "cold");
+    this.emit({ orgId: t.orgId, type: "unit.cooled", unit: t.name, actor: "system", data: { from: t.status } });
   }
 
   /** The idle sweep: busy CPU counts as activity; idle running → warm; long-warm → cold. */

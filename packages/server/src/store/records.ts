@@ -42,6 +42,42 @@ export interface AuditEvent {
   readonly ms: number;
 }
 
+/** Issue #17: one lifecycle event of a unit (docs/EVENTS.md). */
+export interface EventRecord {
+  /** `evt_` + a time-ordered id: later events sort after earlier ones. */
+  readonly id: string;
+  readonly orgId: string;
+  readonly at: string;
+  readonly type: string;
+  readonly unit: string | null;
+  readonly actor: string;
+  /** JSON object text. */
+  readonly data: string;
+}
+
+/** Issue #17: an organization's webhook; its secret sealed at rest (connectors' SecretBox). */
+export interface WebhookRecord {
+  readonly id: string;
+  readonly orgId: string;
+  readonly url: string;
+  /** Event types delivered; empty: every type. */
+  readonly types: readonly string[];
+  readonly secret: string;
+  readonly keyVersion: number;
+  readonly createdAt: string;
+  readonly lastStatus: number | null;
+  readonly lastError: string | null;
+  readonly lastAttemptAt: string | null;
+  readonly lastEventId: string | null;
+}
+
+export interface WebhookAttempt {
+  readonly status: number;
+  readonly error: string | null;
+  readonly at: string;
+  readonly eventId: string;
+}
+
 export type UnitStatus = "cold" | "warm" | "running";
 export type UrlAuth = "unit" | "public";
 export type PrivateAccess = "admins" | "organization";

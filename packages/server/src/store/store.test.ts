@@ -204,5 +204,95 @@ for (const dialect of testDialects) {
       );
       assert.equal(await store.oauthStates.get(late.stateHash), undefined);
     });
+
+    it("events: in id order per organization, filtered, pruned by time and by count", async () => {
+      const a = await store.orgs.ensure("ev-a", limits);
+      const b = await store.orgs.ensure("ev-b", limits);
+      const ev = (n: number, orgId: string, type = "unit.created", unit = "u", at = new Date().toISOString()) => ({
+        id: `evt_${String(n).padStart(13, "0")}aaaaaa`,
+        orgId,
+        at,
+        type,
+        unit,
+        actor: "system",
+        data: JSON.stringify({ n }),
+      });
+      await store.events.add(ev(1, a.id, "unit.created", "u", "2020-01-01T00:00:00.000Z"));
+      for (let n = 2; n <= 6; n++)
+        await store.events.add(ev(n, a.id, n % 2 ? "unit.booted" : "unit.created", `u${n % 3}`));
+      await store.events.add(ev(7, b.id));
+      const all = await store.events.list(a.id, { limit: 100 });
+      assert.deepEqual(
+        all.map((e) => JSON.parse(e.data).n),
+        [1, 2, 3, 4, 5, 6],
+      );
+      const after3 = await store.events.list(a.id, { after: all[2]?.id, limit: 2 });
+      assert.deepEqual(
+        after3.map((e) => JSON.parse(e.data).n),
+        [4, 5],
+      );
+      const booted = await store.events.list(a.id, { types: ["unit.booted"], limit: 100 });
+      assert.deepEqual(
+        booted.map((e) => JSON.parse(e.data).n),
+        [3, 5],
+      );
+      assert.deepEqual(
+        (await store.events.list(a.id, { unit: "u1", limit: 100 })).map((e) => JSON.parse(e.data).n),
+        [4],
+      );
+      assert.deepEqual(
+        (await store.events.orgIds()).filter((id) => id === a.id || id === b.id).sort(),
+        [a.id, b.id].sort(),
+      );
+      assert.equal(await store.events.pruneBefore("2021-01-01T00:00:00.000Z"), 1);
+      assert.equal(await store.events.pruneOrg(a.id, 2), 3);
+      assert.deepEqual(
+        (await store.events.list(a.id, { limit: 100 })).map((e) => JSON.parse(e.data).n),
+        [5, 6],
+      );
+      assert.equal(await store.events.pruneOrg(a.id, 2), 0);
+      assert.equal((await store.events.list(b.id, { limit: 100 })).length, 1, "another organization's are kept");
+    });
+
+    it("webhooks: scoped to their organization, at most `max`, attempts recorded", async () => {
+      const a = await store.orgs.ensure("wh-a", limits);
+      const b = await store.orgs.ensure("wh-b", limits);
+      const hook = (id: string, orgId: string) => ({
+        id,
+        orgId,
+        url: "https://example.invalid/h",
+        types: ["unit.created"],
+        secret: "v1.sealed",
+        keyVersion: 1,
+        createdAt: new Date().toISOString(),
+        lastStatus: null,
+        lastError: null,
+        lastAttemptAt: null,
+        lastEventId: null,
+      });
+      assert.equal(await store.webhooks.insert(hook("whk_1", a.id), 2), true);
+      assert.equal(await store.webhooks.insert(hook("whk_2", a.id), 2), true);
+      assert.equal(await store.webhooks.insert(hook("whk_3", a.id), 2), false);
+      assert.equal(await store.webhooks.insert(hook("whk_4", b.id), 2), true);
+      assert.deepEqual(
+        (await store.webhooks.list(a.id)).map((w) => w.id),
+        ["whk_1", "whk_2"],
+      );
+      assert.equal(await store.webhooks.get(b.id, "whk_1"), undefined);
+      assert.equal(await store.webhooks.delete(b.id, "whk_1"), false);
+      await store.webhooks.recordAttempt("whk_1", {
+        status: 503,
+        error: "answered 503",
+        at: "2026-01-01T00:00:00.000Z",
+        eventId: "evt_x",
+      });
+      const got = await store.webhooks.get(a.id, "whk_1");
+      assert.deepEqual(
+        [got?.lastStatus, got?.lastError, got?.lastAttemptAt, got?.lastEventId, got?.types],
+        [503, "answered 503", "2026-01-01T00:00:00.000Z", "evt_x", ["unit.created"]],
+      );
+      assert.equal(await store.webhooks.delete(a.id, "whk_1"), true);
+      assert.equal((await store.webhooks.list(a.id)).length, 1);
+    });
   });
 }

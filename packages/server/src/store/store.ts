@@ -4,6 +4,7 @@ import type {
   ConnectorPatch,
   ConnectorRecord,
   ConsoleSessionRecord,
+  EventRecord,
   NewUnit,
   OAuthStateRecord,
   OrgLimits,
@@ -14,6 +15,8 @@ import type {
   UnitPatch,
   UnitRecord,
   UnitStatus,
+  WebhookAttempt,
+  WebhookRecord,
 } from "./records.js";
 
 /**
@@ -30,6 +33,8 @@ export interface Store {
   readonly oauthStates: OAuthStateStore;
   readonly audit: AuditStore;
   readonly consoleSessions: ConsoleSessionStore;
+  readonly events: EventStore;
+  readonly webhooks: WebhookStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -72,6 +77,36 @@ export interface AuditStore {
   list(orgId: string, q: AuditQuery): Promise<AuditEvent[]>;
   /** Removes events before `at` (retention); returns how many. */
   prune(at: string): Promise<number>;
+}
+
+export interface EventQuery {
+  /** Events after this id (exclusive). */
+  readonly after?: string | undefined;
+  readonly unit?: string | undefined;
+  readonly types?: readonly string[] | undefined;
+  readonly limit: number;
+}
+
+/** Issue #17: lifecycle events, per organization, oldest first. */
+export interface EventStore {
+  add(e: EventRecord): Promise<void>;
+  list(orgId: string, q: EventQuery): Promise<EventRecord[]>;
+  /** Removes events before `at` (every organization); returns how many. */
+  pruneBefore(at: string): Promise<number>;
+  /** Keeps the organization's newest `keep` events; returns how many went. */
+  pruneOrg(orgId: string, keep: number): Promise<number>;
+  /** Organizations that have events (for the pruning at start). */
+  orgIds(): Promise<string[]>;
+}
+
+/** Issue #17: webhooks; every call but `listAll` is scoped to an organization. */
+export interface WebhookStore {
+  /** Inserts unless the organization has `max` webhooks already (false). */
+  insert(w: WebhookRecord, max: number): Promise<boolean>;
+  list(orgId: string): Promise<WebhookRecord[]>;
+  get(orgId: string, id: string): Promise<WebhookRecord | undefined>;
+  delete(orgId: string, id: string): Promise<boolean>;
+  recordAttempt(id: string, a: WebhookAttempt): Promise<void>;
 }
 
 export interface TokenStore {

@@ -75,6 +75,8 @@ export interface TestServerOpts {
   unitUrlScheme?: "http" | "https";
   /** The console's build directory (default packages/console/dist). */
   consoleDir?: string;
+  /** Webhooks may target loopback (a receiver the test runs). */
+  webhooksAllowPrivate?: boolean;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -121,6 +123,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       rateLimitOrg: overrides.rateLimitOrg,
       headersTimeout: overrides.headersTimeout,
       bodyIdleTimeout: overrides.bodyIdleTimeout,
+      webhooksAllowPrivate: overrides.webhooksAllowPrivate,
     },
     {},
   );

@@ -1,5 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ListCheckpointsQuery } from "@ums/protocol";
+import { actorOf } from "../../events/actor.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import { checkpointInfo } from "../../present/checkpoint.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
@@ -79,6 +80,13 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect
       const unit = await units.require(req.auth.org, req.params.name);
       await stream(reply, async (progress) => {
         const { checkpoint, frozenMs } = await node.checkpoint(unit, req.body?.comment ?? "", progress);
+        units.emit({
+          orgId: unit.orgId,
+          type: "unit.checkpointed",
+          unit: unit.name,
+          actor: actorOf(req),
+          data: { checkpoint: checkpoint.id, frozen_ms: frozenMs },
+        });
         progress(frozenMs > 0 ? `the unit was frozen for ${frozenMs.toFixed(1)} ms` : "the unit was not running");
         return { data: `checkpoint ${checkpoint.id} created`, id: checkpoint.id };
       });
@@ -140,6 +148,13 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect
       const cp = await units.requireCheckpoint(unit, req.params.id);
       await stream(reply, async (progress) => {
         const backup = await node.restore(req.auth.org, unit, cp, progress);
+        units.emit({
+          orgId: unit.orgId,
+          type: "unit.restored",
+          unit: unit.name,
+          actor: actorOf(req),
+          data: { checkpoint: cp.id, backup: backup.id },
+        });
         return {
           data: `restored checkpoint ${cp.id}; the state before is saved as ${backup.id}`,
           id: cp.id,

@@ -1,5 +1,6 @@
 import { type TNull, Type } from "@sinclair/typebox";
 import { ErrorCode, NetworkLog, NetworkLogQuery, NetworkPolicy } from "@ums/protocol";
+import { actorOf } from "../../events/actor.js";
 import { CompiledPolicy } from "../../network/matching.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { Dialect } from "../dialect.js";
@@ -64,7 +65,7 @@ export function networkPolicyRoutes(app: ApiInstance, { units, node, dialect }: 
         throw new ApiError(400, ErrorCode.NetworkPolicyInvalid, compiled.errors.join("; "), compiled.errors);
       }
       const json = JSON.stringify({ rules: req.body.rules } satisfies NetworkPolicy);
-      await units.setPolicy(unit, { network: json });
+      await units.setPolicy(unit, { network: json }, actorOf(req));
       // In force at once when the unit runs: its resolver and firewall follow the new rules.
       await node.applyNetworkPolicy(unit.id, json);
       if (dialect === "sprites") return reply.code(204).send(null);

@@ -1,4 +1,5 @@
 import { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
+import { type Actor, actorOf } from "../../events/actor.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord } from "../../store/records.js";
 import { KeyedMutex } from "../../util/keyed-mutex.js";
@@ -49,7 +50,7 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
   );
 
   /** Spec 4.5: a POST changes the limits it names and keeps the others (`replace`: DELETE, all go). */
-  async function setResources(org: OrgRecord, name: string, change: ResourcesPolicy, replace = false) {
+  async function setResources(actor: Actor, org: OrgRecord, name: string, change: ResourcesPolicy, replace = false) {
     const max = (await node.resourceLimits()).maxCpuCores;
     if (change.cpu && change.cpu.cores > max) {
       throw ApiError.validation([
@@ -63,7 +64,7 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
       const policy: ResourcesPolicy = replace
         ? change
         : { ...(JSON.parse(unit.resources) as ResourcesPolicy), ...change };
-      await units.setPolicy(unit, { resources: JSON.stringify(policy) });
+      await units.setPolicy(unit, { resources: JSON.stringify(policy) }, actor);
       const effective = await effectiveResources(JSON.stringify(policy));
       // Live where the kernel allows; a running unit that refuses (e.g. a limit below its use) gets it at next boot.
       await node.applyResources(unit.id, effective);
@@ -84,13 +85,13 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
         response: resources,
       },
     },
-    async (req) => setResources(req.auth.org, req.params.name, req.body),
+    async (req) => setResources(actorOf(req), req.auth.org, req.params.name, req.body),
   );
 
   app.delete(
     "/:name/policy/resources",
     { schema: { tags, summary: "Revert to the default limits", params: UnitParams, response: resources } },
-    async (req) => setResources(req.auth.org, req.params.name, {}, true),
+    async (req) => setResources(actorOf(req), req.auth.org, req.params.name, {}, true),
   );
 
   app.get(
@@ -106,9 +107,9 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
     async (req) => effectivePrivileges((await units.require(req.auth.org, req.params.name)).privileges),
   );
 
-  async function setPrivileges(org: OrgRecord, name: string, policy: PrivilegesPolicy) {
+  async function setPrivileges(actor: Actor, org: OrgRecord, name: string, policy: PrivilegesPolicy) {
     const unit = await units.require(org, name);
-    await units.setPolicy(unit, { privileges: JSON.stringify(policy) });
+    await units.setPolicy(unit, { privileges: JSON.stringify(policy) }, actor);
     return effectivePrivileges(JSON.stringify(policy));
   }
 
@@ -123,12 +124,12 @@ export function policyRoutes(app: ApiInstance, { units, node }: PolicyDeps): voi
         response: privileges,
       },
     },
-    async (req) => setPrivileges(req.auth.org, req.params.name, req.body),
+    async (req) => setPrivileges(actorOf(req), req.auth.org, req.params.name, req.body),
   );
 
   app.delete(
     "/:name/policy/privileges",
     { schema: { tags, summary: "Revert to the default privileges", params: UnitParams, response: privileges } },
-    async (req) => setPrivileges(req.auth.org, req.params.name, {}),
+    async (req) => setPrivileges(actorOf(req), req.auth.org, req.params.name, {}),
   );
 }

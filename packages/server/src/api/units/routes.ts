@@ -12,6 +12,7 @@ import {
   UpgradeRequest,
   UpgradeResponse,
 } from "@ums/protocol";
+import { actorOf } from "../../events/actor.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -74,7 +75,7 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
       },
     },
     async (req, reply) => {
-      const unit = await units.create(req.auth.org, req.body);
+      const unit = await units.create(req.auth.org, req.body, actorOf(req));
       return reply.code(201).send(units.present(req.auth.org, unit));
     },
   );
@@ -121,7 +122,7 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
       },
     },
     async (req, reply) => {
-      await units.delete(req.auth.org, req.params.name);
+      await units.delete(req.auth.org, req.params.name, actorOf(req));
       return reply.code(204).send(null);
     },
   );

@@ -14,6 +14,7 @@ import {
 } from "@ums/protocol";
 import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
+import type { Actor, EmitEvent } from "../../events/event-log.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { CheckpointRecord, OrgRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
@@ -46,6 +47,8 @@ export class UnitService {
     /** The port the server listens on, known once it listens (the config may say port 0). */
     private readonly listenPort: () => number,
     private readonly node: UnitNode,
+    /** Issue #17: units created, forked and deleted, policies changed, the unit limit reached. */
+    readonly emit: EmitEvent = () => {},
   ) {}
 
   /** A name that breaks the naming rules cannot exist: 404 without asking the database. */
@@ -61,8 +64,20 @@ export class UnitService {
   }
 
   /** Stores one of the unit's policies (spec 2.8-2.10, as JSON); putting it in force is the caller's. */
-  async setPolicy(unit: UnitRecord, policy: { resources: string } | { privileges: string } | { network: string }) {
+  async setPolicy(
+    unit: UnitRecord,
+    policy: { resources: string } | { privileges: string } | { network: string },
+    actor: Actor,
+  ) {
     await this.store.units.update(unit.orgId, unit.name, { ...policy, updatedAt: new Date().toISOString() });
+    const [kind, value] = Object.entries(policy)[0] as [string, string];
+    this.emit({
+      orgId: unit.orgId,
+      type: "policy.changed",
+      unit: unit.name,
+      actor,
+      data: { policy: kind, value: JSON.parse(value) as unknown },
+    });
   }
 
   present(org: OrgRecord, unit: UnitRecord) {
@@ -105,7 +120,7 @@ export class UnitService {
     return JSON.stringify(policy);
   }
 
-  async create(org: OrgRecord, req: CreateUnitRequest): Promise<UnitRecord> {
+  async create(org: OrgRecord, req: CreateUnitRequest, actor: Actor): Promise<UnitRecord> {
     const { name, from, labels = [], config } = req;
     // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
     const source = from && (await this.require(org, from.unit));
@@ -140,6 +155,13 @@ export class UnitService {
         throw new ApiError(409, ErrorCode.UnitExists, `a unit named '${name}' already exists; choose another name`);
       }
       if (err instanceof UnitLimitError) {
+        this.emit({
+          orgId: org.id,
+          type: "limit.reached",
+          unit: name,
+          actor,
+          data: { kind: "max_units", limit: err.limit },
+        });
         throw new ApiError(
           403,
           ErrorCode.LimitReached,
@@ -150,6 +172,7 @@ export class UnitService {
     }
     if (!source || !cp) {
       await this.node.create(unit);
+      this.emit({ orgId: org.id, type: "unit.created", unit: unit.name, actor, data: {} });
       return unit;
     }
     try {
@@ -165,6 +188,13 @@ export class UnitService {
       if (gone) await this.store.units.delete(org.id, unit.name);
       throw err;
     }
+    this.emit({
+      orgId: org.id,
+      type: "unit.forked",
+      unit: unit.name,
+      actor,
+      data: { source: source.name, checkpoint: cp.id },
+    });
     return unit;
   }
 
@@ -227,10 +257,11 @@ export class UnitService {
     return unit;
   }
 
-  async delete(org: OrgRecord, name: string): Promise<void> {
+  async delete(org: OrgRecord, name: string, actor: Actor): Promise<void> {
     const unit = await this.require(org, name);
     await this.node.destroy(unit);
     if (!(await this.store.units.delete(org.id, unit.name))) throw ApiError.unitNotFound(name);
+    this.emit({ orgId: org.id, type: "unit.deleted", unit: unit.name, actor, data: {} });
   }
 
   async check(org: OrgRecord, name: string): Promise<HealthCheck> {

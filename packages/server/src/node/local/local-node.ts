@@ -28,6 +28,7 @@ export class LocalNode implements UnitNode {
   readonly egress: NetworkEgress;
   readonly httpTargets: HttpTargets;
   private readonly hostSockets: HostSockets;
+  private readonly serviceEvents: { closeAll(): void } | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(parts: {
@@ -36,18 +37,22 @@ export class LocalNode implements UnitNode {
     egress: NetworkEgress;
     httpTargets: HttpTargets;
     hostSockets: HostSockets;
+    /** Issue #17: the follows of running units' service events (events/service-events.ts). */
+    serviceEvents?: { closeAll(): void };
   }) {
     this.runtime = parts.runtime;
     this.lifecycle = parts.lifecycle;
     this.egress = parts.egress;
     this.httpTargets = parts.httpTargets;
     this.hostSockets = parts.hostSockets;
+    this.serviceEvents = parts.serviceEvents;
   }
 
   /** Stops the idle sweep and closes what the node serves; units keep running (a restart re-adopts them). */
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.lifecycle.stop();
+      this.serviceEvents?.closeAll();
       await this.hostSockets.closeAll();
       await this.egress.closeAll();
     })();

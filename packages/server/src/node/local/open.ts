@@ -1,5 +1,7 @@
 import type { Logger } from "pino";
 import { parseDnsServer, type ServerConfig } from "../../config.js";
+import type { EmitEvent } from "../../events/event-log.js";
+import { ServiceEventFollower } from "../../events/service-events.js";
 import { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { hostResolver, NetworkEgress } from "../../network/egress.js";
 import { openHostRuntime } from "../../runtime/host.js";
@@ -22,6 +24,8 @@ export interface LocalNodeOpts {
   readonly sweepMs?: number;
   /** Aborts a start that is still building the base image. */
   readonly signal?: AbortSignal;
+  /** Issue #17: where the node's lifecycle events go. */
+  readonly events?: EmitEvent;
 }
 
 /**
@@ -52,17 +56,30 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       network: unit.network,
     }),
   );
+  if (opts.events) lifecycle.setEvents(opts.events);
   const httpTargets = new HttpTargets();
   const hostSockets = new HostSockets({ store, runtime, lifecycle, log, httpTargets });
   const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();
   const egress = new NetworkEgress({ store, runtime, upstream, log });
-  const node = new LocalNode({ runtime, lifecycle, egress, httpTargets, hostSockets });
+  const emit = opts.events;
+  const serviceEvents =
+    emit && new ServiceEventFollower({ store, agentSocket: (id) => runtime.agentSocket(id), emit, log });
+  const node = new LocalNode({
+    runtime,
+    lifecycle,
+    egress,
+    httpTargets,
+    hostSockets,
+    ...(serviceEvents && { serviceEvents }),
+  });
   lifecycle.setHooks({
     running: async (id) => {
       await hostSockets.open(id);
       await egress.open(id);
+      serviceEvents?.open(id);
     },
     stopped: async (id) => {
+      serviceEvents?.close(id);
       await egress.close(id);
       await hostSockets.close(id);
     },

@@ -172,6 +172,38 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("audit_events_at").on("audit_events").column("at").execute();
     },
   },
+  "0009_events_webhooks": {
+    async up(db: Kysely<unknown>) {
+      // Issue #17: lifecycle events (bounded: 7 days, 10 000 per organization) and webhooks.
+      await db.schema
+        .createTable("events")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull())
+        .addColumn("at", "text", (c) => c.notNull())
+        .addColumn("type", "text", (c) => c.notNull())
+        .addColumn("unit", "text")
+        .addColumn("actor", "text", (c) => c.notNull())
+        .addColumn("data", "text", (c) => c.notNull().defaultTo("{}"))
+        .execute();
+      await db.schema.createIndex("events_org_id").on("events").columns(["org_id", "id"]).execute();
+      await db.schema.createIndex("events_at").on("events").column("at").execute();
+      await db.schema
+        .createTable("webhooks")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("url", "text", (c) => c.notNull())
+        .addColumn("types", "text", (c) => c.notNull().defaultTo("[]"))
+        .addColumn("secret", "text", (c) => c.notNull())
+        .addColumn("key_version", "integer", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("last_status", "integer")
+        .addColumn("last_error", "text")
+        .addColumn("last_attempt_at", "text")
+        .addColumn("last_event_id", "text")
+        .execute();
+      await db.schema.createIndex("webhooks_org").on("webhooks").column("org_id").execute();
+    },
+  },
   "0011_console_sessions": {
     async up(db: Kysely<unknown>) {
       // Issue #14: console sessions (only the hash of the cookie is kept); a token's revoke or

@@ -37,6 +37,32 @@ export interface AuditEventsTable {
   ms: number;
 }
 
+/** Issue #17: lifecycle events. */
+export interface EventsTable {
+  id: string;
+  org_id: string;
+  at: string;
+  type: string;
+  unit: string | null;
+  actor: string;
+  data: string;
+}
+
+/** Issue #17: webhooks; `secret` is sealed (connectors' SecretBox, the webhook id as AAD). */
+export interface WebhooksTable {
+  id: string;
+  org_id: string;
+  url: string;
+  types: string;
+  secret: string;
+  key_version: number;
+  created_at: string;
+  last_status: number | null;
+  last_error: string | null;
+  last_attempt_at: string | null;
+  last_event_id: string | null;
+}
+
 export interface UnitsTable {
   id: string;
   org_id: string;
@@ -125,4 +151,6 @@ export interface Database {
   oauth_states: OAuthStatesTable;
   audit_events: AuditEventsTable;
   console_sessions: ConsoleSessionsTable;
+  events: EventsTable;
+  webhooks: WebhooksTable;
 }

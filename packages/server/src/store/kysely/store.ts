@@ -7,6 +7,7 @@ import { auditStore } from "./audit.js";
 import { connectorStore } from "./connectors.js";
 import { consoleSessionStore } from "./console-sessions.js";
 import type { DialectAdapter } from "./dialect.js";
+import { eventStore, webhookStore } from "./events.js";
 import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
 import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
@@ -24,6 +25,8 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),
     consoleSessions: consoleSessionStore(db),
+    events: eventStore(db),
+    webhooks: webhookStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });

@@ -183,6 +183,13 @@ export class HostSockets {
       );
       send({ status: "progress", percent: 100 });
       send({ status: "complete", id: checkpoint.id });
+      this.deps.lifecycle.event({
+        orgId: unit.orgId,
+        type: "unit.checkpointed",
+        unit: unit.name,
+        actor: "unit",
+        data: { checkpoint: checkpoint.id },
+      });
     } catch (err) {
       send({ status: "error", message: err instanceof Error ? err.message : String(err) });
     }
@@ -193,7 +200,16 @@ export class HostSockets {
     try {
       const cp = await this.deps.store.checkpoints.get(unit.id, cpId);
       const org = await this.deps.store.orgs.getById(unit.orgId);
-      if (cp && org) await this.deps.lifecycle.checkpoints.restore(org, unit, cp, () => {});
+      if (cp && org) {
+        const backup = await this.deps.lifecycle.checkpoints.restore(org, unit, cp, () => {});
+        this.deps.lifecycle.event({
+          orgId: unit.orgId,
+          type: "unit.restored",
+          unit: unit.name,
+          actor: "unit",
+          data: { checkpoint: cp.id, backup: backup.id },
+        });
+      }
     } catch (err) {
       this.deps.log.error({ err, unitId: unit.id, checkpoint: cpId }, "restore asked from inside the unit failed");
     }
