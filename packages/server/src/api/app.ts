@@ -24,6 +24,8 @@ import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
 import { serviceRoutes } from "./services/routes.js";
+import { templateRoutes } from "./templates/routes.js";
+import { TemplateService } from "./templates/service.js";
 import { TunnelCount } from "./tunnels/count.js";
 import { tunnelRoutes } from "./tunnels/routes.js";
 import { loadCookieKey } from "./unit-url/cookie.js";
@@ -157,6 +159,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     api.addHook("onRoute", audit.onRoute);
     organizationRoutes(api, deps.store);
     auditRoutes(api, deps.store);
+    templateRoutes(api, new TemplateService(deps.store, units, node));
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
         port ||= listenPort(app, deps.config);
