@@ -13,6 +13,7 @@ import { policyCommand } from "./commands/policy.js";
 import { proxyCommand } from "./commands/proxy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
+import { templateCommand } from "./commands/templates.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
 
@@ -56,6 +57,7 @@ program.addCommand(lsCommand());
 program.addCommand(rmCommand());
 program.addCommand(checkpointCommand());
 program.addCommand(forkCommand());
+program.addCommand(templateCommand());
 program.addCommand(servicesCommand());
 program.addCommand(serviceCommand());
 program.addCommand(urlCommand());
