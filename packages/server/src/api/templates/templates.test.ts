@@ -5,13 +5,16 @@
 // with nothing made.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { readdir } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { run } from "../../runtime/exec/host-command.js";
 import { testImage } from "../../runtime/image/test-image.js";
-import { isReadonly } from "../../runtime/storage/btrfs.js";
+import { isReadonly, listQgroups, quotaMode, subvolumeId } from "../../runtime/storage/btrfs.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 import { tools } from "../../testing/services.js";
+
+const MiB = 1024 * 1024;
 
 describe("templates", { timeout: 300_000 }, () => {
   let s: TestServer;
@@ -40,7 +43,8 @@ describe("templates", { timeout: 300_000 }, () => {
     other = await s.token("tpl-other");
     t = tools(s, token);
     await s.unit(token, "src");
-    assert.equal((await t.sh("src", "echo from-template > /home/unit/data")).code, 0);
+    const w = await t.sh("src", "echo from-template > /home/unit/data && head -c 64M /dev/urandom > /home/unit/blob");
+    assert.equal(w.code, 0, w.err);
     const res = await s.api("POST", "/v1/units/src/policy/resources", { token, json: { memory: { limit_mb: 300 } } });
     assert.equal(res.status, 200, res.text);
     const net = await s.api("POST", "/v1/units/src/policy/network", { token, json: NETWORK });
@@ -87,6 +91,27 @@ describe("templates", { timeout: 300_000 }, () => {
       const net = await s.api("GET", `/v1/units/${name}/policy/network`, { token });
       assert.deepEqual(net.body.rules, NETWORK.rules, `${name}: the template's network policy`);
     }
+  });
+
+  it("charges a unit from it only what it writes; no quota group holds the template", async (ctx) => {
+    const pool = join(templatesDir, "..");
+    if ((await quotaMode(pool)) !== "squota") return ctx.skip("the pool has no simple quotas (kernel before 6.7)");
+    const charged = async (unitId: string) => {
+      await run("btrfs", ["filesystem", "sync", pool]);
+      const group = (await readFile(join(pool, "units", unitId, "qgroup"), "utf8")).trim();
+      const found = (await listQgroups(pool)).find((g) => g.id === group);
+      assert.ok(found, `quota group ${group}`);
+      return found.referenced;
+    };
+    const t2 = (await s.api("GET", "/v1/units/t2", { token })).body.id as string;
+    const before = await charged(t2);
+    assert.ok(before < 32 * MiB, `the template's 64 MiB are not charged to a unit made from it: ${before}`);
+    assert.equal((await t.sh("t2", "head -c 16M /dev/urandom > /home/unit/mine && sync")).code, 0);
+    const after = await charged(t2);
+    assert.ok(after - before >= 15 * MiB && after - before < 24 * MiB, `what it writes is: ${before} -> ${after}`);
+    const member = `0/${await subvolumeId(join(templatesDir, templateId))}`;
+    const holders = (await listQgroups(pool)).filter((g) => g.children.includes(member)).map((g) => g.id);
+    assert.deepEqual(holders, [], "no quota group holds the template");
   });
 
   it("isolates the units: a write in one is seen in no other", async () => {
