@@ -57,7 +57,16 @@ const listPool = () => {
     return [];
   }
 };
+const poolTemplates = poolDir && join(poolDir, "pool", "templates");
+const listTemplates = () => {
+  try {
+    return poolTemplates ? readdirSync(poolTemplates) : [];
+  } catch {
+    return [];
+  }
+};
 const poolBefore = new Set(listPool());
+const templatesBefore = new Set(listTemplates());
 const child = spawn(
   process.execPath,
   ["--test", "--test-reporter=spec", "--test-concurrency=2", "--test-timeout=600000", ...selected],
@@ -71,6 +80,9 @@ child.on("exit", (code, signal) => {
       made = statSync(join(poolUnits, e)).birthtime.toISOString();
     } catch {}
     console.error(`a test left a unit disk in the shared pool: ${join(poolUnits, e)} (made ${made})`);
+  }
+  for (const e of listTemplates().filter((t) => !templatesBefore.has(t))) {
+    console.error(`a test left a template in the shared pool: ${join(poolTemplates, e)}`);
   }
   process.exit(code ?? (signal ? 1 : 0));
 });

@@ -14,6 +14,7 @@ import { policyCommand } from "./commands/policy.js";
 import { proxyCommand } from "./commands/proxy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
+import { templateCommand } from "./commands/templates.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
 
@@ -69,6 +70,7 @@ export function addUserCommands(program: Command): void {
     rmCommand(),
     checkpointCommand(),
     forkCommand(),
+    templateCommand(),
     servicesCommand(),
     serviceCommand(),
     urlCommand(),

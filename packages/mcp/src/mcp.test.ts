@@ -17,6 +17,7 @@ const textOf = (r: Result) => (r.content as { type: string; text: string }[]).ma
 
 const TOOLS = [
   "create_checkpoint",
+  "create_template",
   "create_unit",
   "delete_unit",
   "fork_unit",
@@ -25,6 +26,7 @@ const TOOLS = [
   "list_events",
   "list_files",
   "list_services",
+  "list_templates",
   "list_units",
   "read_file",
   "restore_checkpoint",
@@ -56,7 +58,7 @@ describe("the ums MCP server", { timeout: 300_000 }, () => {
   });
   after(async () => {
     await stdio?.close().catch(() => {});
-    await s?.close(["mcp-a", "mcp-b"], cleanupStoppedServer);
+    await s?.close(["mcp-a", "mcp-b", "mcp-c"], cleanupStoppedServer);
     if (home) await rm(home, { recursive: true, force: true });
   });
 
@@ -112,6 +114,11 @@ describe("the ums MCP server", { timeout: 300_000 }, () => {
     assert.equal(await ok(stdio, "read_file", { unit: "mcp-a", path: "notes/a.txt" }), "first\n");
     assert.match(await ok(stdio, "fork_unit", { unit: "mcp-a", new_name: "mcp-b", checkpoint: cp.id }), /mcp-a@/);
     assert.equal(await ok(stdio, "read_file", { unit: "mcp-b", path: "notes/a.txt" }), "first\n");
+    // Templates: one published from the checkpoint, a unit started from it.
+    assert.match(await ok(stdio, "create_template", { name: "mcp-t", unit: "mcp-a", checkpoint: cp.id }), /mcp-a@/);
+    assert.match(await ok(stdio, "list_templates", {}), /"name": "mcp-t"/);
+    assert.match(await ok(stdio, "create_unit", { name: "mcp-c", template: "mcp-t" }), /"name": "mcp-c"/);
+    assert.equal(await ok(stdio, "read_file", { unit: "mcp-c", path: "notes/a.txt" }), "first\n");
     assert.match(await ok(stdio, "get_unit_url", { unit: "mcp-a" }), /"url": "http:\/\/mcp-a-/);
     const policy = await ok(stdio, "set_network_policy", {
       unit: "mcp-a",

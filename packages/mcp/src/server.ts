@@ -89,20 +89,22 @@ export function createMcpServer(client: UmsClient): McpServer {
     {
       title: "Create a unit",
       description:
-        "Creates a unit (a persistent Linux machine; it boots on first use). With from_unit and from_checkpoint, a fork of that checkpoint.",
+        "Creates a unit (a persistent Linux machine; it boots on first use). With from_unit and from_checkpoint, a fork of that checkpoint; with template, a unit from an organization template (list_templates).",
       inputSchema: {
         name: unitName,
         public: z.boolean().optional().describe("Anyone may reach its URL (default: only with a token)"),
         from_unit: z.string().max(63).optional(),
         from_checkpoint: z.string().max(64).optional(),
+        template: z.string().max(63).optional().describe("Start from this organization template"),
       },
     },
-    ({ name, public: pub, from_unit, from_checkpoint }) =>
+    ({ name, public: pub, from_unit, from_checkpoint, template }) =>
       call(async () => {
         const u = await Unit.create(name, {
           client,
           ...(pub && { urlSettings: { auth: "public" } }),
           ...(from_unit && { from: { unit: from_unit, checkpoint: from_checkpoint ?? "latest" } }),
+          ...(template && { template }),
         });
         return json({ name: u.name, status: u.status, url: u.url });
       }),
@@ -303,6 +305,47 @@ export function createMcpServer(client: UmsClient): McpServer {
         const u = await Unit.create(new_name, { client, from: { unit: name, checkpoint: cp } });
         return json({ name: u.name, from: `${name}@${cp}`, url: u.url });
       }),
+  );
+
+  server.registerTool(
+    "create_template",
+    {
+      title: "Publish a template",
+      description:
+        "Publishes a unit's checkpoint (its files, services and policies) as an organization template that create_unit can start units from (a new checkpoint of the unit is taken when none is named).",
+      inputSchema: {
+        name: unitName.describe("The template's name"),
+        unit: unitName,
+        checkpoint: z.string().max(64).optional(),
+        description: z.string().max(1000).optional(),
+      },
+    },
+    ({ name, unit: from, checkpoint, description }) =>
+      call(async () => {
+        const cp = checkpoint ?? (await (await unit(from)).checkpoints.create({ comment: `template ${name}` })).id;
+        const t = await client.templates.create(name, { unit: from, checkpoint: cp, description });
+        return json({ name: t.name, from: `${from}@${cp}`, description: t.description });
+      }),
+  );
+
+  server.registerTool(
+    "list_templates",
+    {
+      title: "List templates",
+      description: "The organization's templates, which create_unit can start units from.",
+      inputSchema: {},
+      annotations: { readOnlyHint: true },
+    },
+    () =>
+      call(async () =>
+        json(
+          (await client.templates.list()).map((t) => ({
+            name: t.name,
+            description: t.description,
+            from: `${t.source.unit}@${t.source.checkpoint}`,
+          })),
+        ),
+      ),
   );
 
   server.registerTool(

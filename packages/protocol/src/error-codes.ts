@@ -25,6 +25,10 @@ export const ErrorCode = {
   MethodNotAllowed: "UMS_METHOD_NOT_ALLOWED",
   /** 404: the unit has no checkpoint of that id (checkpoints belong to the unit they were taken of). */
   CheckpointNotFound: "UMS_CHECKPOINT_NOT_FOUND",
+  /** 404: no template of that name in the caller's organization (issue #18). */
+  TemplateNotFound: "UMS_TEMPLATE_NOT_FOUND",
+  /** 409: a template of that name already exists in the organization; delete it or choose another name. */
+  TemplateExists: "UMS_TEMPLATE_EXISTS",
   /** 409: the checkpoint the unit is on cannot be deleted. */
   CheckpointActive: "UMS_CHECKPOINT_ACTIVE",
   /** 404: no exec session with that id in the unit. */

@@ -11,6 +11,7 @@ export * from "./network.js";
 export * from "./organization.js";
 export * from "./policies.js";
 export * from "./services.js";
+export * from "./templates.js";
 export * from "./tunnel.js";
 export * from "./units.js";
 export * from "./versions.js";

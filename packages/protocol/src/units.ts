@@ -1,6 +1,7 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { Labels } from "./connectors.js";
 import { UNIT_NAME_MAX_LENGTH, UNIT_NAME_PATTERN, UNIT_NAME_RULES } from "./names.js";
+import { TemplateName } from "./templates.js";
 import { ENVIRONMENT_VERSION_PATTERN } from "./versions.js";
 
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
@@ -97,7 +98,7 @@ export const Unit = Type.Object(
 );
 export type Unit = Static<typeof Unit>;
 
-/** Spec 4.1 POST /v1/units; `from` (ours) forks another unit's checkpoint. */
+/** Spec 4.1 POST /v1/units; `from` (ours) forks another unit's checkpoint, `template` (ours) starts from a template. */
 export const CreateUnitRequest = Type.Object(
   {
     name: UnitName,
@@ -118,6 +119,13 @@ export const CreateUnitRequest = Type.Object(
         },
         { additionalProperties: false, description: "Start from a checkpoint of another unit (fork)" },
       ),
+    ),
+    template: Type.Optional(
+      Type.String({
+        ...TemplateName,
+        description:
+          "Start from an organization template (issue #18): its files, services and policies, as a snapshot (not with from)",
+      }),
     ),
   },
   { additionalProperties: false },

@@ -1,5 +1,6 @@
 import { ConnectionConfig, type ConnectionOpts, checkTimeout, type RequestOpts } from "./config.js";
 import { ConnectionError, errorFromResponse, SdkErrorCode, TimeoutError, UmsError } from "./errors.js";
+import { Templates } from "./templates.js";
 
 export const SDK_VERSION = "0.1.0";
 
@@ -27,6 +28,11 @@ export class UmsClient {
 
   get baseUrl(): string {
     return this.config.baseUrl;
+  }
+
+  /** The organization's templates (issue #18). */
+  get templates(): Templates {
+    return new Templates(this);
   }
 
   /**

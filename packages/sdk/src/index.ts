@@ -83,6 +83,7 @@ export {
   type SessionOpenOpts,
   Sessions,
 } from "./sessions.js";
+export { type TemplateCreateOpts, type TemplateInfo, Templates } from "./templates.js";
 export type { Tunnel, TunnelOpts } from "./tunnel.js";
 export { Unit, type UnitCreateOpts, type UnitListOpts, type UnitOpts, type UnitPage } from "./unit.js";
 export type {

@@ -35,6 +35,8 @@ export interface UnitCreateOpts extends UnitOpts {
   urlSettings?: UrlSettingsUpdate | undefined;
   /** Fork: start with the files of checkpoint `checkpoint` (e.g. `v3`) of another unit of the organization. */
   from?: { unit: string; checkpoint: string } | undefined;
+  /** Start from an organization template (issue #18): its files, services and policies (not with `from`). */
+  template?: string | undefined;
   /** Labels of the new unit (spec 2.1 `labels`). */
   labels?: readonly string[] | undefined;
 }
@@ -105,9 +107,10 @@ export class Unit {
   }
 
   /**
-   * Creates a unit (it starts cold); with `from`, a fork of another unit's checkpoint.
-   * Throws `ConflictError` if the name is taken, `ValidationError` if it is invalid,
-   * `NotFoundError` if `from` names no unit or checkpoint.
+   * Creates a unit (it starts cold); with `from`, a fork of another unit's checkpoint; with
+   * `template`, a unit from an organization template. Throws `ConflictError` if the name is taken,
+   * `ValidationError` if it is invalid, `NotFoundError` if `from` names no unit or checkpoint or
+   * `template` no template.
    */
   static create(name: string, opts?: UnitCreateOpts): Promise<Unit>;
   static create(opts: UnitCreateOpts & { name: string }): Promise<Unit>;
@@ -121,6 +124,7 @@ export class Unit {
       name,
       ...(opts.urlSettings !== undefined && { url_settings: urlSettingsToWire(opts.urlSettings) }),
       ...(opts.from !== undefined && { from: { unit: opts.from.unit, checkpoint: opts.from.checkpoint } }),
+      ...(opts.template !== undefined && { template: opts.template }),
       ...(opts.labels !== undefined && opts.labels.length > 0 && { labels: [...opts.labels] }),
     };
     const unit = await client.request<WireUnit>("POST", "/v1/units", { ...requestOpts(opts), body });

@@ -27,18 +27,26 @@ export function createCommand(): Command {
     .description("create a unit (it starts cold and wakes on first use)")
     .argument("<name>", "the unit's name (lowercase letters, digits, hyphens)")
     .option("--from <unit@checkpoint>", "start from a checkpoint of another unit (a fork)", parseFrom)
+    .option("--template <name>", "start from an organization template ('ums template list')")
     .option("--public", "anyone may reach the unit's URL (default: only with a token)")
     .option("--label <label>", "a label (repeatable)", collect, [] as string[])
     .action(
       async (
         name: string,
-        opts: { from?: { unit: string; checkpoint: string }; public?: boolean; label: string[]; json?: boolean },
+        opts: {
+          from?: { unit: string; checkpoint: string };
+          template?: string;
+          public?: boolean;
+          label: string[];
+          json?: boolean;
+        },
         self: Command,
       ) => {
         const { client } = await resolveConnection(self);
         const unit = await Unit.create(name, {
           client,
           from: opts.from,
+          template: opts.template,
           labels: opts.label,
           ...(opts.public && { urlSettings: { auth: "public" } }),
         });
@@ -46,7 +54,12 @@ export function createCommand(): Command {
         process.stdout.write(`created ${unit.name}  ${unit.url}\n`);
       },
     );
-  return examples(cmd, ["ums create web", "ums create web2 --from web@v3 --label team-a", "ums create demo --public"]);
+  return examples(cmd, [
+    "ums create web",
+    "ums create web2 --from web@v3 --label team-a",
+    "ums create worker --template py-dev",
+    "ums create demo --public",
+  ]);
 }
 
 export function listCommand(): Command {

@@ -31,6 +31,8 @@ import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
 import { serviceRoutes } from "./services/routes.js";
+import { templateRoutes } from "./templates/routes.js";
+import { TemplateService } from "./templates/service.js";
 import { TunnelCount } from "./tunnels/count.js";
 import { tunnelRoutes } from "./tunnels/routes.js";
 import { loadCookieKey } from "./unit-url/cookie.js";
@@ -180,6 +182,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     auditRoutes(api, deps.store);
     if (deps.events) eventRoutes(api, deps.events);
     if (deps.webhooks) webhookRoutes(api, deps.webhooks);
+    templateRoutes(api, new TemplateService(deps.store, units, node));
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
         port ||= listenPort(app, deps.config);

@@ -1,7 +1,7 @@
 import { ErrorCode, FS_RESERVED_PATH, fsErrorStatus } from "@ums/protocol";
 import { AgentTimeoutError } from "../agent/deadline.js";
 import { AgentAnswerError, AgentUnreachableError } from "../agent/errors.js";
-import { ActiveCheckpointError, RunningLimitError, UnitDeletedError } from "../lifecycle/errors.js";
+import { ActiveCheckpointError, RunningLimitError, TemplateGoneError, UnitDeletedError } from "../lifecycle/errors.js";
 import { UnitUnavailableError } from "../node/errors.js";
 import { CommandError } from "../runtime/exec/host-command.js";
 import { ApiError, isErrno } from "./api-error.js";
@@ -25,6 +25,7 @@ export function fromNodeError(err: unknown): ApiError | undefined {
   if (err instanceof RunningLimitError) return new ApiError(409, ErrorCode.RunningLimit, err.message);
   if (err instanceof UnitUnavailableError) return new ApiError(502, ErrorCode.UnitUnavailable, err.message);
   if (err instanceof ActiveCheckpointError) return new ApiError(409, ErrorCode.CheckpointActive, err.message);
+  if (err instanceof TemplateGoneError) return new ApiError(404, ErrorCode.TemplateNotFound, err.message);
   return undefined;
 }
 

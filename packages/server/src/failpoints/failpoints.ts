@@ -26,6 +26,10 @@ export const FAILPOINTS = Object.freeze([
   "restore.recorded",
   "delete.row-deleted",
   "delete.hidden",
+  "template.recorded",
+  "template.snapshotted",
+  "template.hidden",
+  "template.files-deleted",
 ] as const);
 
 export type Failpoint = (typeof FAILPOINTS)[number];

@@ -112,6 +112,14 @@ export async function uninstall(o: UninstallOpts): Promise<UninstallReport> {
         disks++;
       }
       if (disks) removed.push(`${disks} unit disk(s) in the pool ${o.poolDir}`);
+      let templates = 0;
+      for (const id of await templateIds(dataDir)) {
+        const dir = join(o.poolDir, "templates", id);
+        if (!existsSync(dir)) continue;
+        await deleteSubvolume(dir).catch(() => {});
+        templates++;
+      }
+      if (templates) removed.push(`${templates} template(s) in the pool ${o.poolDir}`);
     }
     left.push(
       `the pool ${o.poolDir} (given with --pool-dir), mounted${o.purge ? "" : ", with this server's unit disks"}`,
@@ -136,6 +144,21 @@ async function unitIds(dataDir: string): Promise<string[]> {
     const store = await openStore({ dataDir, databaseUrl: process.env.UMS_DATABASE_URL || undefined });
     try {
       return (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
+    } finally {
+      await store.close();
+    }
+  } catch {
+    return [];
+  }
+}
+
+/** The ids of this data dir's templates (issue #18: subvolumes `templates/<id>` in the pool). */
+async function templateIds(dataDir: string): Promise<string[]> {
+  const { openStore } = await import("../store/open.js");
+  try {
+    const store = await openStore({ dataDir, databaseUrl: process.env.UMS_DATABASE_URL || undefined });
+    try {
+      return (await store.templates.all()).map((t) => t.id);
     } finally {
       await store.close();
     }

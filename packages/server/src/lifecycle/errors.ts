@@ -19,3 +19,10 @@ export class UnitDeletedError extends Error {
     super(`unit '${unitName}' was deleted; create it again to use that name`);
   }
 }
+
+/** Issue #18: the template was deleted while a unit was being made from it. The API answers 404. */
+export class TemplateGoneError extends Error {
+  constructor(readonly templateName: string) {
+    super(`template '${templateName}' was deleted; choose another template`);
+  }
+}

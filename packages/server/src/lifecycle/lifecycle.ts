@@ -9,6 +9,7 @@ import { type CheckpointResult, CheckpointWork } from "./checkpoints.js";
 import { RunningLimitError, UnitDeletedError } from "./errors.js";
 import { type HealthResult, Liveness } from "./liveness.js";
 import { reconcile } from "./readopt.js";
+import { TemplateWork } from "./templates.js";
 import { UnitTable } from "./unit-table.js";
 import { WorkQueue } from "./work-queue.js";
 
@@ -49,6 +50,8 @@ export class Lifecycle {
   private readonly liveness: Liveness;
   /** Checkpoints, restores, forks and deletions (checkpoints.ts), under the same unit locks. */
   readonly checkpoints: CheckpointWork;
+  /** Organization templates (issue #18). */
+  readonly templates: TemplateWork;
   /** Disk snapshots run in the background, two at a time. */
   private readonly disks = new WorkQueue(2);
   private timer: NodeJS.Timeout | undefined;
@@ -75,6 +78,7 @@ export class Lifecycle {
       },
       ensureRunningLocked: (org, unit) => this.ensureRunning(org, unit),
     });
+    this.templates = new TemplateWork(this.table, store, runtime, log);
   }
 
   /** What keeps units awake: requests in flight, sessions, proxied connections, keep-awake tasks. */
@@ -103,6 +107,7 @@ export class Lifecycle {
       log: this.log,
       running: (id) => this.hooks.running(id),
     });
+    await this.templates.sweep();
     this.timer = setInterval(
       () => this.sweep().catch((err) => this.log.error({ err }, "the idle sweep failed; the next one tries again")),
       this.cfg.sweepMs,

@@ -2,7 +2,12 @@
 // (errors/node-errors.ts). A node over the network sends them as their `name` and fields.
 export { AgentTimeoutError } from "../agent/deadline.js";
 export { AgentAnswerError, AgentUnreachableError, readAnswerError, readJson } from "../agent/errors.js";
-export { ActiveCheckpointError, RunningLimitError, UnitDeletedError } from "../lifecycle/errors.js";
+export {
+  ActiveCheckpointError,
+  RunningLimitError,
+  TemplateGoneError,
+  UnitDeletedError,
+} from "../lifecycle/errors.js";
 
 /** The unit cannot be reached now (the API answers 502 UMS_UNIT_UNAVAILABLE with the message). */
 export class UnitUnavailableError extends Error {}

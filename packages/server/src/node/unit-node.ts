@@ -3,7 +3,7 @@ import type { UnitAgent } from "../agent/client.js";
 import type { FsIdentity, RawRead } from "../agent/fs.js";
 import type { AgentTunnel } from "../agent/tunnel.js";
 import type { ResourceLimits, ResourcesPolicy } from "../runtime/runtime.js";
-import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
+import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord, UnitStatus } from "../store/records.js";
 
 export type { AgentTunnel, FsIdentity, RawRead, UnitAgent };
 
@@ -24,6 +24,16 @@ export interface UnitNode {
   create(unit: UnitRecord): Promise<void>;
   /** Gives a new unit a copy of another unit's checkpoint as its disk (fork, spec 3.3). */
   fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void>;
+  /** Issue #18: publishes a unit's checkpoint as an organization template (its row and its files). */
+  publishTemplate(
+    source: UnitRecord,
+    checkpoint: CheckpointRecord,
+    what: { name: string; description: string },
+  ): Promise<TemplateRecord>;
+  /** Deletes a template (row and files); units made from it keep their files. */
+  deleteTemplate(template: TemplateRecord): Promise<void>;
+  /** Gives a new unit a snapshot of a template as its disk (O(1)); `TemplateGoneError` if it was deleted meanwhile. */
+  fromTemplate(template: TemplateRecord, unit: UnitRecord): Promise<void>;
   /** Removes the unit and every host resource it had (its record is the caller's). */
   destroy(unit: UnitRecord): Promise<void>;
   /** Spec 2.4: healthy when the agent answers in time; an unhealthy unit is restarted by the next wake. */

@@ -112,6 +112,12 @@ export interface UnitRuntime {
   deleteCheckpoint(unitId: string, cpId: string): Promise<void>;
   /** Gives a new unit a writable copy of another unit's checkpoint (O(1): a snapshot). */
   forkDisk(srcUnitId: string, cpId: string, newUnitId: string): Promise<void>;
+  /** Issue #18: snapshots a unit's checkpoint as template `templateId`, read-only (O(1)). */
+  publishTemplate(unitId: string, cpId: string, templateId: string): Promise<void>;
+  /** Deletes a template's files (idempotent); units made from it keep theirs. */
+  deleteTemplate(templateId: string): Promise<void>;
+  /** Gives a new unit a writable copy of a template (O(1): a snapshot). */
+  templateDisk(templateId: string, unitId: string): Promise<void>;
   /**
    * After a crash: rolls back a restore that had not put the new files in place, and reports the
    * ones that had (the caller records them, then calls `completeRestore`); removes checkpoint

@@ -149,6 +149,24 @@ export interface CheckpointRecord extends PolicyTexts {
   readonly auto: boolean;
 }
 
+/**
+ * Issue #18: an organization template: a read-only snapshot of a checkpoint (`templates/<id>` in the
+ * pool) and the policies that checkpoint kept. Only a `ready` template is shown or used; one that is
+ * not is half-made (a crash between its row and its snapshot) and goes at the next start.
+ */
+export interface TemplateRecord extends PolicyTexts {
+  readonly id: string;
+  readonly orgId: string;
+  readonly name: string;
+  readonly description: string;
+  /** The unit and checkpoint it was published from (names, kept after the unit is gone). */
+  readonly sourceUnit: string;
+  readonly sourceCheckpoint: string;
+  readonly environmentVersion: string | null;
+  readonly ready: boolean;
+  readonly createdAt: string;
+}
+
 export interface UnitPatch extends Partial<PolicyTexts> {
   readonly urlAuth?: UrlAuth;
   readonly privateAccess?: PrivateAccess | null;

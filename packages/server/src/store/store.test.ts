@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { testDialects } from "../testing/dialects.js";
 import { openStore } from "./open.js";
 import type { Store } from "./store.js";
-import { UnitExistsError, UnitLimitError } from "./store.js";
+import { TemplateExistsError, UnitExistsError, UnitLimitError } from "./store.js";
 
 const limits = { maxUnits: 2, runningLimit: 1, warmLimit: 1 };
 
@@ -140,6 +140,51 @@ for (const dialect of testDialects) {
       assert.equal(await store.connectors.delete(other.id, "conn_a"), false);
       assert.equal(await store.connectors.delete(org.id, "conn_a"), true);
       assert.equal(await store.connectors.getById("conn_a"), undefined);
+    });
+
+    it("templates (issue #18): unique per organization, shown only when ready", async () => {
+      const org = await store.orgs.ensure("tpl-org", limits);
+      const other = await store.orgs.ensure("tpl-other", limits);
+      const rec = {
+        id: "tpl-a",
+        orgId: org.id,
+        name: "base",
+        description: "d",
+        sourceUnit: "src",
+        sourceCheckpoint: "v0",
+        environmentVersion: null,
+        resources: '{"memory":{"limit_mb":300}}',
+        privileges: "{}",
+        network: '{"rules":[]}',
+        ready: false,
+        createdAt: new Date().toISOString(),
+      };
+      await store.templates.insert(rec);
+      assert.equal(await store.templates.get(org.id, "base"), undefined, "not ready: not shown");
+      assert.deepEqual(await store.templates.list(org.id), []);
+      await assert.rejects(store.templates.insert({ ...rec, id: "tpl-b" }), TemplateExistsError, "even when not ready");
+      await store.templates.insert({ ...rec, id: "tpl-c", orgId: other.id });
+      await store.templates.setReady("tpl-a", true);
+      const got = await store.templates.get(org.id, "base");
+      assert.deepEqual(got, { ...rec, ready: true });
+      assert.deepEqual(
+        (await store.templates.list(org.id)).map((t) => t.id),
+        ["tpl-a"],
+      );
+      assert.equal(await store.templates.get(other.id, "base"), undefined, "the other org's is not ready");
+      assert.deepEqual(
+        (await store.templates.all()).filter((t) => t.id.startsWith("tpl-")).map((t) => [t.id, t.ready]),
+        [
+          ["tpl-a", true],
+          ["tpl-c", false],
+        ],
+      );
+      await store.templates.setReady("tpl-a", false);
+      assert.equal(await store.templates.get(org.id, "base"), undefined, "hidden while being deleted");
+      assert.equal(await store.templates.delete("tpl-a"), true);
+      assert.equal(await store.templates.delete("tpl-a"), false);
+      await store.templates.insert({ ...rec, id: "tpl-d", ready: true });
+      assert.equal((await store.templates.get(org.id, "base"))?.id, "tpl-d", "the name is free again");
     });
 
     it("revokes an organization's token unless it is its last admin one, concurrent revokes included", async () => {

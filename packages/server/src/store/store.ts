@@ -9,6 +9,7 @@ import type {
   OAuthStateRecord,
   OrgLimits,
   OrgRecord,
+  TemplateRecord,
   TokenRecord,
   TokenRole,
   UnitPageQuery,
@@ -29,6 +30,7 @@ export interface Store {
   readonly tokens: TokenStore;
   readonly units: UnitStore;
   readonly checkpoints: CheckpointStore;
+  readonly templates: TemplateStore;
   readonly connectors: ConnectorStore;
   readonly oauthStates: OAuthStateStore;
   readonly audit: AuditStore;
@@ -144,6 +146,28 @@ export interface CheckpointStore {
   list(unitId: string): Promise<CheckpointRecord[]>;
   get(unitId: string, id: string): Promise<CheckpointRecord | undefined>;
   delete(unitId: string, id: string): Promise<boolean>;
+}
+
+export class TemplateExistsError extends Error {
+  constructor(readonly templateName: string) {
+    super(`template '${templateName}' already exists`);
+  }
+}
+
+/** Issue #18: organization templates. Reads by organization see ready templates only. */
+export interface TemplateStore {
+  /** Inserts a template (not ready yet); TemplateExistsError when the organization has one of that name. */
+  insert(t: TemplateRecord): Promise<void>;
+  /** Shows (ready) or hides (half-made, or being deleted) a template. */
+  setReady(id: string, ready: boolean): Promise<void>;
+  /** The organization's ready template of that name. */
+  get(orgId: string, name: string): Promise<TemplateRecord | undefined>;
+  /** The organization's ready templates, by name. */
+  list(orgId: string): Promise<TemplateRecord[]>;
+  /** Every template of every organization, ready or not (the start's sweep). */
+  all(): Promise<TemplateRecord[]>;
+  /** Removes a template's row; false when there was none. */
+  delete(id: string): Promise<boolean>;
 }
 
 export interface UnitStore {

@@ -51,10 +51,12 @@ export async function deleteUnitDisk(unitId: string): Promise<void> {
 export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string): Promise<void> {
   const { openStore } = await import("../store/open.js");
   let ids: string[] = [];
+  let templates: string[] = [];
   try {
     const store = await openStore({ dataDir, databaseUrl });
     try {
       ids = (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
+      templates = (await store.templates.all()).map((t) => t.id);
     } finally {
       await store.close();
     }
@@ -64,6 +66,9 @@ export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string
   // The units' checkpoint views (binds in their run dirs) go before their disks.
   await unmountBelow(join(dataDir, "run")).catch(() => {});
   for (const id of ids) await deleteUnitDisk(id);
+  // Its templates (issue #18): read-only subvolumes of their own in the pool.
+  const image = await testImage();
+  for (const id of templates) await deleteSubvolume(join(image.pool.path, "templates", id)).catch(() => {});
   const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
   if (rid) {
     const { stdout } = await run("ip", ["netns", "list"]);

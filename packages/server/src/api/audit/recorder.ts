@@ -17,6 +17,7 @@ const READS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /** The unit a call is about: its path's, or for a create the name in the body (a name, never more of it). */
 function unitOf(req: FastifyRequest): string | null {
+  if (req.routeOptions.url?.startsWith("/v1/templates")) return null; // its `name` is a template's
   const fromPath = (req.params as { name?: unknown } | undefined)?.name;
   if (typeof fromPath === "string") return fromPath.slice(0, 256);
   const body = req.body as { name?: unknown } | undefined;

@@ -16,7 +16,7 @@ import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
 import type { UnitNode } from "../../node/unit-node.js";
-import type { CheckpointRecord, OrgRecord, UnitRecord } from "../../store/records.js";
+import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import { decodeContinuation, encodeContinuation } from "./pagination.js";
@@ -97,6 +97,13 @@ export class UnitService {
     return cp;
   }
 
+  /** The organization's template of that name (issue #18), or a 404 that names it. */
+  private async requireTemplate(org: OrgRecord, name: string): Promise<TemplateRecord> {
+    const t = unitNameProblem(name) ? undefined : await this.store.templates.get(org.id, name);
+    if (!t) throw new ApiError(404, ErrorCode.TemplateNotFound, `template '${name}' not found`);
+    return t;
+  }
+
   /**
    * `config.ram_mb`, `config.cpus` and `config.storage_gb` as a resources policy (spec 4.5), over `base` (a fork's);
    * cpus beyond what units may use on this host are refused, as a resources POST refuses them.
@@ -122,13 +129,19 @@ export class UnitService {
 
   async create(org: OrgRecord, req: CreateUnitRequest, actor: Actor): Promise<UnitRecord> {
     const { name, from, labels = [], config } = req;
+    if (from && req.template !== undefined) {
+      throw ApiError.validation(["template: a unit starts from a template or from a checkpoint (from), not both"]);
+    }
     // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
     const source = from && (await this.require(org, from.unit));
     const cp = source && from && (await this.requireCheckpoint(source, from.checkpoint));
+    // Issue #18: or from an organization template, files and policies alike.
+    const template = req.template === undefined ? undefined : await this.requireTemplate(org, req.template);
+    const origin = cp ?? template;
     if (!org.unitsEnabled) {
       throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
     }
-    const resources = await this.configResources(config, cp?.resources ?? "{}");
+    const resources = await this.configResources(config, origin?.resources ?? "{}");
     let unit: UnitRecord;
     try {
       unit = await this.store.units.create(
@@ -140,13 +153,13 @@ export class UnitService {
           status: "cold",
           ...urlSettings(req.url_settings),
           labels: [...labels],
-          version: source?.version ?? ENVIRONMENT_VERSION,
-          environmentVersion: source?.environmentVersion ?? ENVIRONMENT_VERSION,
+          version: source?.version ?? template?.environmentVersion ?? ENVIRONMENT_VERSION,
+          environmentVersion: source?.environmentVersion ?? template?.environmentVersion ?? ENVIRONMENT_VERSION,
           createdAt: new Date().toISOString(),
           resources,
           storageGb: config?.storage_gb ?? null,
           waitForCapacity: req.wait_for_capacity ?? false,
-          ...(cp && { privileges: cp.privileges, network: cp.network }),
+          ...(origin && { privileges: origin.privileges, network: origin.network }),
         },
         org.maxUnits,
       );
@@ -170,13 +183,14 @@ export class UnitService {
       }
       throw err;
     }
-    if (!source || !cp) {
+    if ((!source || !cp) && !template) {
       await this.node.create(unit);
       this.emit({ orgId: org.id, type: "unit.created", unit: unit.name, actor, data: {} });
       return unit;
     }
     try {
-      await this.node.fork(source, cp, unit);
+      if (template) await this.node.fromTemplate(template, unit);
+      else if (source && cp) await this.node.fork(source, cp, unit);
     } catch (err) {
       // Whatever the host made of it (a part of the copy; a disk a request racing the fork booted)
       // goes with its row. If that fails, the row stays: a unit the user sees and can delete,

@@ -4,7 +4,7 @@ import { RunningLimitError, UnitDeletedError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import type { NetworkEgress } from "../../network/egress.js";
 import type { ResourceLimits, ResourcesPolicy, UnitRuntime } from "../../runtime/runtime.js";
-import type { CheckpointRecord, OrgRecord, UnitRecord, UnitStatus } from "../../store/records.js";
+import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord, UnitStatus } from "../../store/records.js";
 import { UnitStartError } from "../errors.js";
 import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
 import { agentEndpoint } from "./agent-endpoint.js";
@@ -69,6 +69,22 @@ export class LocalNode implements UnitNode {
 
   fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void> {
     return this.lifecycle.checkpoints.fork(source, checkpoint, unit);
+  }
+
+  publishTemplate(
+    source: UnitRecord,
+    checkpoint: CheckpointRecord,
+    what: { name: string; description: string },
+  ): Promise<TemplateRecord> {
+    return this.lifecycle.templates.publish(source, checkpoint, what);
+  }
+
+  deleteTemplate(template: TemplateRecord): Promise<void> {
+    return this.lifecycle.templates.delete(template);
+  }
+
+  fromTemplate(template: TemplateRecord, unit: UnitRecord): Promise<void> {
+    return this.lifecycle.templates.fill(template, unit);
   }
 
   destroy(unit: UnitRecord): Promise<void> {

@@ -24,6 +24,7 @@ import { raiseKeyQuota } from "./key-quota.js";
 import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
+import { deleteTemplate, publishTemplate, templateDisk } from "./templates.js";
 import { createDisk, destroyDisk, forkDisk, limitDisk } from "./unit-disk.js";
 import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
@@ -286,6 +287,18 @@ export class RuncRuntime implements UnitRuntime {
 
   async forkDisk(srcId: string, cpId: string, newId: string): Promise<void> {
     await forkDisk(this.paths, srcId, cpId, newId);
+  }
+
+  async publishTemplate(unitId: string, cpId: string, templateId: string): Promise<void> {
+    await publishTemplate(this.paths, unitId, cpId, templateId);
+  }
+
+  async deleteTemplate(templateId: string): Promise<void> {
+    await deleteTemplate(this.paths, templateId);
+  }
+
+  async templateDisk(templateId: string, unitId: string): Promise<void> {
+    await templateDisk(this.paths, templateId, unitId);
   }
 
   async recover(

@@ -222,6 +222,28 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable("oauth_states").addColumn("session_hash", "text").execute();
     },
   },
+  "0012_templates": {
+    async up(db: Kysely<unknown>) {
+      // Issue #18: organization templates. No reference to the unit they were published from: a
+      // template outlives it (its files are a snapshot of their own).
+      await db.schema
+        .createTable("templates")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("description", "text", (c) => c.notNull().defaultTo(""))
+        .addColumn("source_unit", "text", (c) => c.notNull())
+        .addColumn("source_checkpoint", "text", (c) => c.notNull())
+        .addColumn("environment_version", "text")
+        .addColumn("resources", "text", (c) => c.notNull())
+        .addColumn("privileges", "text", (c) => c.notNull())
+        .addColumn("network", "text", (c) => c.notNull())
+        .addColumn("ready", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addUniqueConstraint("templates_org_name", ["org_id", "name"])
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

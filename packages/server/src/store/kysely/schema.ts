@@ -100,6 +100,22 @@ export interface CheckpointsTable {
   auto: number;
 }
 
+/** Issue #18: organization templates (their files are the subvolume `templates/<id>` in the pool). */
+export interface TemplatesTable {
+  id: string;
+  org_id: string;
+  name: string;
+  description: string;
+  source_unit: string;
+  source_checkpoint: string;
+  environment_version: string | null;
+  resources: string;
+  privileges: string;
+  network: string;
+  ready: number;
+  created_at: string;
+}
+
 export interface ConnectorsTable {
   id: string;
   org_id: string;
@@ -147,6 +163,7 @@ export interface Database {
   tokens: TokensTable;
   units: UnitsTable;
   checkpoints: CheckpointsTable;
+  templates: TemplatesTable;
   connectors: ConnectorsTable;
   oauth_states: OAuthStatesTable;
   audit_events: AuditEventsTable;

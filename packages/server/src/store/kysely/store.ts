@@ -12,6 +12,7 @@ import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
 import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
+import { templateStore } from "./templates.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
 export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter): Store {
@@ -21,6 +22,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     tokens: tokenStore(db, adapter),
     units: unitStore(db, adapter),
     checkpoints: checkpointStore(db),
+    templates: templateStore(db, adapter),
     connectors: connectorStore(db),
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),
