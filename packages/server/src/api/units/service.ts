@@ -202,13 +202,17 @@ export class UnitService {
       if (gone) await this.store.units.delete(org.id, unit.name);
       throw err;
     }
-    this.emit({
-      orgId: org.id,
-      type: "unit.forked",
-      unit: unit.name,
-      actor,
-      data: { source: source.name, checkpoint: cp.id },
-    });
+    this.emit(
+      template
+        ? { orgId: org.id, type: "unit.created", unit: unit.name, actor, data: { template: template.name } }
+        : {
+            orgId: org.id,
+            type: "unit.forked",
+            unit: unit.name,
+            actor,
+            data: { source: source?.name, checkpoint: cp?.id },
+          },
+    );
     return unit;
   }
 
