@@ -3,12 +3,11 @@
 // time, as a user runs it) against the same call through the SDK in one process (the baseline,
 // measured in the same run on the same warm unit). The difference is what the CLI costs: node's
 // start, loading the CLI and SDK, reading the config, one extra GET of the unit. Also printed:
-// `node -e ''` alone (the floor no node CLI can go under), and the launcher's fallback (the bundle,
-// UMS_CLI_SNAPSHOT=off) and the compiled code without either. Goal: `ums exec` <= 150 ms.
+// `node -e ''` alone (the floor no node CLI can go under). Goal: `ums exec` <= 150 ms.
 // Then `ums cp NAME:FILE LOCAL` of --mib MiB against the SDK's fs read of the same file into a local
 // file in one process (the baseline; goal >= 90 %), median of --cp-runs rounds.
 //
-//   npx tsc -b && npm run build:agent && npm run build:cli && node bench/cli.mjs [--runs 20] [--mib 256] [--cp-runs 3]
+//   npx tsc -b && npm run build:agent && node bench/cli.mjs [--runs 20] [--mib 256] [--cp-runs 3]
 import { spawnSync } from "node:child_process";
 import { createWriteStream, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,9 +29,9 @@ try {
   await unit.commands.run(["true"]);
 
   const env = { PATH: process.env.PATH, HOME: home, UMS_URL: bench.url, UMS_TOKEN: bench.token };
-  const wall = (cmd, args, more = {}) => {
+  const wall = (cmd, args) => {
     const t = performance.now();
-    const r = spawnSync(cmd, args, { env: { ...env, ...more }, stdio: ["ignore", "ignore", "pipe"] });
+    const r = spawnSync(cmd, args, { env, stdio: ["ignore", "ignore", "pipe"] });
     const ms = performance.now() - t;
     if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} exited ${r.status}: ${r.stderr}`);
     return ms;
@@ -50,10 +49,7 @@ try {
     if (r.exitCode !== 0) throw new Error(`true exited ${r.exitCode}`);
     return performance.now() - t;
   });
-  // bin/ums starts user commands from the V8 start-up snapshot (packages/cli/src/snapshot.ts);
-  // UMS_CLI_SNAPSHOT=off measures the bundle it falls back to.
-  const viaBin = await series(() => wall(UMS, ["exec", "clibench", "--", "true"], { UMS_CLI_SNAPSHOT: "require" }));
-  const viaBundle = await series(() => wall(UMS, ["exec", "clibench", "--", "true"], { UMS_CLI_SNAPSHOT: "off" }));
+  const viaBin = await series(() => wall(UMS, ["exec", "clibench", "--", "true"]));
   const viaNode = await series(() =>
     wall("node", [join(ROOT, "packages/cli/dist/main.js"), "exec", "clibench", "--", "true"]),
   );
@@ -62,8 +58,7 @@ try {
   const p50 = (s) => percentile(s, 50);
   const rows = [
     ["SDK in one process (baseline)", sdk],
-    ["ums exec (bin/ums, snapshot)", viaBin],
-    ["ums exec (bin/ums, bundle)", viaBundle],
+    ["ums exec (bin/ums launcher)", viaBin],
     ["ums exec (node dist/main.js)", viaNode],
     ["node -e '' (node start alone)", nodeAlone],
   ];

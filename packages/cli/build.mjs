@@ -5,8 +5,7 @@
 // external: they load from node_modules only when a command needs them. bin/ums runs the bundle
 // when it is newer than the compiled code it came from, and dist/main.js otherwise.
 // Usage: node packages/cli/build.mjs   (after `npx tsc -b`)
-import { spawnSync } from "node:child_process";
-import { mkdirSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
@@ -71,38 +70,6 @@ const stale = inputs.some((f) => {
 await import(stale ? "../main.js" : "./main.js");
 `,
 );
-// The start-up snapshot of the user commands (src/snapshot.ts): one CommonJS script with everything
-// they use, run once by `node --build-snapshot`; bin/ums starts user commands from the blob, when the
-// node that runs is the one that made it (ums.blob.node) and no compiled file is newer. A node that
-// cannot make it leaves no blob, and the CLI runs from the bundle, only slower.
-await esbuild.build({
-  entryPoints: [join(here, "dist", "snapshot.js")],
-  outfile: join(tmp, "snapshot.cjs"),
-  bundle: true,
-  platform: "node",
-  format: "cjs",
-  target: "node20",
-  // Loaded (or tried, in a try/catch) by ws only when a websocket is made: never in the snapshot.
-  external: ["bufferutil", "utf-8-validate"],
-  legalComments: "none",
-  logLevel: "warning",
-});
-const snap = spawnSync(
-  process.execPath,
-  ["--snapshot-blob", join(tmp, "ums.blob"), "--build-snapshot", join(tmp, "snapshot.cjs")],
-  { encoding: "utf8" },
-);
-if (snap.status === 0) {
-  const node = realpathSync(process.execPath);
-  const st = statSync(node);
-  // What bin/ums compares with `stat -Lc '%s %Y'` of the node it finds: size, mtime (s), path.
-  writeFileSync(join(tmp, "ums.blob.node"), `${st.size} ${Math.floor(st.mtimeMs / 1000)} ${node}\n`);
-} else {
-  rmSync(join(tmp, "ums.blob"), { force: true });
-  console.warn(
-    `build.mjs: no start-up snapshot (user commands run from the bundle, slower): ${(snap.stderr || snap.error?.message || "").trim().split("\n").slice(-3).join(" | ")}`,
-  );
-}
 // Replaced whole: a launcher never sees half of a new bundle beside half of the old one.
 rmSync(outdir, { recursive: true, force: true });
 renameSync(tmp, outdir);

@@ -1,6 +1,5 @@
 // The ums command line without its host-admin part: the program, the user commands (built on the
-// SDK) and how a run ends. main.ts adds the host-admin commands, `mcp` and `completion`; snapshot.ts
-// builds the start-up snapshot that user commands run from (build.mjs, bin/ums).
+// SDK) and how a run ends. main.ts adds the host-admin commands, `mcp` and `completion`.
 import { API_VERSION } from "@ums/protocol/versions";
 import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
@@ -20,8 +19,8 @@ import { UsageError } from "./errors.js";
 
 /**
  * Commands that are not user commands: the host-admin ones (they load @ums/server, host-only and
- * slow to load), help and completion (they need every command), and `mcp` (the MCP SDK). bin/ums runs
- * these from the ESM bundle, and every other line from the start-up snapshot; keep the two lists equal.
+ * slow to load), help and completion (they need every command), and `mcp` (the MCP SDK). main.ts
+ * loads the host-admin code only for these.
  */
 export const NOT_USER = [
   "serve",

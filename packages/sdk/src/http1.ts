@@ -44,7 +44,7 @@ export async function chunkedRequest(
   const port = Number(url.port) || (url.protocol === "https:" ? 443 : 80);
   const host = url.hostname.replace(/^\[|\]$/g, "");
 
-  // node:tls only when it is needed: the CLI's start-up snapshot cannot hold it (packages/cli/src/snapshot.ts).
+  // node:tls only when it is needed (https): plain-http CLI runs do not pay for loading it.
   const tls = url.protocol === "https:" ? await import("node:tls") : undefined;
   return new Promise<void>((resolve, reject) => {
     const sock = tls ? tls.connect({ host, port, servername: host }) : tcpConnect({ host, port });

@@ -17,14 +17,9 @@ const UMS = join(ROOT, "bin", "ums");
 export const TOKEN_RE = /^ums_[0-9A-Za-z]{43}$/;
 
 /** The environment without any UMS_* setting of whoever runs the tests (nor node:test's own marker). */
-const BASE_ENV: NodeJS.ProcessEnv = {
-  ...Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith("UMS_") && k !== "NODE_TEST_CONTEXT"),
-  ),
-  // Every user command under test runs from the start-up snapshot, as a user's does (bin/ums): one
-  // that cannot fails with exit 3 instead of passing slower through the bundle.
-  UMS_CLI_SNAPSHOT: "require",
-};
+const BASE_ENV: NodeJS.ProcessEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => !k.startsWith("UMS_") && k !== "NODE_TEST_CONTEXT"),
+);
 
 const started = new Set<ChildProcess>();
 after(() => {

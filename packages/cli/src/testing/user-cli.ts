@@ -43,8 +43,7 @@ function baseEnv(home: string): NodeJS.ProcessEnv {
       ([k]) => !k.startsWith("UMS_") && k !== "NODE_TEST_CONTEXT" && k !== "XDG_CONFIG_HOME",
     ),
   );
-  // User commands run from the start-up snapshot, as a user's do; one that cannot fails (exit 3).
-  return { ...env, HOME: home, UMS_CLI_SNAPSHOT: "require" };
+  return { ...env, HOME: home };
 }
 
 export async function startUserCli(): Promise<UserCli> {
