@@ -12,4 +12,5 @@ export * from "./policies.js";
 export * from "./services.js";
 export * from "./tunnel.js";
 export * from "./units.js";
+export * from "./usage.js";
 export * from "./versions.js";

@@ -1,3 +1,4 @@
+import type { UsageSample } from "../usage/sample.js";
 import type {
   AuditEvent,
   CheckpointRecord,
@@ -28,6 +29,7 @@ export interface Store {
   readonly connectors: ConnectorStore;
   readonly oauthStates: OAuthStateStore;
   readonly audit: AuditStore;
+  readonly usage: UsageStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -70,6 +72,15 @@ export interface AuditStore {
   list(orgId: string, q: AuditQuery): Promise<AuditEvent[]>;
   /** Removes events before `at` (retention); returns how many. */
   prune(at: string): Promise<number>;
+}
+
+/** Issue #17: units' usage samples, raw (step 10 s) and averaged (step 300 s). */
+export interface UsageStore {
+  add(step: number, rows: readonly { unitId: string; sample: UsageSample }[]): Promise<void>;
+  /** The unit's samples of that step at or after `since` (ms), oldest first. */
+  list(unitId: string, step: number, since: number): Promise<UsageSample[]>;
+  /** Removes that step's samples before `before` (ms); returns how many. */
+  prune(step: number, before: number): Promise<number>;
 }
 
 export interface TokenStore {

@@ -68,6 +68,10 @@ export interface TestServerOpts {
   bodyIdleTimeout?: string;
   /** A pool of the test's own (its path, and the image in it) instead of the shared test pool. */
   pool?: { path: string; imagePath: string };
+  /** Issue #17: false as with --no-metrics; how often units' usage is sampled; `--metrics-listen`. */
+  metrics?: boolean;
+  usageIntervalMs?: number;
+  metricsListen?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -113,6 +117,8 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       rateLimitOrg: overrides.rateLimitOrg,
       headersTimeout: overrides.headersTimeout,
       bodyIdleTimeout: overrides.bodyIdleTimeout,
+      metrics: overrides.metrics,
+      metricsListen: overrides.metricsListen,
     },
     {},
   );
@@ -130,6 +136,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       logger,
       runtime: rt.runtime,
       ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
+      ...(overrides.usageIntervalMs !== undefined && { usageIntervalMs: overrides.usageIntervalMs }),
     });
   } catch (err) {
     // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.

@@ -10,6 +10,7 @@ import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
 import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
+import { usageStore } from "./usage.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
 export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter): Store {
@@ -22,6 +23,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     connectors: connectorStore(db),
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),
+    usage: usageStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
