@@ -45,7 +45,7 @@ export class UsageSampler {
   private readonly rollup = new Rollup();
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> = Promise.resolve();
-  private lastPrune = 0;
+  private lastPrune = Number.NEGATIVE_INFINITY;
   /** Told when a unit reaches its memory or disk limit (once per episode); the lead wires lifecycle events here. */
   onLimitReached: OnLimitReached = () => {};
 
