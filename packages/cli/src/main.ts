@@ -13,6 +13,7 @@ import { policyCommand } from "./commands/policy.js";
 import { proxyCommand } from "./commands/proxy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
+import { topCommand } from "./commands/top.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
 
@@ -63,6 +64,7 @@ program.addCommand(policyCommand());
 program.addCommand(proxyCommand());
 program.addCommand(mcpCommand());
 program.addCommand(auditCommand());
+program.addCommand(topCommand());
 program.addCommand(completionCommand(() => program));
 
 // Added commands do not inherit these settings: every one throws its usage errors to the handler below.
