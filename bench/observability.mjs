@@ -103,7 +103,13 @@ try {
     request(s.url, s.token, "GET", "/v1/units?max_results=50").then((r) => {
       if (r.status !== 200) throw new Error(`list: ${r.status}`);
     });
-  for (const s of servers) for (let i = 0; i < 20; i++) await exec(s), await list(s); // warm-up
+  // Warm-up.
+  for (const s of servers) {
+    for (let i = 0; i < 20; i++) {
+      await exec(s);
+      await list(s);
+    }
+  }
   for (let round = 0; round < ROUNDS; round++) {
     const order = servers.map((_, i) => servers[(i + round) % servers.length]);
     for (const s of order) {

@@ -19,26 +19,115 @@ export type UnitCounts = () => { running: number; warm: number };
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
 
-interface RequestChildren {
-  readonly duration: { observe(v: number): void };
-  readonly byStatus: Map<number, { inc(): void }>;
+/** One route pattern and method's requests: counts by status, and the duration histogram. */
+interface RequestEntry {
+  readonly method: string;
+  readonly route: string;
+  readonly byStatus: Map<number, number>;
+  /** Non-cumulative counts per bucket of REQUEST_BUCKETS, the last for +Inf. */
+  readonly buckets: Float64Array;
+  sum: number;
+  count: number;
+}
+
+/**
+ * The request series, counted in plain numbers and turned into prom-client's shape only when
+ * scraped. prom-client's own children validate and hash their labels on every call (about 10 µs
+ * a request here); this is a map lookup and a bucket search.
+ */
+class RequestSeries {
+  private readonly routes = new Map<string, Map<string, RequestEntry>>();
+
+  observe(method: string, route: string, status: number, seconds: number): void {
+    let byMethod = this.routes.get(route);
+    if (!byMethod) {
+      byMethod = new Map();
+      this.routes.set(route, byMethod);
+    }
+    let e = byMethod.get(method);
+    if (!e) {
+      e = {
+        method,
+        route,
+        byStatus: new Map(),
+        buckets: new Float64Array(REQUEST_BUCKETS.length + 1),
+        sum: 0,
+        count: 0,
+      };
+      byMethod.set(method, e);
+    }
+    e.byStatus.set(status, (e.byStatus.get(status) ?? 0) + 1);
+    let b = 0;
+    while (b < REQUEST_BUCKETS.length && seconds > (REQUEST_BUCKETS[b] as number)) b++;
+    (e.buckets as Float64Array)[b] = ((e.buckets as Float64Array)[b] as number) + 1;
+    e.sum += seconds;
+    e.count++;
+  }
+
+  private *entries(): Generator<RequestEntry> {
+    for (const byMethod of this.routes.values()) yield* byMethod.values();
+  }
+
+  /** Registers the two series (a counter and a histogram) in `registry`. */
+  register(registry: Registry): void {
+    const entries = () => this.entries();
+    registry.registerMetric({
+      name: "ums_http_requests_total",
+      help: "API requests answered, by method, route pattern and status",
+      type: "counter",
+      aggregator: "sum",
+      get: async () => {
+        const values: { labels: Record<string, string>; value: number }[] = [];
+        for (const e of entries()) {
+          for (const [status, n] of e.byStatus) {
+            values.push({ labels: { method: e.method, route: e.route, status: String(status) }, value: n });
+          }
+        }
+        return {
+          name: "ums_http_requests_total",
+          help: "API requests answered, by method, route pattern and status",
+          type: "counter",
+          aggregator: "sum",
+          values,
+        };
+      },
+      reset: () => {},
+    } as never);
+    registry.registerMetric({
+      name: "ums_http_request_duration_seconds",
+      help: "Time to answer an API request, by method and route pattern",
+      type: "histogram",
+      aggregator: "sum",
+      get: async () => {
+        const name = "ums_http_request_duration_seconds";
+        const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
+        for (const e of entries()) {
+          const labels = { method: e.method, route: e.route };
+          let acc = 0;
+          for (let b = 0; b <= REQUEST_BUCKETS.length; b++) {
+            acc += e.buckets[b] as number;
+            const le = b < REQUEST_BUCKETS.length ? (REQUEST_BUCKETS[b] as number) : "+Inf";
+            values.push({ labels: { ...labels, le }, value: acc, metricName: `${name}_bucket` });
+          }
+          values.push({ labels, value: e.sum, metricName: `${name}_sum` });
+          values.push({ labels, value: e.count, metricName: `${name}_count` });
+        }
+        return {
+          name,
+          help: "Time to answer an API request, by method and route pattern",
+          type: "histogram",
+          aggregator: "sum",
+          values,
+        };
+      },
+      reset: () => {},
+    } as never);
+  }
 }
 
 export class ServerMetrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({
-    name: "ums_http_requests_total",
-    help: "API requests answered, by method, route pattern and status",
-    labelNames: ["method", "route", "status"] as const,
-    registers: [this.registry],
-  });
-  private readonly requestSeconds = new Histogram({
-    name: "ums_http_request_duration_seconds",
-    help: "Time to answer an API request, by method and route pattern",
-    labelNames: ["method", "route"] as const,
-    buckets: REQUEST_BUCKETS,
-    registers: [this.registry],
-  });
+  private readonly requests = new RequestSeries();
   private readonly lifecycleSeconds = new Histogram({
     name: "ums_unit_operation_duration_seconds",
     help: "Duration of unit operations: boot (cold to running), wake (warm to running), checkpoint, restore, fork",
@@ -52,11 +141,8 @@ export class ServerMetrics {
     labelNames: ["operation"] as const,
     registers: [this.registry],
   });
-  readonly execSessions = new Gauge({
-    name: "ums_exec_sessions_open",
-    help: "Exec sessions (HTTP or websocket) the server relays now",
-    registers: [this.registry],
-  });
+  /** Exec sessions (HTTP or websocket) relayed now: a plain number on the exec path, read at scrape time. */
+  execSessionsOpen = 0;
   private readonly resolver = new Counter({
     name: "ums_resolver_lookups_total",
     help: "DNS lookups of units answered by their resolver, by outcome",
@@ -86,7 +172,6 @@ export class ServerMetrics {
     registers: [this.registry],
   });
   private readonly unitSources = new Set<UnitCounts>();
-  private readonly children = new Map<string, RequestChildren>();
   private defaultsOn = false;
 
   // Pre-bound children: one label lookup per outcome, never per request.
@@ -96,6 +181,7 @@ export class ServerMetrics {
 
   constructor() {
     const reg = [this.registry];
+    this.requests.register(this.registry);
     this.resolverChild = {
       allowed: this.resolver.labels("allowed"),
       denied: this.resolver.labels("denied"),
@@ -115,6 +201,15 @@ export class ServerMetrics {
     for (const c of Object.values(this.fsChild)) c.inc(0);
     for (const cls of ["2xx", "3xx", "4xx", "5xx", "error"]) this.gateway.labels(cls).inc(0);
     for (const op of ["boot", "wake", "checkpoint", "restore", "fork"]) this.lifecycleFailures.labels(op).inc(0);
+    const self = this;
+    new Gauge({
+      name: "ums_exec_sessions_open",
+      help: "Exec sessions (HTTP or websocket) the server relays now",
+      registers: reg,
+      collect() {
+        this.set(self.execSessionsOpen);
+      },
+    });
     const sources = this.unitSources;
     new Gauge({
       name: "ums_units",
@@ -164,20 +259,7 @@ export class ServerMetrics {
    * undefined for a request no route matched.
    */
   request(method: string, route: string | undefined, status: number, seconds: number): void {
-    const pattern = route ?? "unmatched";
-    const key = `${method} ${pattern}`;
-    let c = this.children.get(key);
-    if (!c) {
-      c = { duration: this.requestSeconds.labels(method, pattern), byStatus: new Map() };
-      this.children.set(key, c);
-    }
-    let s = c.byStatus.get(status);
-    if (!s) {
-      s = this.requests.labels(method, pattern, String(status));
-      c.byStatus.set(status, s);
-    }
-    s.inc();
-    c.duration.observe(seconds);
+    this.requests.observe(method, route ?? "unmatched", status, seconds);
   }
 
   operation(op: LifecycleOp, seconds: number): void {

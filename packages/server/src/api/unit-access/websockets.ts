@@ -177,8 +177,8 @@ export async function leasedWebsocket(lease: UnitLease, path: string): Promise<W
     ws.once("close", release);
     if (path.startsWith("/exec")) {
       // An exec session relayed (HTTP or websocket, started or attached): open until its socket closes.
-      metrics.execSessions.inc();
-      ws.once("close", () => metrics.execSessions.dec());
+      metrics.execSessionsOpen++;
+      ws.once("close", () => metrics.execSessionsOpen--);
     }
     return ws;
   } catch (err) {
