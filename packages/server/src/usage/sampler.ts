@@ -115,8 +115,10 @@ export class UsageSampler {
     const src = before?.sources ?? this.deps.sources(unitId);
     if (!src) return undefined;
     const cpuNs = f.number(`${src.cpuacct}/cpuacct.usage`);
-    if (cpuNs === undefined) {
-      this.prev.delete(unitId); // stopped since the list was taken
+    if (cpuNs === undefined || (before !== undefined && cpuNs < before.cpuNs)) {
+      // Stopped since the list was taken, or booted again between two passes (its counters
+      // started over, its link may be another): seen afresh at the next pass.
+      this.prev.delete(unitId);
       return undefined;
     }
     const usage = f.number(`${src.memory}/memory.usage_in_bytes`) ?? 0;
