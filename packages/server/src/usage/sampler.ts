@@ -82,9 +82,10 @@ export class UsageSampler {
       const avg = this.rollup.add(unitId, s);
       if (avg) averages.push({ unitId, sample: avg });
     }
-    for (const unitId of [...this.prev.keys()]) {
+    // Units that no longer run: their open 5-minute bucket is written now.
+    for (const unitId of [...this.prev.keys()]) if (!seen.has(unitId)) this.prev.delete(unitId);
+    for (const unitId of [...this.rollup.units()]) {
       if (seen.has(unitId)) continue;
-      this.prev.delete(unitId);
       const avg = this.rollup.flush(unitId);
       if (avg) averages.push({ unitId, sample: avg });
     }
