@@ -25,6 +25,11 @@ const UNITS = arg("units", 200);
 const IDLE_S = arg("idle", 20);
 const SAMPLE_S = arg("sample-window", 60);
 const BOOT_MINUTES = arg("boot-minutes", 15);
+const PART1 = !process.argv.includes("--part2-only");
+// A bench server's test subnet is a /24: 64 units' /30 links. More running units need a larger one
+// (`--subnet 10.212.0.0/22`; the server refuses one that overlaps the host's networks).
+const si = process.argv.indexOf("--subnet");
+const SUBNET = si > 0 ? process.argv[si + 1] : undefined;
 
 /** utime + stime of a process, in seconds. */
 function cpuSeconds(pid) {
@@ -78,6 +83,21 @@ cap.unref();
 
 try {
   // ---- Part 1 ----
+  if (PART1) await part1();
+  // ---- Part 2 ----
+  if (UNITS > 0) await part2();
+} catch (err) {
+  console.error(err);
+  ok = false;
+} finally {
+  await stopAll();
+}
+console.log("\nums observability benchmark (ratios: p50 / the metrics-off server's p50, same run, interleaved)");
+for (const row of rows) console.log(row);
+console.log(`load: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
+if (!ok) process.exitCode = 1;
+
+async function part1() {
   const kinds = [
     { name: "metrics on", env: { UMS_METRICS: "on" } },
     { name: "metrics off", env: { UMS_METRICS: "off" } },
@@ -146,16 +166,24 @@ try {
   );
   await stopAll();
   servers.length = 0;
+}
 
-  // ---- Part 2 ----
-  if (UNITS > 0) {
+async function part2() {
+  {
     const maxkeys = Number(readFileSync("/proc/sys/kernel/keys/maxkeys", "utf8"));
     if (maxkeys < UNITS * 3) {
       rows.push(
         `- ${UNITS} running units need kernel.keys.maxkeys >= ~${UNITS * 3} (it is ${maxkeys}): sysctl -w kernel.keys.maxkeys=20000 kernel.keys.maxbytes=2000000`,
       );
     }
-    const s = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h", UMS_METRICS: "on" } });
+    const s = await startBenchServer({
+      env: {
+        UMS_IDLE_WARM: "1h",
+        UMS_IDLE_COLD: "1h",
+        UMS_METRICS: "on",
+        ...(SUBNET && { UMS_UNIT_SUBNET: SUBNET }),
+      },
+    });
     servers.push(s);
     execFileSync(UMS, ["org", "set-limits", "bench", "--running-limit", String(UNITS + 10)], {
       env: { ...process.env, UMS_DATA_DIR: s.dataDir },
@@ -163,14 +191,16 @@ try {
     // A boot that fails (a loaded host: the agent misses its deadline) is tried twice more, then
     // left out; booting stops at --boot-minutes, and the sampler is measured on what runs.
     let failed = 0;
+    let firstFailure = "";
     const boot = async (i) => {
       const name = `u-${String(i).padStart(4, "0")}`;
       const c = await request(s.url, s.token, "POST", "/v1/units", { name });
       if (c.status !== 201) throw new Error(`create ${name}: ${c.status} ${c.body}`);
       for (let attempt = 0; attempt < 3; attempt++) {
         const r = await fetch(`${s.url}/v1/units/${name}/exec?cmd=true`, { method: "POST", headers: s.auth });
-        await r.arrayBuffer();
+        const body = Buffer.from(await r.arrayBuffer());
         if (r.status === 200) return;
+        firstFailure ||= `${name}: ${r.status} ${body.toString().slice(0, 300)}`;
       }
       failed++;
     };
@@ -189,6 +219,7 @@ try {
     process.stderr.write(
       `${next - failed} of ${UNITS} units booted in ${((performance.now() - t0) / 1000).toFixed(0)} s (${failed} failed)\n`,
     );
+    if (firstFailure) rows.push(`- ${failed} of ${UNITS} boots failed, the first: ${firstFailure}`);
     const scrape = async () => {
       const t = (await request(s.url, s.token, "GET", "/metrics")).body.toString();
       const v = (name) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(t)?.[1] ?? Number.NaN);
@@ -206,13 +237,4 @@ try {
         `;  the whole server: ${whole.toFixed(2)} % of a core`,
     );
   }
-} catch (err) {
-  console.error(err);
-  ok = false;
-} finally {
-  await stopAll();
 }
-console.log("\nums observability benchmark (ratios: p50 / the metrics-off server's p50, same run, interleaved)");
-for (const row of rows) console.log(row);
-console.log(`load: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
-if (!ok) process.exitCode = 1;
