@@ -14,6 +14,7 @@ import { proxyCommand } from "./commands/proxy.js";
 import { serviceCommand, servicesCommand, urlCommand } from "./commands/services.js";
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
 import { templateCommand } from "./commands/templates.js";
+import { topCommand } from "./commands/top.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
 
@@ -77,6 +78,7 @@ export function addUserCommands(program: Command): void {
     proxyCommand(),
     auditCommand(),
     eventsCommand(),
+    topCommand(),
   ])
     program.addCommand(c);
 }

@@ -22,6 +22,7 @@ const TOOLS = [
   "delete_unit",
   "fork_unit",
   "get_unit_url",
+  "get_unit_usage",
   "list_checkpoints",
   "list_events",
   "list_files",
@@ -120,6 +121,9 @@ describe("the ums MCP server", { timeout: 300_000 }, () => {
     assert.match(await ok(stdio, "create_unit", { name: "mcp-c", template: "mcp-t" }), /"name": "mcp-c"/);
     assert.equal(await ok(stdio, "read_file", { unit: "mcp-c", path: "notes/a.txt" }), "first\n");
     assert.match(await ok(stdio, "get_unit_url", { unit: "mcp-a" }), /"url": "http:\/\/mcp-a-/);
+    const usage = JSON.parse(await ok(stdio, "get_unit_usage", { unit: "mcp-a", window: "24h" }));
+    assert.equal(usage.window, "24h");
+    assert.equal(usage.step_seconds ?? usage.stepSeconds, 300);
     const policy = await ok(stdio, "set_network_policy", {
       unit: "mcp-a",
       rules: [{ action: "allow", domain: "api.example.com" }],

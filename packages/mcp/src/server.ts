@@ -188,6 +188,22 @@ export function createMcpServer(client: UmsClient): McpServer {
   );
 
   server.registerTool(
+    "get_unit_usage",
+    {
+      title: "A unit's resource usage",
+      description:
+        "What the unit used while it ran: CPU (cores), memory (bytes, peak, limit), disk (bytes, quota), network (bytes per second in and out) and processes. window 1h: a sample every 10 s; 24h and 7d: 5-minute averages. Oldest first; only the last 60 samples.",
+      inputSchema: { unit: unitName, window: z.enum(["1h", "24h", "7d"]).default("1h") },
+      annotations: { readOnlyHint: true },
+    },
+    ({ unit: name, window }) =>
+      call(async () => {
+        const u = await (await unit(name)).metrics({ window });
+        return json({ ...u, samples: u.samples.slice(-60) });
+      }),
+  );
+
+  server.registerTool(
     "start_service",
     {
       title: "Start a service",

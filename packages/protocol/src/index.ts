@@ -14,4 +14,5 @@ export * from "./services.js";
 export * from "./templates.js";
 export * from "./tunnel.js";
 export * from "./units.js";
+export * from "./usage.js";
 export * from "./versions.js";

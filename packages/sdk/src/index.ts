@@ -94,3 +94,4 @@ export type {
   UrlSettings,
   UrlSettingsUpdate,
 } from "./unit-info.js";
+export type { UnitUsage, UsageSample, UsageWindow } from "./usage.js";

@@ -3,6 +3,7 @@ import type {
   HealthCheck as WireHealthCheck,
   Unit as WireUnit,
   UnitList as WireUnitList,
+  UnitUsage as WireUnitUsage,
   UpgradeResponse as WireUpgradeResponse,
 } from "@ums/protocol";
 import { Checkpoints } from "./checkpoints.js";
@@ -26,6 +27,7 @@ import {
   unitInfoFromWire,
   urlSettingsToWire,
 } from "./unit-info.js";
+import { type UnitUsage, type UsageWindow, usageFromWire } from "./usage.js";
 
 /** Connection settings (or a ready `client`) plus per-call options; taken by every static `Unit` method. */
 export interface UnitOpts extends ClientOpts, RequestOpts {}
@@ -234,6 +236,16 @@ export class Unit {
   async check(opts: RequestOpts = {}): Promise<UnitHealth> {
     const h = await this.#client.request<WireHealthCheck>("GET", `${this.#path()}/check`, requestOpts(opts));
     return healthFromWire(h);
+  }
+
+  /**
+   * What the unit used while it ran (CPU, memory, disk, network, processes): every 10 s over the
+   * last hour (`window: "1h"`, the default), or 5-minute averages over `"24h"` or `"7d"`.
+   */
+  async metrics(opts: RequestOpts & { window?: UsageWindow } = {}): Promise<UnitUsage> {
+    const q = new URLSearchParams({ window: opts.window ?? "1h" });
+    const u = await this.#client.request<WireUnitUsage>("GET", `${this.#path()}/metrics?${q}`, requestOpts(opts));
+    return usageFromWire(u);
   }
 
   /**

@@ -73,6 +73,25 @@ describe("server configuration", () => {
     assert.throws(() => resolveConfig({ agentAnswerTimeout: "1h" }, {}), ConfigError);
   });
 
+  it("reads the metrics options (issue #17): on unless --no-metrics or UMS_METRICS=off; --metrics-listen", () => {
+    const d = resolveConfig({}, {});
+    assert.equal(d.metrics, true);
+    assert.equal(d.metricsListen, undefined);
+    assert.equal(resolveConfig({ metrics: false }, { UMS_METRICS: "on" }).metrics, false);
+    assert.equal(resolveConfig({}, { UMS_METRICS: "off" }).metrics, false);
+    assert.throws(() => resolveConfig({}, { UMS_METRICS: "maybe" }), /UMS_METRICS 'maybe' must be on or off/);
+    assert.deepEqual(resolveConfig({ metricsListen: "127.0.0.1:9464" }, {}).metricsListen, {
+      host: "127.0.0.1",
+      port: 9464,
+    });
+    assert.deepEqual(resolveConfig({}, { UMS_METRICS_LISTEN: "[::1]:9464" }).metricsListen, {
+      host: "::1",
+      port: 9464,
+    });
+    assert.throws(() => resolveConfig({ metricsListen: "127.0.0.1:0" }, {}), /needs a port/);
+    assert.throws(() => resolveConfig({ metricsListen: "nope" }, {}), /not HOST:PORT/);
+  });
+
   it("parses listen addresses", () => {
     assert.deepEqual(parseListen("127.0.0.1:7070"), { host: "127.0.0.1", port: 7070 });
     assert.deepEqual(parseListen(":80"), { host: "0.0.0.0", port: 80 });

@@ -54,6 +54,10 @@ export interface ServerConfig {
   readonly rateLimits: { readonly token: RateLimit; readonly org: RateLimit };
   /** How long a request head may take, and how long a body may stall (http/limits.ts). */
   readonly connectionLimits: ConnectionLimits;
+  /** Issue #17: Prometheus metrics (`/metrics`) and the per-unit usage sampler; off with `--no-metrics`. */
+  readonly metrics: boolean;
+  /** Where `/metrics` is also served, without a token (`--metrics-listen HOST:PORT`). */
+  readonly metricsListen: { readonly host: string; readonly port: number } | undefined;
   /** Limits given to organizations when they are created. */
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
   /** Issue #17: webhooks may target loopback and private addresses (`--webhooks-allow-private`). */
@@ -88,6 +92,9 @@ export interface ConfigInput {
   headersTimeout?: string | undefined;
   bodyIdleTimeout?: string | undefined;
   webhooksAllowPrivate?: boolean | undefined;
+  /** false: `--no-metrics`. */
+  metrics?: boolean | undefined;
+  metricsListen?: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -245,6 +252,21 @@ function unitCpu(raw: string | number): number {
   return n;
 }
 
+function metricsOn(flag: boolean | undefined, env: string | undefined): boolean {
+  if (flag !== undefined) return flag;
+  if (env === undefined || env === "") return true;
+  if (env === "on" || env === "1" || env === "true") return true;
+  if (env === "off" || env === "0" || env === "false") return false;
+  throw new ConfigError(`UMS_METRICS '${env}' must be on or off`);
+}
+
+function metricsListen(v: string | undefined): { host: string; port: number } | undefined {
+  if (v === undefined) return undefined;
+  const l = parseListen(v);
+  if (l.port === 0) throw new ConfigError(`--metrics-listen '${v}' needs a port`);
+  return Object.freeze(l);
+}
+
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
   const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
@@ -309,6 +331,8 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
         DEFAULT_CONNECTION_LIMITS.bodyIdleMs,
       ),
     }),
+    metrics: metricsOn(input.metrics, env.UMS_METRICS),
+    metricsListen: metricsListen(input.metricsListen ?? (env.UMS_METRICS_LISTEN || undefined)),
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
     webhooksAllowPrivate:
       input.webhooksAllowPrivate ?? ["1", "true", "yes"].includes(env.UMS_WEBHOOKS_ALLOW_PRIVATE ?? ""),

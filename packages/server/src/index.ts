@@ -6,3 +6,4 @@ export { type RunningServer, startServer } from "./start.js";
 export { isPostgresUrl, openStore } from "./store/open.js";
 export type { OrgRecord, TokenRecord, TokenRole, UnitRecord } from "./store/records.js";
 export type { Store } from "./store/store.js";
+export type { LimitKind, OnLimitReached, UsageSampler } from "./usage/sampler.js";

@@ -1,3 +1,4 @@
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
@@ -14,6 +15,7 @@ import { type LimitReached, limitReachedRecorder } from "./events/limit.js";
 import { Webhooks } from "./events/webhooks.js";
 import type { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
+import { metrics } from "./metrics/server-metrics.js";
 import type { NetworkEgress } from "./network/egress.js";
 import type { LocalNode } from "./node/local/local-node.js";
 import { openLocalNode } from "./node/local/open.js";
@@ -21,6 +23,7 @@ import type { UnitRuntime } from "./runtime/runtime.js";
 import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
 import { closeTracing, openTracing } from "./tracing/tracing.js";
+import { type OnLimitReached, UsageSampler } from "./usage/sampler.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:7070 */
@@ -39,6 +42,10 @@ export interface RunningServer {
   readonly events: EventLog;
   /** Records a `limit.reached` event of kind memory or disk (for the usage sampler to call). */
   readonly limitReached: LimitReached;
+  /** Samples running units' usage (issue #17); undefined with --no-metrics. */
+  readonly sampler: UsageSampler | undefined;
+  /** The port of `--metrics-listen`, if set. */
+  readonly metricsPort: number | undefined;
   close(): Promise<void>;
 }
 
@@ -65,6 +72,35 @@ export interface StartOpts {
   mcp?: McpHandler;
   /** The console's build (issue #14); default packages/console/dist. */
   consoleDir?: string;
+  /** How often units' usage is sampled (10 s; tests shorten it). */
+  usageIntervalMs?: number;
+  /** Told when the sampler sees a unit reach its memory or disk limit (issue #17; lifecycle events hook here). */
+  onLimitReached?: OnLimitReached;
+}
+
+/** `--metrics-listen`: GET /metrics without a token, nothing else. */
+async function listenMetrics(host: string, port: number): Promise<HttpServer> {
+  const server = createHttpServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (path !== "/metrics" || (req.method !== "GET" && req.method !== "HEAD")) {
+      res.writeHead(404, { "content-type": "text/plain" }).end("only GET /metrics here\n");
+      return;
+    }
+    metrics.exposition().then(
+      (text) => res.writeHead(200, { "content-type": metrics.contentType }).end(req.method === "HEAD" ? "" : text),
+      () => res.writeHead(500, { "content-type": "text/plain" }).end("metrics failed\n"),
+    );
+  });
+  server.keepAliveTimeout = 5_000;
+  server.headersTimeout = 10_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host, port }, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return server;
 }
 
 /**
@@ -85,7 +121,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let port = config.listenPort;
   let node: LocalNode | undefined;
   let connectors: Connectors | undefined;
-  let app: ApiInstance;
+  let app: ApiInstance | undefined;
+  let metricsServer: HttpServer | undefined;
   // Issue #17: spans over OTLP only when OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing loaded otherwise).
   await openTracing(process.env, logger);
   const events = new EventLog(store, logger);
@@ -138,8 +175,10 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     // The files this start made (runtime id, keys, locks) are root's alone too.
     await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });
+    if (config.metricsListen) metricsServer = await listenMetrics(config.metricsListen.host, config.metricsListen.port);
   } catch (err) {
     webhooks?.close();
+    await app?.close().catch(() => {});
     await node?.close().catch(() => {});
     await events.close();
     await connectors?.close();
@@ -162,8 +201,46 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     },
     "ums listening",
   );
-  let closing: Promise<void> | undefined;
   const local = node;
+  // Issue #17: the process's metrics, and the sampler of running units' usage, whose memory and
+  // disk limits reached become `limit.reached` events.
+  const limitReached = limitReachedRecorder(store, events.emit);
+  let sampler: UsageSampler | undefined;
+  let dropUnitSource = () => {};
+  if (config.metrics) {
+    metrics.enableDefaults();
+    const lifecycle = local.lifecycle;
+    dropUnitSource = metrics.addUnitSource(() => {
+      let running = 0;
+      let warm = 0;
+      for (const t of lifecycle.tracked()) {
+        if (t.status === "running") running++;
+        else if (t.status === "warm") warm++;
+      }
+      return { running, warm };
+    });
+    const rt = local.runtime;
+    if (rt.usageSources) {
+      sampler = new UsageSampler({
+        store: store.usage,
+        running: () => lifecycle.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : [])),
+        sources: (id) => rt.usageSources?.(id),
+        log: logger,
+        ...(opts.usageIntervalMs !== undefined && { intervalMs: opts.usageIntervalMs }),
+      });
+      sampler.onLimitReached = (unitId, kind) => {
+        opts.onLimitReached?.(unitId, kind);
+        limitReached({ unitId, kind }).catch((err: unknown) =>
+          logger.warn({ err, unitId, kind }, "recording a limit.reached event failed"),
+        );
+      };
+      sampler.start();
+    }
+  }
+  const metricsAddress = metricsServer?.address();
+  const metricsPort = typeof metricsAddress === "object" && metricsAddress ? metricsAddress.port : undefined;
+  let closing: Promise<void> | undefined;
+  const api = app;
   const cn = connectors;
   const hooks = webhooks as Webhooks;
   return {
@@ -174,17 +251,26 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     runtime: local.runtime,
     lifecycle: local.lifecycle,
     egress: local.egress,
-    app,
+    app: api,
     gatewayPort: cn.gatewayPort(),
     events,
-    limitReached: limitReachedRecorder(store, events.emit),
+    limitReached,
+    sampler,
+    metricsPort,
     close() {
       // Units keep running when the server stops (docs/ARCHITECTURE.md section 8).
       closing ??= (async () => {
+        await sampler?.stop();
+        dropUnitSource();
+        if (metricsServer) {
+          metricsServer.closeAllConnections();
+          await new Promise<void>((resolve) => metricsServer?.close(() => resolve()));
+        }
         await cn.close();
         await app.close();
         // Deliveries still waiting are lost (docs/EVENTS.md).
         hooks.close();
+        await api.close();
         await local.close();
         await events.close();
         await closeTracing();

@@ -84,6 +84,11 @@ export function serveCommand(): Command {
       "--body-idle-timeout <duration>",
       "a request body from which nothing arrives for this long is answered 408 (env UMS_BODY_IDLE_TIMEOUT, default 60s)",
     )
+    .option("--no-metrics", "no Prometheus metrics and no per-unit usage sampling (env UMS_METRICS=off)")
+    .option(
+      "--metrics-listen <host:port>",
+      "also serve /metrics here, without a token (env UMS_METRICS_LISTEN); keep it on a private address",
+    )
     .option(
       "--webhooks-allow-private",
       "let webhooks target loopback and private addresses (env UMS_WEBHOOKS_ALLOW_PRIVATE=1; default: public addresses only)",
@@ -120,6 +125,8 @@ export function serveCommand(): Command {
         headersTimeout?: string;
         bodyIdleTimeout?: string;
         webhooksAllowPrivate?: boolean;
+        metrics?: boolean;
+        metricsListen?: string;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
@@ -135,7 +142,8 @@ export function serveCommand(): Command {
           });
         }
         const { createLogger, installLastResort, resolveConfig, startServer } = await import("@ums/server");
-        const config = resolveConfig(opts);
+        // commander sets `metrics` true unless --no-metrics: only the flag's false overrides UMS_METRICS.
+        const config = resolveConfig({ ...opts, metrics: opts.metrics === false ? false : undefined });
         const format = opts.logFormat ?? process.env.UMS_LOG_FORMAT ?? "auto";
         if (!["auto", "json", "pretty"].includes(format)) {
           throw new UsageError(`--log-format must be auto, json or pretty, got '${format}'`);

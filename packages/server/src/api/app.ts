@@ -1,7 +1,8 @@
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import websocket from "@fastify/websocket";
-import { API_VERSION, ENVIRONMENT_VERSION, ErrorCode } from "@ums/protocol";
+import { Type } from "@sinclair/typebox";
+import { API_VERSION, ENVIRONMENT_VERSION, ErrorBody, ErrorCode } from "@ums/protocol";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
@@ -10,6 +11,7 @@ import { eventRoutes } from "../events/routes.js";
 import { webhookRoutes } from "../events/webhook-routes.js";
 import type { Webhooks } from "../events/webhooks.js";
 import { KEEP_ALIVE_MS, limitServer, serverOptions, watchBody } from "../http/limits.js";
+import { metrics } from "../metrics/server-metrics.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { addRequestSpans } from "../tracing/request-spans.js";
@@ -39,6 +41,7 @@ import { loadCookieKey } from "./unit-url/cookie.js";
 import { rewriteUnitHost, unitUrlRoutes } from "./unit-url/routes.js";
 import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";
+import { usageRoutes } from "./usage/routes.js";
 import { validatorCompiler } from "./validation.js";
 
 /**
@@ -87,6 +90,35 @@ function tagCompatRoute(route: RouteOptions): void {
   if (route.schema && !route.schema.hide) route.schema = { ...route.schema, tags: ["sprites"] };
 }
 
+/**
+ * Issue #17: the Prometheus exposition, for admin tokens (any organization's: the series name no
+ * organization and no unit). `--metrics-listen` serves it without a token on its own address.
+ */
+function metricsRoute(api: ApiInstance): void {
+  api.get(
+    "/metrics",
+    {
+      schema: {
+        tags: ["observability"],
+        summary:
+          "Prometheus metrics of the server (text exposition format); an admin token only. `--metrics-listen` serves them on their own address without a token",
+        response: {
+          200: Type.String({ description: "text/plain; version=0.0.4" }),
+          401: ErrorBody,
+          403: ErrorBody,
+        },
+      },
+    },
+    async (req, reply) => {
+      if (req.auth.token.role !== "admin") {
+        throw new ApiError(403, ErrorCode.AdminRequired, "only an admin token reads the server's metrics");
+      }
+      reply.type(metrics.contentType);
+      return metrics.exposition();
+    },
+  );
+}
+
 /** Builds the HTTP API. Routes are registered by feature; errors leave through `sendError` only. */
 export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   const byHost = rewriteUnitHost(deps.config.unitHost);
@@ -131,6 +163,14 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
       reply,
     ),
   );
+  if (deps.config.metrics) {
+    // Issue #17: one count and one duration per answered request, by route pattern (never the URL:
+    // no unit name in a label). Synchronous, and fastify has timed the request already.
+    app.addHook("onResponse", (req, reply, done) => {
+      metrics.request(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    });
+  }
   app.addHook("onResponse", async (req, reply) => {
     req.log.info(
       {
@@ -183,6 +223,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     if (deps.events) eventRoutes(api, deps.events);
     if (deps.webhooks) webhookRoutes(api, deps.webhooks);
     templateRoutes(api, new TemplateService(deps.store, units, node));
+    if (deps.config.metrics) metricsRoute(api);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
         port ||= listenPort(app, deps.config);
@@ -203,6 +244,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
           await scope.register(async (fs) => fsRoutes(fs, { units, node, dialect }));
           controlRoutes(scope, { units, node, dialect, store: deps.store, tunnels });
           serviceRoutes(scope, { units, node, dialect });
+          if (dialect === "units") usageRoutes(scope, { units, store: deps.store, sampling: deps.config.metrics });
           tunnelRoutes(scope, { units, node, dialect, tunnels });
           await scope.register(async (p) => proxyRoutes(p, { node, units, config: deps.config, dialect }));
         },

@@ -126,6 +126,11 @@ export class Lifecycle {
     return this.table.statusOf(unitId);
   }
 
+  /** The units that run or are warm now, with their status (issue #17: metrics, the usage sampler). */
+  tracked(): { unitId: string; status: UnitStatus }[] {
+    return this.table.entries().map(([unitId, t]) => ({ unitId, status: t.status }));
+  }
+
   /** Makes sure the unit runs (booting or resuming it) and holds it awake until `release()`. */
   async acquire(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
     // Fast path for a unit that runs and was seen alive just now: no lock, no check. Nothing can

@@ -1,4 +1,5 @@
 import type { NetworkDecision } from "@ums/protocol";
+import { metrics } from "../metrics/server-metrics.js";
 import type { EgressAllowance, UnitLink, UnitRuntime } from "../runtime/runtime.js";
 import type { DecisionLog } from "./decision-log.js";
 import type { CompiledPolicy } from "./matching.js";
@@ -50,6 +51,7 @@ export class UnitEgress {
   }
 
   private note(name: string, type: string, verdict: NetworkDecision["verdict"], rule?: string, ips?: string[]) {
+    metrics.resolverLookup(verdict);
     this.log.add({
       time: new Date().toISOString(),
       name,
@@ -78,10 +80,14 @@ export class UnitEgress {
     try {
       raw = await this.upstream.query(buf);
     } catch {
+      metrics.resolverLookup("failed");
       return respond(q, RCODE.SERVFAIL);
     }
     const answer = readAnswer(raw);
-    if (!answer) return respond(q, RCODE.SERVFAIL);
+    if (!answer) {
+      metrics.resolverLookup("failed");
+      return respond(q, RCODE.SERVFAIL);
+    }
     this.remember(q.name, answer.addresses);
     const ips = answer.addresses.map((a) => a.ip);
     if (!this.policy.enforced) {

@@ -50,6 +50,21 @@ export interface UnitStats {
 }
 
 /**
+ * Where a running unit's usage is read on the host (issue #17): kernel files (cgroup v1, sysfs)
+ * only, never a path inside the unit's rootfs or any directory the unit can write.
+ */
+export interface UsageSources {
+  /** The unit's cgroup below each v1 controller, e.g. `/sys/fs/cgroup/memory/ums-x/<id>`. */
+  readonly cpuacct: string;
+  readonly memory: string;
+  readonly pids: string;
+  /** The host end of its veth pair: `/sys/class/net/<if>/statistics` (rx there is what the unit sent). */
+  readonly netStats: string | undefined;
+  /** Its btrfs quota group: `/sys/fs/btrfs/<uuid>/qgroups/1_<n>` (undefined while quotas are off). */
+  readonly qgroup: string | undefined;
+}
+
+/**
  * How units run on a host (docs/ARCHITECTURE.md section 1). One implementation per folder: `runc/` today;
  * a microVM or gVisor runtime fits behind the same interface.
  */
@@ -91,6 +106,8 @@ export interface UnitRuntime {
   /** Publishes the network policy the unit sees read-only at /.unit/policy/network.json. */
   publishNetworkPolicy(unitId: string, json: string): Promise<void>;
   stats(unitId: string): Promise<UnitStats | undefined>;
+  /** Where a running unit's usage is read (issue #17); runtimes without cgroups omit it. */
+  usageSources?(unitId: string): UsageSources | undefined;
   /** Applies the memory, pids and CPU limits to a running unit where the kernel allows; false when they must wait for the next boot. */
   applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
   resourceLimits(): ResourceLimits;

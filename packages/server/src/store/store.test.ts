@@ -339,5 +339,42 @@ for (const dialect of testDialects) {
       assert.equal(await store.webhooks.delete(a.id, "whk_1"), true);
       assert.equal((await store.webhooks.list(a.id)).length, 1);
     });
+
+    it("keeps units' usage samples by step, lists them oldest first and prunes by age (issue #17)", async () => {
+      const now = Date.UTC(2026, 0, 1); // ms past 32 bits
+      const at = (i: number) => now + i * 10_000;
+      const sample = (i: number) => ({
+        at: at(i),
+        cpuCores: 0.25 * i,
+        memoryBytes: 3 * 2 ** 31 + i,
+        memoryPeakBytes: 4 * 2 ** 31,
+        memoryLimitBytes: i === 0 ? null : 2 ** 33,
+        diskBytes: i === 1 ? null : 123_456_789_012,
+        diskLimitBytes: null,
+        netRxBps: 1.5,
+        netTxBps: 0,
+        pids: 7,
+      });
+      const rows = Array.from({ length: 450 }, (_, i) => ({ unitId: "u-usage", sample: sample(i % 5) }));
+      await store.usage.add(10, rows.slice(0, 5));
+      await store.usage.add(10, [{ unitId: "u-other", sample: sample(2) }]);
+      await store.usage.add(300, [{ unitId: "u-usage", sample: sample(0) }]);
+      const listed = await store.usage.list("u-usage", 10, at(1));
+      assert.deepEqual(
+        listed.map((x) => x.at),
+        [at(1), at(2), at(3), at(4)],
+      );
+      assert.deepEqual(listed[0], sample(1));
+      assert.deepEqual((await store.usage.list("u-usage", 300, 0))[0], sample(0));
+      assert.equal(await store.usage.prune(10, at(3)), 4, "u-usage's first three and u-other's");
+      assert.deepEqual(
+        (await store.usage.list("u-usage", 10, 0)).map((x) => x.at),
+        [at(3), at(4)],
+      );
+      assert.equal((await store.usage.list("u-usage", 300, 0)).length, 1, "another step is not pruned");
+      // Many rows in one call (inserted in chunks).
+      await store.usage.add(10, rows);
+      assert.equal((await store.usage.list("u-usage", 10, 0)).length, 452);
+    });
   });
 }

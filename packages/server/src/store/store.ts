@@ -1,3 +1,4 @@
+import type { UsageSample } from "../usage/sample.js";
 import type {
   AuditEvent,
   CheckpointRecord,
@@ -37,6 +38,7 @@ export interface Store {
   readonly consoleSessions: ConsoleSessionStore;
   readonly events: EventStore;
   readonly webhooks: WebhookStore;
+  readonly usage: UsageStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -109,6 +111,15 @@ export interface WebhookStore {
   get(orgId: string, id: string): Promise<WebhookRecord | undefined>;
   delete(orgId: string, id: string): Promise<boolean>;
   recordAttempt(id: string, a: WebhookAttempt): Promise<void>;
+}
+
+/** Issue #17: units' usage samples, raw (step 10 s) and averaged (step 300 s). */
+export interface UsageStore {
+  add(step: number, rows: readonly { unitId: string; sample: UsageSample }[]): Promise<void>;
+  /** The unit's samples of that step at or after `since` (ms), oldest first. */
+  list(unitId: string, step: number, since: number): Promise<UsageSample[]>;
+  /** Removes that step's samples before `before` (ms); returns how many. */
+  prune(step: number, before: number): Promise<number>;
 }
 
 export interface TokenStore {

@@ -77,6 +77,10 @@ export interface TestServerOpts {
   consoleDir?: string;
   /** Webhooks may target loopback (a receiver the test runs). */
   webhooksAllowPrivate?: boolean;
+  /** Issue #17: false as with --no-metrics; how often units' usage is sampled; `--metrics-listen`. */
+  metrics?: boolean;
+  usageIntervalMs?: number;
+  metricsListen?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -124,6 +128,8 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       headersTimeout: overrides.headersTimeout,
       bodyIdleTimeout: overrides.bodyIdleTimeout,
       webhooksAllowPrivate: overrides.webhooksAllowPrivate,
+      metrics: overrides.metrics,
+      metricsListen: overrides.metricsListen,
     },
     {},
   );
@@ -143,6 +149,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
       ...(overrides.mcp && { mcp: overrides.mcp }),
       ...(overrides.consoleDir !== undefined && { consoleDir: overrides.consoleDir }),
+      ...(overrides.usageIntervalMs !== undefined && { usageIntervalMs: overrides.usageIntervalMs }),
     });
   } catch (err) {
     // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.

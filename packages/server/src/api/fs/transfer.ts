@@ -1,6 +1,7 @@
 import { IncomingMessage } from "node:http";
 import { Type } from "@sinclair/typebox";
 import { FsWriteQuery, FsWriteResponse } from "@ums/protocol";
+import { metrics } from "../../metrics/server-metrics.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import { firstCall } from "../unit-access/lease.js";
@@ -36,6 +37,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
         // An agent from before raw reads (a unit that has run since before this server was updated)
         // answers the upgrade request as an ordinary one: the bytes come in its response.
         reply.raw.once("close", release);
+        read.on("data", (chunk: Buffer) => metrics.fs("read", chunk.length));
         reply.header("content-type", "application/octet-stream");
         const length = read.headers["content-length"];
         if (length !== undefined) reply.header("content-length", length);
@@ -51,6 +53,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
       });
       const complete = await read.relayTo(reply.raw);
       release();
+      if (complete && read.size !== undefined) metrics.fs("read", read.size);
       req.log.info(
         {
           method: req.method,
@@ -87,7 +90,9 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
         const headers: Record<string, string> = { "content-type": "application/octet-stream" };
         const length = req.headers["content-length"];
         if (length !== undefined) headers["content-length"] = length;
-        return room.call<FsWriteResponse>(req, q.asRoot, "PUT", `/fs/write?${p}`, req.raw, headers);
+        const written = await room.call<FsWriteResponse>(req, q.asRoot, "PUT", `/fs/write?${p}`, req.raw, headers);
+        metrics.fs("write", written.size);
+        return written;
       },
     );
   });

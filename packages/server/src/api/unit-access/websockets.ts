@@ -3,6 +3,7 @@ import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
+import { metrics } from "../../metrics/server-metrics.js";
 import type { UnitLease } from "../../node/unit-node.js";
 import { ApiError } from "../errors.js";
 import { firstCall } from "./lease.js";
@@ -174,6 +175,11 @@ export async function leasedWebsocket(lease: UnitLease, path: string): Promise<W
   try {
     const ws = await firstCall(lease, () => lease.agent.websocket(path));
     ws.once("close", release);
+    if (path.startsWith("/exec")) {
+      // An exec session relayed (HTTP or websocket, started or attached): open until its socket closes.
+      metrics.execSessionsOpen++;
+      ws.once("close", () => metrics.execSessionsOpen--);
+    }
     return ws;
   } catch (err) {
     release();

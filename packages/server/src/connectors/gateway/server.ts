@@ -3,6 +3,7 @@ import { type AccessPolicy, ErrorCode } from "@ums/protocol";
 import type { Logger } from "pino";
 import { ApiError } from "../../errors/api-error.js";
 import { writeError } from "../../errors/respond.js";
+import { metrics } from "../../metrics/server-metrics.js";
 import type { ConnectorRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { TokenEndpointError } from "../oauth/token.js";
@@ -156,6 +157,8 @@ export function gatewayHandler(d: GatewayDeps) {
 export function createGatewayServer(d: GatewayDeps): Server {
   const handle = gatewayHandler(d);
   const server = createServer((req, res) => {
+    // Every call counts once, by status class; one whose answer never completed as "error".
+    res.once("close", () => metrics.gatewayCall(res.writableFinished ? res.statusCode : 0));
     handle(req, res).catch((err) => {
       d.log.error({ err: err instanceof Error ? err.message : String(err) }, "gateway internal error");
       if (!res.headersSent) fail(res, 500, ErrorCode.Internal, "internal error; see the server log");

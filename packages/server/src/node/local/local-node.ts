@@ -2,6 +2,7 @@ import type { NetworkLog } from "@ums/protocol";
 import type { AgentEndpoint } from "../../agent/deadline.js";
 import { RunningLimitError, UnitDeletedError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
+import { type LifecycleOp, metrics } from "../../metrics/server-metrics.js";
 import type { NetworkEgress } from "../../network/egress.js";
 import type { ResourceLimits, ResourcesPolicy, UnitRuntime } from "../../runtime/runtime.js";
 import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord, UnitStatus } from "../../store/records.js";
@@ -16,6 +17,19 @@ import { LocalLease } from "./lease.js";
 export const CAPACITY_WAIT_MS = 60_000;
 /** Tries again at least this often while it waits (deletes and stops free slots without a release). */
 const CAPACITY_RETRY_MS = 1_000;
+
+/** Observes how long `op` took (issue #17 metrics); a failure is counted, and thrown on. */
+async function timed<T>(op: LifecycleOp, work: Promise<T>): Promise<T> {
+  const t0 = performance.now();
+  try {
+    const out = await work;
+    metrics.operation(op, (performance.now() - t0) / 1000);
+    return out;
+  } catch (err) {
+    metrics.operationFailed(op);
+    throw err;
+  }
+}
 
 /**
  * The node in this process: units run on this host (runtime/), move through their lifecycle
@@ -68,7 +82,7 @@ export class LocalNode implements UnitNode {
   }
 
   fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void> {
-    return this.lifecycle.checkpoints.fork(source, checkpoint, unit);
+    return timed("fork", this.lifecycle.checkpoints.fork(source, checkpoint, unit));
   }
 
   publishTemplate(
@@ -96,8 +110,12 @@ export class LocalNode implements UnitNode {
   }
 
   async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
-    const booted = this.lifecycle.statusOf(unit.id) === "cold";
-    return new LocalLease(this, org, unit, booted, await this.hold(org, unit));
+    const before = this.lifecycle.statusOf(unit.id);
+    const booted = before === "cold";
+    // A unit that runs costs no timing; a boot or a resume is observed.
+    const release =
+      before === "running" ? await this.hold(org, unit) : await timed(booted ? "boot" : "wake", this.hold(org, unit));
+    return new LocalLease(this, org, unit, booted, release);
   }
 
   /**
@@ -126,7 +144,7 @@ export class LocalNode implements UnitNode {
   }
 
   checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
-    return this.lifecycle.checkpoints.checkpoint(unit, comment, progress);
+    return timed("checkpoint", this.lifecycle.checkpoints.checkpoint(unit, comment, progress));
   }
 
   restore(
@@ -135,7 +153,7 @@ export class LocalNode implements UnitNode {
     checkpoint: CheckpointRecord,
     progress: Progress,
   ): Promise<CheckpointRecord> {
-    return this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress);
+    return timed("restore", this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress));
   }
 
   deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {

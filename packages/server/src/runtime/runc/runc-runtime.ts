@@ -11,8 +11,9 @@ import type {
   UnitLink,
   UnitRuntime,
   UnitStats,
+  UsageSources,
 } from "../runtime.js";
-import { enableSimpleQuota, sweepQgroups } from "../storage/btrfs.js";
+import { enableSimpleQuota, filesystemUuid, sweepQgroups } from "../storage/btrfs.js";
 import { bootUnit } from "./boot.js";
 import { CGROUP_ROOT, cgroupHasTasks, cgroupStats, killCgroup, removeCgroups, setFrozen } from "./cgroups.js";
 import { deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
@@ -25,7 +26,7 @@ import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
 import { deleteTemplate, publishTemplate, templateDisk } from "./templates.js";
-import { createDisk, destroyDisk, forkDisk, limitDisk } from "./unit-disk.js";
+import { createDisk, destroyDisk, forkDisk, limitDisk, unitQgroup } from "./unit-disk.js";
 import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
@@ -38,6 +39,8 @@ export class RuncRuntime implements UnitRuntime {
   private readonly resources: UnitResources;
   /** The pool's path when its quotas are on (units' disk limits are enforced). */
   private quotaPool: string | undefined;
+  /** The pool's filesystem uuid when its quotas are on: units' quota groups are read in sysfs. */
+  private poolUuid: string | undefined;
   /** Why units' disk limits are not enforced on this host, if they are not. */
   quotaError: string | undefined;
   /** What the start raised of the kernel's key quota (key-quota.ts), or why it could not. */
@@ -93,6 +96,7 @@ export class RuncRuntime implements UnitRuntime {
     try {
       await enableSimpleQuota(cfg.poolDir);
       rt.quotaPool = cfg.poolDir;
+      rt.poolUuid = await filesystemUuid(cfg.poolDir);
       // Groups of units deleted while their removal failed: in the background, nothing waits on it.
       rt.sweeping = sweepQgroups(cfg.poolDir, () => rt.closing).catch(() => 0);
     } catch (err) {
@@ -249,6 +253,23 @@ export class RuncRuntime implements UnitRuntime {
 
   async stats(id: string): Promise<UnitStats | undefined> {
     return cgroupStats(this.paths.unit(id).cgroup);
+  }
+
+  /**
+   * Kernel files only (issue #17): its cgroups, the host end of its veth, its quota group in sysfs.
+   * The quota group's name is in `<disk>/qgroup`, a host-owned file beside (not in) its rootfs.
+   */
+  usageSources(id: string): UsageSources | undefined {
+    const cg = this.paths.unit(id).cgroup;
+    const net = this.links.get(id);
+    const group = this.poolUuid ? unitQgroup(this.paths, id) : undefined;
+    return {
+      cpuacct: `${CGROUP_ROOT}/cpuacct${cg}`,
+      memory: `${CGROUP_ROOT}/memory${cg}`,
+      pids: `${CGROUP_ROOT}/pids${cg}`,
+      netStats: net && `/sys/class/net/${net.hostIf}/statistics`,
+      qgroup: group && `/sys/fs/btrfs/${this.poolUuid}/qgroups/${group.replace("/", "_")}`,
+    };
   }
 
   resourceLimits(): ResourceLimits {

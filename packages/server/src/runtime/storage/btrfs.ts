@@ -53,11 +53,17 @@ fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 fcntl.ioctl(fd, 0xC0109428, struct.pack("QQ", int(sys.argv[2]), 0))
 `;
 
-/** The filesystem's quota mode: `squota`, `qgroup` (full) or undefined (off). */
-export async function quotaMode(path: string): Promise<string | undefined> {
+/** The uuid of the btrfs filesystem holding `path` (its directory in /sys/fs/btrfs). */
+export async function filesystemUuid(path: string): Promise<string> {
   const { stdout } = await run("btrfs", ["filesystem", "show", resolve(path)]);
   const uuid = /uuid: ([0-9a-f-]{36})/.exec(stdout)?.[1];
   if (!uuid) throw new Error(`btrfs filesystem show ${path} gave no uuid`);
+  return uuid;
+}
+
+/** The filesystem's quota mode: `squota`, `qgroup` (full) or undefined (off). */
+export async function quotaMode(path: string): Promise<string | undefined> {
+  const uuid = await filesystemUuid(path);
   try {
     return (await readFile(`/sys/fs/btrfs/${uuid}/qgroups/mode`, "utf8")).trim() || undefined;
   } catch {

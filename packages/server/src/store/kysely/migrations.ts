@@ -244,6 +244,30 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0010_unit_usage": {
+    async up(db: Kysely<unknown>) {
+      // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7
+      // days). `at` is ms since the epoch (bigint: past 32 bits); measures are doubles.
+      await db.schema
+        .createTable("unit_usage")
+        .addColumn("unit_id", "text", (c) => c.notNull())
+        .addColumn("step", "integer", (c) => c.notNull())
+        .addColumn("at", "bigint", (c) => c.notNull())
+        .addColumn("cpu_cores", "double precision", (c) => c.notNull())
+        .addColumn("memory_bytes", "double precision", (c) => c.notNull())
+        .addColumn("memory_peak_bytes", "double precision", (c) => c.notNull())
+        .addColumn("memory_limit_bytes", "double precision")
+        .addColumn("disk_bytes", "double precision")
+        .addColumn("disk_limit_bytes", "double precision")
+        .addColumn("net_rx_bps", "double precision", (c) => c.notNull())
+        .addColumn("net_tx_bps", "double precision", (c) => c.notNull())
+        .addColumn("pids", "double precision", (c) => c.notNull())
+        .execute();
+      // No unique key: a unit stopped and booted again within 5 minutes has two averages there.
+      await db.schema.createIndex("unit_usage_unit").on("unit_usage").columns(["unit_id", "step", "at"]).execute();
+      await db.schema.createIndex("unit_usage_step_at").on("unit_usage").columns(["step", "at"]).execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -170,4 +170,21 @@ export interface Database {
   console_sessions: ConsoleSessionsTable;
   events: EventsTable;
   webhooks: WebhooksTable;
+  unit_usage: UnitUsageTable;
+}
+
+/** Issue #17: one unit's usage over one interval; `at` in ms (bigint: a string from PostgreSQL). */
+export interface UnitUsageTable {
+  unit_id: string;
+  step: number;
+  at: number | string;
+  cpu_cores: number;
+  memory_bytes: number;
+  memory_peak_bytes: number;
+  memory_limit_bytes: number | null;
+  disk_bytes: number | null;
+  disk_limit_bytes: number | null;
+  net_rx_bps: number;
+  net_tx_bps: number;
+  pids: number;
 }

@@ -13,6 +13,7 @@ import { oauthStateStore } from "./oauth-states.js";
 import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 import { templateStore } from "./templates.js";
+import { usageStore } from "./usage.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
 export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter): Store {
@@ -29,6 +30,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     consoleSessions: consoleSessionStore(db),
     events: eventStore(db),
     webhooks: webhookStore(db),
+    usage: usageStore(db),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });
