@@ -126,7 +126,14 @@ export class UsageSampler {
     const inactive = f.read(`${src.memory}/memory.stat`) ? (f.field("total_inactive_file") ?? 0) : 0;
     const peak = f.number(`${src.memory}/memory.max_usage_in_bytes`) ?? usage;
     const limit = f.number(`${src.memory}/memory.limit_in_bytes`);
-    const failcnt = f.number(`${src.memory}/memory.failcnt`) ?? 0;
+    // Every sign that the group ran out: failed charges of memory and of memory+swap (runc limits
+    // both alike, and the one charged first fails), and the OOM kills in it (memory.oom_control's
+    // oom_kill: on this host's kernel an OOM kill at the limit left both failcnt at 0).
+    const oomKills = f.read(`${src.memory}/memory.oom_control`) ? (f.field("oom_kill") ?? 0) : 0;
+    const failcnt =
+      (f.number(`${src.memory}/memory.failcnt`) ?? 0) +
+      (f.number(`${src.memory}/memory.memsw.failcnt`) ?? 0) +
+      oomKills;
     const pids = f.number(`${src.pids}/pids.current`) ?? 0;
     // The host end's rx is what the unit sent.
     const rx = src.netStats ? (f.number(`${src.netStats}/tx_bytes`) ?? 0) : 0;
