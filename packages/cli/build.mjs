@@ -37,6 +37,8 @@ const result = await esbuild.build({
     "zod",
     "node-pty",
     "ws",
+    "cli-table3",
+    "cli-progress",
     "bufferutil",
     "utf-8-validate",
   ],

@@ -174,7 +174,13 @@ describe("Unit sub-APIs against a real ums server", () => {
         await new Promise((r) => setTimeout(r, 200));
       }
       assert.equal(text, "hi from web/hello");
-      const got = await box.services.get("web");
+      // The supervisor says running once its poll of the port sees it listen, which may come just
+      // after the proxy first reached it.
+      let got = await box.services.get("web");
+      for (let i = 0; i < 50 && got.state?.status !== "running"; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        got = await box.services.get("web");
+      }
       assert.equal(got.state?.status, "running");
       assert.ok((await box.services.list()).some((s) => s.name === "web"));
       const logs = await box.services.logs("web", { lines: 10 });

@@ -86,10 +86,13 @@ async function listenMetrics(host: string, port: number): Promise<HttpServer> {
       res.writeHead(404, { "content-type": "text/plain" }).end("only GET /metrics here\n");
       return;
     }
-    metrics.exposition().then(
-      (text) => res.writeHead(200, { "content-type": metrics.contentType }).end(req.method === "HEAD" ? "" : text),
-      () => res.writeHead(500, { "content-type": "text/plain" }).end("metrics failed\n"),
-    );
+    metrics
+      .exposition()
+      .then(
+        (text) => res.writeHead(200, { "content-type": metrics.contentType }).end(req.method === "HEAD" ? "" : text),
+        () => res.writeHead(500, { "content-type": "text/plain" }).end("metrics failed\n"),
+      )
+      .catch(() => res.destroy());
   });
   server.keepAliveTimeout = 5_000;
   server.headersTimeout = 10_000;

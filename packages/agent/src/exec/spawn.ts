@@ -157,11 +157,15 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents): ChildHandle {
     if (openStreams === 0) return finish();
     // Normally stdout and stderr close right after the exit; a background process that inherited them
     // may keep them open, so stop waiting once they have been quiet for a while (unless we paused them).
+    // Time since the exit while reading (paused time does not count: a slow client must not cost
+    // the output still in the pipe, which was lost when 2 s since the exit ran out mid-drain).
+    let reading = 0;
     timer = setInterval(() => {
       const now = Date.now();
       if (paused) return;
+      reading += 100;
       // Quiet since the exit too: output written just before it may still be in the pipe, unread.
-      if (now - Math.max(lastData, exitedAt) >= 250 || now - exitedAt >= 2000) finish();
+      if (now - Math.max(lastData, exitedAt) >= 250 || reading >= 2000) finish();
     }, 100);
   });
 
@@ -189,6 +193,8 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents): ChildHandle {
     },
     resume: () => {
       paused = false;
+      // Quiet is counted from here: what waited in the pipe while paused comes after the resume.
+      lastData = Date.now();
       child.stdout?.resume();
       child.stderr?.resume();
     },

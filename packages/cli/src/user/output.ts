@@ -1,10 +1,14 @@
 // How user commands print: data as a borderless table on a terminal-friendly layout, or as JSON
 // with --json; errors as one line `ums: CODE: message`.
 
-import Table from "cli-table3";
+import { createRequire } from "node:module";
+
+// cli-table3 (a CommonJS module) is loaded when a table is printed, not at every start (ums exec).
+const require = createRequire(import.meta.url);
 
 /** A table without borders, columns separated by two spaces (like kubectl and docker). */
 export function table(head: string[], rows: (string | number)[][]): string {
+  const Table = require("cli-table3") as typeof import("cli-table3");
   const t = new Table({
     head,
     chars: {

@@ -55,6 +55,7 @@ export const EXAMPLES: Record<string, (t: Target) => Example> = {
   "PUT /v1/units/{name}": () => ({ json: { labels: ["a-label"], url_settings: { auth: "public" } } }),
   "DELETE /v1/units/{name}": () => ({}),
   "GET /v1/units/{name}/check": () => ({}),
+  "GET /v1/units/{name}/metrics": () => ({ query: "window=1h" }),
   "POST /v1/units/{name}/upgrade": () => ({ json: { version: "latest" } }),
   "GET /v1/units/{name}/policy/resources": () => ({}),
   "POST /v1/units/{name}/policy/resources": () => ({ json: { memory: { limit_mb: 200 }, pids: { limit: 100 } } }),
@@ -126,6 +127,26 @@ export const ORG_LEVEL = new Set([
   "GET /v1/organizations/{org}/tokens",
   "DELETE /v1/organizations/{org}/tokens/{id}",
   "GET /v1/organizations/{org}/audit",
+  // Issue #14: the console session is the caller's own (api/console/session.test.ts: another
+  // organization's cookie sees nothing).
+  "POST /v1/console/session",
+  "GET /v1/console/session",
+  "DELETE /v1/console/session",
+  // Issue #17: the caller's organization's events and webhooks (events/events.test.ts,
+  // events/webhooks.test.ts: another organization's are not seen, its webhook is a 404), and the
+  // server-wide metrics, which name no organization nor unit (metrics/metrics.test.ts).
+  "GET /v1/events",
+  "POST /v1/webhooks",
+  "GET /v1/webhooks",
+  "GET /v1/webhooks/{id}",
+  "DELETE /v1/webhooks/{id}",
+  "GET /metrics",
+  // Issue #18: the caller's organization's templates (api/templates/templates.test.ts: another
+  // organization gets 404 on every use).
+  "POST /v1/templates",
+  "GET /v1/templates",
+  "GET /v1/templates/{name}",
+  "DELETE /v1/templates/{name}",
 ]);
 
 /** The concrete path of an OpenAPI path for a target. */
