@@ -91,7 +91,7 @@ export async function agentFs(
 /** A raw read under way: its size (regular files) and the relay of its bytes (relay.ts). */
 export interface RawRead {
   readonly size: number | undefined;
-  relayTo(res: ServerResponse): Promise<boolean>;
+  relayTo(res: ServerResponse, onBytes?: (n: number) => void): Promise<boolean>;
 }
 
 /**
@@ -120,7 +120,7 @@ export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string)
       socket.setTimeout(0);
       const size = res.headers["x-ums-size"];
       const bytes = typeof size === "string" && /^\d+$/.test(size) ? Number(size) : undefined;
-      resolve({ size: bytes, relayTo: (out) => relay.relayTo(out, head, bytes) });
+      resolve({ size: bytes, relayTo: (out, onBytes) => relay.relayTo(out, head, bytes, onBytes) });
     });
     req.on("response", (res) => {
       req.setTimeout(0);

@@ -51,9 +51,15 @@ export class RelaySocket {
    * connection to `res`, which must have its head written. Resolves once done: with true when all of
    * `size` bytes (if known) went through, false when either side cut the transfer short (then both are
    * destroyed: a client must not take a partial body for a whole one). Bytes past `size` (a file that
-   * grew during the read) are left out.
+   * grew during the read) are left out. `onBytes` hears each chunk's length as it is handed to `res`
+   * (before the client can have it: a count read after the answer already holds it).
    */
-  relayTo(res: ServerResponse, head: Buffer, size: number | undefined): Promise<boolean> {
+  relayTo(
+    res: ServerResponse,
+    head: Buffer,
+    size: number | undefined,
+    onBytes: (n: number) => void = () => {},
+  ): Promise<boolean> {
     const { socket } = this;
     let sent = 0;
     return new Promise((resolve) => {
@@ -83,11 +89,13 @@ export class RelaySocket {
           trimmed = true;
           const part = chunk.subarray(0, size - sent);
           sent = size;
+          onBytes(part.length);
           socket.destroy();
           res.end(part, () => settle(true));
           return;
         }
         sent += chunk.length;
+        onBytes(chunk.length);
         res.write(chunk, (err) => (err ? settle(false) : then()));
       };
       res.once("close", () => settle(res.writableFinished));

@@ -1,6 +1,7 @@
 // Issue #5, crash safety: `kill -9` of `ums serve` at any step of a checkpoint, restore or
 // checkpoint delete leaves the unit in the old or the new state after a restart, never in between,
-// and no snapshot the database does not know (nor a row without its snapshot).
+// and no snapshot the database does not know (nor a row without its snapshot). A unit's delete
+// (issue #20, found by the chaos test) is finished by the restart: never a unit listed without its disk.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { readdir } from "node:fs/promises";
@@ -13,10 +14,12 @@ import { cleanupStoppedServer } from "../testing/host-cleanup.js";
 import { prepareServe, type ServeProcess } from "../testing/serve-process.js";
 
 /** What each failpoint interrupts, and what the unit holds before and after that operation. */
-type Op = "checkpoint" | "restore" | "delete";
+type Op = "checkpoint" | "restore" | "delete" | "unit-delete";
 const opOf = (fp: Failpoint): Op => fp.split(".")[0] as Op;
 /** The failpoints of these operations (templates have their own test, api/templates/template-crash.test.ts). */
-const CASES = FAILPOINTS.filter((fp) => ["checkpoint", "restore", "delete"].includes(fp.split(".")[0] ?? ""));
+const CASES = FAILPOINTS.filter((fp) =>
+  ["checkpoint", "restore", "delete", "unit-delete"].includes(fp.split(".")[0] ?? ""),
+);
 
 describe("kill -9 of ums serve in the middle of checkpoint, restore and delete", () => {
   let poolDir: string;
@@ -88,6 +91,18 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
   }
 
   async function assertRecovered(fp: Failpoint, name: string): Promise<void> {
+    if (opOf(fp) === "unit-delete") {
+      // The delete had begun (its tombstone was written): the restart finishes it.
+      assert.equal((await api("GET", `/v1/units/${name}`)).status, 404, `${fp}: the unit is gone`);
+      const list = (await (await api("GET", "/v1/units")).json()) as { sprites: { name: string }[] };
+      assert.ok(!list.sprites.some((u) => u.name === name), `${fp}: the unit is not listed`);
+      const dir = join(poolDir, "units", ids.get(name) ?? "?");
+      assert.ok(!existsSync(dir), `${fp}: nothing of the unit is left on disk (${dir})`);
+      // Its name is free again.
+      assert.equal((await api("POST", "/v1/units", { name })).status, 201);
+      ids.set(name, "");
+      return;
+    }
     const listed = await assertConsistent(name);
     const state = (await sh(name, "cat /home/unit/state")).trim();
     if (opOf(fp) === "checkpoint") {
@@ -131,7 +146,9 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
           ? api("POST", `/v1/units/${name}/checkpoint`, { comment: fp })
           : op === "restore"
             ? api("POST", `/v1/units/${name}/checkpoints/v0/restore`)
-            : api("DELETE", `/v1/units/${name}/checkpoints/v0`);
+            : op === "delete"
+              ? api("DELETE", `/v1/units/${name}/checkpoints/v0`)
+              : api("DELETE", `/v1/units/${name}`);
       const response = request.then((r) => r.text()).catch((err: unknown) => `failed: ${String(err)}`);
       const signal = await Promise.race([died, new Promise<"alive">((r) => setTimeout(() => r("alive"), 20_000))]);
       assert.equal(signal, "SIGKILL", `${fp}: the server was killed at the failpoint (response: ${await response})`);

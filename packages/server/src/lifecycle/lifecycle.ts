@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import type { AgentTimeouts } from "../agent/deadline.js";
 import type { EmitEvent } from "../events/event-log.js";
+import { failpoint } from "../failpoints/failpoints.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
 import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
@@ -343,14 +344,25 @@ export class Lifecycle {
       });
   }
 
-  async destroy(unit: UnitRecord): Promise<void> {
-    await this.table.mutex.run(unit.id, async () => {
+  /**
+   * Removes the unit's host resources, then its record (`drop`, whose answer is returned), then the
+   * tombstone that stood for it meanwhile (runtime.ts `destroy`): a crash part way is finished at
+   * the next start (readopt.ts), never a record left without its disk.
+   */
+  async destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T> {
+    return this.table.mutex.run(unit.id, async () => {
+      let dropped!: T;
       await this.table.destroying(unit.id, async () => {
         await this.hooks.stopped(unit.id);
         await this.runtime.destroy(unit.id);
+        failpoint("unit-delete.destroyed");
+        dropped = await drop();
+        failpoint("unit-delete.dropped");
+        await this.runtime.forget(unit.id);
       });
       this.table.untrack(unit.id);
       this.activity.forget(unit.id);
+      return dropped;
     });
   }
 }

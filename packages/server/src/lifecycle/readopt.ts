@@ -8,7 +8,7 @@ import type { UnitTable } from "./unit-table.js";
 /**
  * What a server does as it starts (docs/ARCHITECTURE.md section 8): units that kept running are
  * adopted again (their status in the database follows what runs), containers whose unit is gone
- * are stopped, and checkpoint work a crash interrupted is finished or rolled back.
+ * are stopped, and deletes and checkpoint work a crash interrupted are finished or rolled back.
  */
 export async function reconcile(deps: {
   store: Store;
@@ -19,6 +19,29 @@ export async function reconcile(deps: {
   running: (unitId: string) => Promise<void>;
 }): Promise<void> {
   const { store, runtime, table, log } = deps;
+  // Deletes a crash interrupted are finished first: their units are not adopted again.
+  // A host command the killed server started may still be removing a part of it: a few tries.
+  for (const id of await runtime.deleting()) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await runtime.destroy(id);
+        const unit = await store.units.getById(id);
+        if (unit) await store.units.delete(unit.orgId, unit.name);
+        await runtime.forget(id);
+        log.info({ unitId: id, unit: unit?.name }, "finished a delete interrupted by a crash");
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          log.error(
+            { err, unitId: id },
+            "finishing a delete interrupted by a crash failed; the next start tries again",
+          );
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
   const live = await runtime.running();
   for (const [id, state] of live) {
     const unit = await store.units.getById(id);

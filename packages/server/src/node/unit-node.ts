@@ -34,8 +34,12 @@ export interface UnitNode {
   deleteTemplate(template: TemplateRecord): Promise<void>;
   /** Gives a new unit a snapshot of a template as its disk (O(1)); `TemplateGoneError` if it was deleted meanwhile. */
   fromTemplate(template: TemplateRecord, unit: UnitRecord): Promise<void>;
-  /** Removes the unit and every host resource it had (its record is the caller's). */
-  destroy(unit: UnitRecord): Promise<void>;
+  /**
+   * Removes the unit and every host resource it had; `drop` removes its record (the caller's) once
+   * nothing of the unit can run again, and its answer is returned. A crash part way is finished at
+   * the node's next start.
+   */
+  destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T>;
   /** Spec 2.4: healthy when the agent answers in time; an unhealthy unit is restarted by the next wake. */
   health(unit: UnitRecord): Promise<UnitHealth>;
   /**

@@ -77,8 +77,15 @@ export interface UnitRuntime {
   resume(unitId: string): Promise<void>;
   /** Stops every process of the unit; its disk stays. */
   stop(unitId: string): Promise<void>;
-  /** Removes the unit and every host resource it had. */
+  /**
+   * Removes the unit and every host resource it had but a tombstone, written first, that says it is
+   * being deleted (idempotent). `forget` removes the tombstone once the unit's record is gone; a
+   * crash before that leaves it for `deleting` to report at the next start.
+   */
   destroy(unitId: string): Promise<void>;
+  forget(unitId: string): Promise<void>;
+  /** Units whose delete a crash interrupted: destroy them again, drop their records, forget them. */
+  deleting(): Promise<string[]>;
   state(unitId: string): Promise<RuntimeState>;
   /** Cheap liveness check of a unit believed to run (no process spawned): false once its processes are gone. */
   isAlive(unitId: string): Promise<boolean>;

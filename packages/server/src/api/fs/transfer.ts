@@ -51,9 +51,8 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
         "content-type": "application/octet-stream",
         ...(read.size !== undefined && { "content-length": read.size }),
       });
-      const complete = await read.relayTo(reply.raw);
+      const complete = await read.relayTo(reply.raw, (n) => metrics.fs("read", n));
       release();
-      if (complete && read.size !== undefined) metrics.fs("read", read.size);
       req.log.info(
         {
           method: req.method,

@@ -195,11 +195,7 @@ export class UnitService {
       // Whatever the host made of it (a part of the copy; a disk a request racing the fork booted)
       // goes with its row. If that fails, the row stays: a unit the user sees and can delete,
       // rather than a disk on the host that nothing points at.
-      const gone = await this.node.destroy(unit).then(
-        () => true,
-        () => false,
-      );
-      if (gone) await this.store.units.delete(org.id, unit.name);
+      await this.node.destroy(unit, () => this.store.units.delete(org.id, unit.name)).catch(() => {});
       throw err;
     }
     this.emit(
@@ -277,8 +273,8 @@ export class UnitService {
 
   async delete(org: OrgRecord, name: string, actor: Actor): Promise<void> {
     const unit = await this.require(org, name);
-    await this.node.destroy(unit);
-    if (!(await this.store.units.delete(org.id, unit.name))) throw ApiError.unitNotFound(name);
+    if (!(await this.node.destroy(unit, () => this.store.units.delete(org.id, unit.name))))
+      throw ApiError.unitNotFound(name);
     this.emit({ orgId: org.id, type: "unit.deleted", unit: unit.name, actor, data: {} });
   }
 

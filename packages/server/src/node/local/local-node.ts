@@ -101,8 +101,8 @@ export class LocalNode implements UnitNode {
     return this.lifecycle.templates.fill(template, unit);
   }
 
-  destroy(unit: UnitRecord): Promise<void> {
-    return this.lifecycle.destroy(unit);
+  destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T> {
+    return this.lifecycle.destroy(unit, drop);
   }
 
   health(unit: UnitRecord): Promise<UnitHealth> {

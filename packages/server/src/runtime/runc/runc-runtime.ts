@@ -26,7 +26,7 @@ import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
 import { deleteTemplate, publishTemplate, templateDisk } from "./templates.js";
-import { createDisk, destroyDisk, forkDisk, limitDisk, unitQgroup } from "./unit-disk.js";
+import { createDisk, deletingDisks, destroyDisk, forgetDisk, forkDisk, limitDisk, unitQgroup } from "./unit-disk.js";
 import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
@@ -230,6 +230,14 @@ export class RuncRuntime implements UnitRuntime {
     await this.stop(id);
     await destroyDisk(this.paths, id, this.quotaPool);
     this.diskLimits.delete(id);
+  }
+
+  async forget(id: string): Promise<void> {
+    await forgetDisk(this.paths, id);
+  }
+
+  deleting(): Promise<string[]> {
+    return deletingDisks(this.paths);
   }
 
   async state(id: string): Promise<RuntimeState> {

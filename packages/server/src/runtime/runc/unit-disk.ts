@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { failpoint } from "../../failpoints/failpoints.js";
 import {
   assignQgroup,
   createQgroup,
@@ -12,10 +13,20 @@ import {
 } from "../storage/btrfs.js";
 import type { UnitPaths } from "./unit-paths.js";
 
+/**
+ * A unit being deleted: `<disk>/deleting`, written (and synced) before anything of the unit goes, and
+ * removed with the directory only once the caller has dropped the unit's record (`forgetDisk`). A
+ * crash in between leaves the record with the tombstone, never a record without a disk that would
+ * boot again with fresh files: the next start finishes the delete (`deletingDisks`).
+ */
+const TOMBSTONE = "deleting";
+
 /** A unit's disk: a writable snapshot of the base image (O(1), it costs no process). Idempotent: a unit that has its disk keeps it. */
 export async function createDisk(paths: UnitPaths, imagePath: string, id: string): Promise<void> {
   const { disk, rootfs } = paths.unit(id);
   if (existsSync(rootfs)) return;
+  // A unit whose delete was interrupted is not given fresh files: the next start finishes the delete.
+  if (existsSync(join(disk, TOMBSTONE))) throw new Error(`unit ${id} is being deleted`);
   await mkdir(disk, { recursive: true });
   await snapshot(imagePath, rootfs, { readonly: false });
 }
@@ -97,6 +108,20 @@ export async function forkDisk(paths: UnitPaths, srcId: string, cpId: string, ne
 export async function destroyDisk(paths: UnitPaths, id: string, pool: string | undefined): Promise<void> {
   const { disk: dir, checkpoints, run } = paths.unit(id);
   const group = unitQgroup(paths, id);
+  await mkdir(dir, { recursive: true });
+  const mark = await open(join(dir, TOMBSTONE), "w");
+  try {
+    await mark.sync();
+  } finally {
+    await mark.close();
+  }
+  const parent = await open(dir, "r");
+  try {
+    await parent.sync();
+  } finally {
+    await parent.close();
+  }
+  failpoint("unit-delete.tombstoned");
   let cps: string[] = [];
   try {
     cps = await readdir(checkpoints);
@@ -104,9 +129,25 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   for (const sub of [...cps.map((cp) => join("checkpoints", cp)), "rootfs", "rootfs.old", "rootfs.new"]) {
     if (existsSync(join(dir, sub))) await deleteSubvolume(join(dir, sub));
   }
-  await rm(dir, { recursive: true, force: true });
+  for (const name of await readdir(dir)) {
+    if (name !== TOMBSTONE) await rm(join(dir, name), { recursive: true, force: true });
+  }
   await rm(run, { recursive: true, force: true });
   // The group goes with it (a fork still sharing its data keeps that charged to a stale member,
   // which is then no one's: nothing more). A removal that fails is the start's sweep's.
   if (group && pool) await dropQgroup(pool, group).catch(() => false);
+}
+
+/** Removes a destroyed unit's tombstone: its record is gone. */
+export async function forgetDisk(paths: UnitPaths, id: string): Promise<void> {
+  await rm(paths.unit(id).disk, { recursive: true, force: true });
+}
+
+/** Units whose delete a crash interrupted (their tombstone is there). */
+export async function deletingDisks(paths: UnitPaths): Promise<string[]> {
+  let ids: string[] = [];
+  try {
+    ids = await readdir(paths.unitsDir);
+  } catch {}
+  return ids.filter((id) => existsSync(join(paths.unit(id).disk, TOMBSTONE)));
 }
