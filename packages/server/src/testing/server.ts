@@ -186,7 +186,12 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       const templates = await server.store.templates.all();
       await server.close();
       const failures: unknown[] = [];
-      for (const u of units) await rt.runtime.destroy(u.id).catch((err) => failures.push(err));
+      for (const u of units) {
+        await rt.runtime
+          .destroy(u.id)
+          .then(() => rt.runtime.forget(u.id))
+          .catch((err) => failures.push(err));
+      }
       for (const t of templates) await rt.runtime.deleteTemplate(t.id).catch((err) => failures.push(err));
       // A safety net for what a failed destroy may have left mounted in the run dirs.
       await unmountBelow(join(dataDir, "run")).catch((err) => failures.push(err));

@@ -55,7 +55,10 @@ describe("recovery of interrupted checkpoint work", () => {
     rt = await openTestRuntime(dataDir);
   });
   after(async () => {
-    for (const id of ids) await rt.runtime.destroy(id);
+    for (const id of ids) {
+      await rt.runtime.destroy(id);
+      await rt.runtime.forget(id);
+    }
     await rt.release();
     await rm(dataDir, { recursive: true, force: true });
   });

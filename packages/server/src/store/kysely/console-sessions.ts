@@ -1,7 +1,7 @@
 import type { Kysely } from "kysely";
 import type { ConsoleSessionRecord } from "../records.js";
 import type { ConsoleSessionStore } from "../store.js";
-import { orgFromRow, tokenFromRow } from "./rows.js";
+import { JOINED_ORG_COLUMNS, joinedOrgFromRow, tokenFromRow } from "./rows.js";
 import type { ConsoleSessionsTable, Database } from "./schema.js";
 
 function fromRow(r: ConsoleSessionsTable): ConsoleSessionRecord {
@@ -49,12 +49,7 @@ export function consoleSessionStore(db: Kysely<Database>): ConsoleSessionStore {
           "console_sessions.csrf as s_csrf",
           "console_sessions.created_at as s_created_at",
           "console_sessions.expires_at as s_expires_at",
-          "orgs.slug as org_slug",
-          "orgs.units_enabled as org_units_enabled",
-          "orgs.max_units as org_max_units",
-          "orgs.running_limit as org_running_limit",
-          "orgs.warm_limit as org_warm_limit",
-          "orgs.created_at as org_created_at",
+          ...JOINED_ORG_COLUMNS,
         ])
         .where("console_sessions.id_hash", "=", idHash)
         .where("console_sessions.expires_at", ">", at)
@@ -72,15 +67,7 @@ export function consoleSessionStore(db: Kysely<Database>): ConsoleSessionStore {
           expires_at: row.s_expires_at,
         }),
         token: tokenFromRow(row),
-        org: orgFromRow({
-          id: row.org_id,
-          slug: row.org_slug,
-          units_enabled: row.org_units_enabled,
-          max_units: row.org_max_units,
-          running_limit: row.org_running_limit,
-          warm_limit: row.org_warm_limit,
-          created_at: row.org_created_at,
-        }),
+        org: joinedOrgFromRow(row),
       };
     },
     async delete(idHash) {

@@ -11,6 +11,39 @@ import type {
 } from "../records.js";
 import type { CheckpointsTable, OrgsTable, TokensTable, UnitsTable } from "./schema.js";
 
+/**
+ * An organization's columns selected beside its token's (the query joins `orgs`), named `org_*`:
+ * the one list for every token lookup, read back by `joinedOrgFromRow` (a new column goes in both).
+ */
+export const JOINED_ORG_COLUMNS = [
+  "orgs.slug as org_slug",
+  "orgs.units_enabled as org_units_enabled",
+  "orgs.max_units as org_max_units",
+  "orgs.running_limit as org_running_limit",
+  "orgs.warm_limit as org_warm_limit",
+  "orgs.created_at as org_created_at",
+] as const;
+
+export function joinedOrgFromRow(r: {
+  org_id: string;
+  org_slug: string;
+  org_units_enabled: OrgsTable["units_enabled"];
+  org_max_units: OrgsTable["max_units"];
+  org_running_limit: OrgsTable["running_limit"];
+  org_warm_limit: OrgsTable["warm_limit"];
+  org_created_at: string;
+}): OrgRecord {
+  return orgFromRow({
+    id: r.org_id,
+    slug: r.org_slug,
+    units_enabled: r.org_units_enabled,
+    max_units: r.org_max_units,
+    running_limit: r.org_running_limit,
+    warm_limit: r.org_warm_limit,
+    created_at: r.org_created_at,
+  });
+}
+
 export function orgFromRow(r: OrgsTable): OrgRecord {
   return Object.freeze({
     id: r.id,

@@ -10,7 +10,17 @@ import type { DialectAdapter } from "./dialect.js";
 import { eventStore, webhookStore } from "./events.js";
 import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
-import { checkpointFromRow, first, orgFromRow, patchColumns, tokenFromRow, unitFromRow, unitToRow } from "./rows.js";
+import {
+  checkpointFromRow,
+  first,
+  JOINED_ORG_COLUMNS,
+  joinedOrgFromRow,
+  orgFromRow,
+  patchColumns,
+  tokenFromRow,
+  unitFromRow,
+  unitToRow,
+} from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 import { templateStore } from "./templates.js";
 import { usageStore } from "./usage.js";
@@ -108,29 +118,14 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
         .selectFrom("tokens")
         .innerJoin("orgs", "orgs.id", "tokens.org_id")
         .selectAll("tokens")
-        .select([
-          "orgs.slug as org_slug",
-          "orgs.units_enabled as org_units_enabled",
-          "orgs.max_units as org_max_units",
-          "orgs.running_limit as org_running_limit",
-          "orgs.warm_limit as org_warm_limit",
-          "orgs.created_at as org_created_at",
-        ])
+        .select(JOINED_ORG_COLUMNS)
         .where("tokens.token_hash", "=", hash)
         .where("tokens.revoked_at", "is", null)
         .executeTakeFirst();
       if (!row) return undefined;
       return {
         token: tokenFromRow(row),
-        org: orgFromRow({
-          id: row.org_id,
-          slug: row.org_slug,
-          units_enabled: row.org_units_enabled,
-          max_units: row.org_max_units,
-          running_limit: row.org_running_limit,
-          warm_limit: row.org_warm_limit,
-          created_at: row.org_created_at,
-        }),
+        org: joinedOrgFromRow(row),
       };
     },
     async list(orgId) {
