@@ -45,8 +45,6 @@ export interface ResourceLimits {
 export interface UnitStats {
   /** CPU time used since boot, in nanoseconds. */
   readonly cpuNs: number;
-  /** Resident memory of the unit's processes (cgroup rss), in bytes. */
-  readonly rssBytes: number;
 }
 
 /**

@@ -1,5 +1,6 @@
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { readKernelFile } from "./cgroups.js";
 
 // Units that press against their limits yield to the others (issue #19 finding 9). Equal CPU
 // shares split a busy host evenly between a storming unit and one that answers requests, which
@@ -81,21 +82,17 @@ export class CpuWeights {
     return join(this.cgroupRoot, controller, `ums-${this.rid}`, id);
   }
 
-  private async read(id: string): Promise<Pressure | undefined> {
-    try {
-      const [events, stat] = await Promise.all([
-        readFile(join(this.dir("pids", id), "pids.events"), "utf8"),
-        readFile(join(this.dir("cpu", id), "cpu.stat"), "utf8"),
-      ]);
-      const field = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
-      return {
-        forksRefused: field(events, "max"),
-        periods: field(stat, "nr_periods"),
-        throttled: field(stat, "nr_throttled"),
-      };
-    } catch {
-      return undefined; // gone, or not a unit
-    }
+  private read(id: string): Pressure | undefined {
+    // Synchronous reads of two small kernel files (cgroups.ts `readKernelFile`).
+    const events = readKernelFile(join(this.dir("pids", id), "pids.events"));
+    const stat = readKernelFile(join(this.dir("cpu", id), "cpu.stat"));
+    if (events === undefined || stat === undefined) return undefined; // gone, or not a unit
+    const field = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+    return {
+      forksRefused: field(events, "max"),
+      periods: field(stat, "nr_periods"),
+      throttled: field(stat, "nr_throttled"),
+    };
   }
 
   /** One round: demotes the units that pressed since the last, restores those calm for `calmMs`. */
@@ -108,7 +105,7 @@ export class CpuWeights {
     }
     for (const gone of [...this.units.keys()].filter((id) => !ids.includes(id))) this.units.delete(gone);
     for (const id of ids) {
-      const current = await this.read(id);
+      const current = this.read(id);
       if (!current) continue;
       const w = this.units.get(id);
       if (!w) {
