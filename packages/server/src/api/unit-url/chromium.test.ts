@@ -125,13 +125,18 @@ describe("unit URL in headless Chromium", { skip: chromium ? false : "chromium i
     page = await Page.open(wsUrl);
   });
   after(async () => {
-    page?.close();
-    if (browser && browser.exitCode === null) {
-      browser.kill("SIGTERM");
-      await new Promise((r) => browser.once("exit", r));
+    try {
+      page?.close();
+      if (browser && browser.exitCode === null) {
+        browser.kill("SIGTERM");
+        await new Promise((r) => browser.once("exit", r));
+      }
+      // Chromium's helper processes can still be writing the profile for a moment after the
+      // browser's own exit (a CI run failed here with ENOTEMPTY): retried, as rm allows.
+      if (profile) await rm(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
+    } finally {
+      await s?.close();
     }
-    if (profile) await rm(profile, { recursive: true, force: true });
-    await s?.close();
   });
 
   it("logs in through the login page and then reaches the unit with the session cookie", async () => {
