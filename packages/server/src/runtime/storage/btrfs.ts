@@ -247,6 +247,9 @@ export async function deleteSubvolume(path: string): Promise<void> {
     return;
   } catch (err) {
     if (!(err instanceof CommandError)) throw err;
+    // Gone all the same (another delete of it finished first, or this one reported an error after
+    // it had happened): what was asked is done. A clean-clone run failed here listing its children.
+    if (!(await isSubvolume(abs))) return;
   }
   const children = await childSubvolumes(abs);
   if (children.length > 0 && (await isReadonly(abs))) await setReadonly(abs, false);
