@@ -17,7 +17,9 @@ import type { UnitPaths } from "./unit-paths.js";
  * A unit being deleted: `<disk>/deleting`, written (and synced) before anything of the unit goes, and
  * removed with the directory only once the caller has dropped the unit's record (`forgetDisk`). A
  * crash in between leaves the record with the tombstone, never a record without a disk that would
- * boot again with fresh files: the next start finishes the delete (`deletingDisks`).
+ * boot again with fresh files: the next start finishes the delete (`deletingDisks`). It holds the
+ * deleting server's runtime id: servers that share a pool finish only their own deletes (a server
+ * starting while another deletes a unit must not take that delete over).
  */
 const TOMBSTONE = "deleting";
 
@@ -111,6 +113,7 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   await mkdir(dir, { recursive: true });
   const mark = await open(join(dir, TOMBSTONE), "w");
   try {
+    await mark.writeFile(paths.rid);
     await mark.sync();
   } finally {
     await mark.close();
@@ -143,11 +146,17 @@ export async function forgetDisk(paths: UnitPaths, id: string): Promise<void> {
   await rm(paths.unit(id).disk, { recursive: true, force: true });
 }
 
-/** Units whose delete a crash interrupted (their tombstone is there). */
+/** This server's units whose delete a crash interrupted (their tombstone names this server). */
 export async function deletingDisks(paths: UnitPaths): Promise<string[]> {
   let ids: string[] = [];
   try {
     ids = await readdir(paths.unitsDir);
   } catch {}
-  return ids.filter((id) => existsSync(join(paths.unit(id).disk, TOMBSTONE)));
+  return ids.filter((id) => {
+    try {
+      return readFileSync(join(paths.unit(id).disk, TOMBSTONE), "utf8") === paths.rid;
+    } catch {
+      return false;
+    }
+  });
 }

@@ -35,7 +35,8 @@ export class UnitPaths {
   constructor(
     dataDir: string,
     poolDir: string,
-    private readonly rid: string,
+    /** This server's runtime id (its data dir's `runtime-id`). */
+    readonly rid: string,
   ) {
     this.unitsDir = join(poolDir, "units");
     this.runRoot = join(dataDir, "run");
