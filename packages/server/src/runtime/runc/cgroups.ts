@@ -1,6 +1,7 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { KernelFiles } from "../../usage/kernel-files.js";
 import type { UnitStats } from "../runtime.js";
 
 /** Where the cgroup v1 controllers are mounted (one hierarchy each). */
@@ -65,25 +66,15 @@ export async function cgroupHasTasks(cgroupsPath: string): Promise<boolean | und
   }
 }
 
-/** CPU time (cpuacct) and resident memory (memory.stat rss) of the cgroup's tasks. */
-/**
- * Reads a small kernel file (cgroup, sysfs) in one synchronous call. The idle sweep and the CPU
- * weights read a few per running unit every second: with `fs/promises` each read was four trips
- * through the thread pool (open, fstat, read, close) and at 200 units the idle server spent about
- * half a core on them (issue #16). A pseudo-file never waits on a disk: read here it costs a few
- * microseconds of the event loop. Undefined when the file is gone (the unit stopped meanwhile).
- */
-export function readKernelFile(path: string): string | undefined {
-  try {
-    return readFileSync(path, "utf8");
-  } catch {
-    return undefined;
-  }
-}
+// Read every second per running unit by the idle sweep: synchronously into one reused buffer
+// (usage/kernel-files.ts), not through fs/promises, whose four thread-pool trips per file cost an
+// idle server with many units a large share of a core (issue #16).
+const kernel = new KernelFiles();
 
+/** CPU time (cpuacct) of the cgroup's tasks; undefined when it is gone (the unit stopped). */
 export function cgroupStats(cgroupsPath: string): UnitStats | undefined {
-  const cpu = readKernelFile(join(CGROUP_ROOT, "cpuacct", cgroupsPath, "cpuacct.usage"));
-  return cpu === undefined ? undefined : { cpuNs: Number(cpu.trim()) };
+  const cpuNs = kernel.number(join(CGROUP_ROOT, "cpuacct", cgroupsPath, "cpuacct.usage"));
+  return cpuNs === undefined ? undefined : { cpuNs };
 }
 
 /** Removes this runtime's (empty) parent cgroups; runc removes each unit's own on delete. */

@@ -1,6 +1,6 @@
 import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { readKernelFile } from "./cgroups.js";
+import { KernelFiles } from "../../usage/kernel-files.js";
 
 // Units that press against their limits yield to the others (issue #19 finding 9). Equal CPU
 // shares split a busy host evenly between a storming unit and one that answers requests, which
@@ -48,6 +48,7 @@ export class CpuWeights {
   private readonly units = new Map<string, Watched>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly kernel = new KernelFiles();
 
   constructor(
     private readonly cgroupRoot: string,
@@ -83,16 +84,12 @@ export class CpuWeights {
   }
 
   private read(id: string): Pressure | undefined {
-    // Synchronous reads of two small kernel files (cgroups.ts `readKernelFile`).
-    const events = readKernelFile(join(this.dir("pids", id), "pids.events"));
-    const stat = readKernelFile(join(this.dir("cpu", id), "cpu.stat"));
-    if (events === undefined || stat === undefined) return undefined; // gone, or not a unit
-    const field = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
-    return {
-      forksRefused: field(events, "max"),
-      periods: field(stat, "nr_periods"),
-      throttled: field(stat, "nr_throttled"),
-    };
+    // Synchronously, into one reused buffer (usage/kernel-files.ts): every unit, every second.
+    const k = this.kernel;
+    if (!k.read(join(this.dir("pids", id), "pids.events"))) return undefined; // gone, or not a unit
+    const forksRefused = k.field("max") ?? 0;
+    if (!k.read(join(this.dir("cpu", id), "cpu.stat"))) return undefined;
+    return { forksRefused, periods: k.field("nr_periods") ?? 0, throttled: k.field("nr_throttled") ?? 0 };
   }
 
   /** One round: demotes the units that pressed since the last, restores those calm for `calmMs`. */
