@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, open, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
@@ -14,21 +14,25 @@ import {
 import type { UnitPaths } from "./unit-paths.js";
 
 /**
- * A unit being deleted: `<disk>/deleting`, written (and synced) before anything of the unit goes, and
- * removed with the directory only once the caller has dropped the unit's record (`forgetDisk`). A
- * crash in between leaves the record with the tombstone, never a record without a disk that would
- * boot again with fresh files: the next start finishes the delete (`deletingDisks`). It holds the
- * deleting server's runtime id: servers that share a pool finish only their own deletes (a server
- * starting while another deletes a unit must not take that delete over).
+ * A unit being deleted: `<disk>/deleting.<runtime id>`, made (and synced) before anything of the unit
+ * goes, and removed with the directory only once the caller has dropped the unit's record
+ * (`forgetDisk`). A crash in between leaves the record with the tombstone, never a record without a
+ * disk that would boot again with fresh files: the next start finishes the delete (`deletingDisks`).
+ * Its name holds the deleting server's runtime id: servers that share a pool finish only their own
+ * deletes (a server starting while another deletes a unit must not take that delete over). It is
+ * empty, so making it costs metadata only: a delete is what frees a full pool, and btrfs reserves a
+ * data block for any write, which a full pool refuses (ENOSPC).
  */
-const TOMBSTONE = "deleting";
+const TOMBSTONE = "deleting.";
+const tombstone = (paths: UnitPaths) => `${TOMBSTONE}${paths.rid}`;
+const isTombstone = (name: string) => name.startsWith(TOMBSTONE);
 
 /** A unit's disk: a writable snapshot of the base image (O(1), it costs no process). Idempotent: a unit that has its disk keeps it. */
 export async function createDisk(paths: UnitPaths, imagePath: string, id: string): Promise<void> {
   const { disk, rootfs } = paths.unit(id);
   if (existsSync(rootfs)) return;
   // A unit whose delete was interrupted is not given fresh files: the next start finishes the delete.
-  if (existsSync(join(disk, TOMBSTONE))) throw new Error(`unit ${id} is being deleted`);
+  if (existsSync(disk) && readdirSync(disk).some(isTombstone)) throw new Error(`unit ${id} is being deleted`);
   await mkdir(disk, { recursive: true });
   await snapshot(imagePath, rootfs, { readonly: false });
 }
@@ -111,9 +115,8 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   const { disk: dir, checkpoints, run } = paths.unit(id);
   const group = unitQgroup(paths, id);
   await mkdir(dir, { recursive: true });
-  const mark = await open(join(dir, TOMBSTONE), "w");
+  const mark = await open(join(dir, tombstone(paths)), "w");
   try {
-    await mark.writeFile(paths.rid);
     await mark.sync();
   } finally {
     await mark.close();
@@ -133,7 +136,7 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
     if (existsSync(join(dir, sub))) await deleteSubvolume(join(dir, sub));
   }
   for (const name of await readdir(dir)) {
-    if (name !== TOMBSTONE) await rm(join(dir, name), { recursive: true, force: true });
+    if (!isTombstone(name)) await rm(join(dir, name), { recursive: true, force: true });
   }
   await rm(run, { recursive: true, force: true });
   // The group goes with it (a fork still sharing its data keeps that charged to a stale member,
@@ -152,11 +155,5 @@ export async function deletingDisks(paths: UnitPaths): Promise<string[]> {
   try {
     ids = await readdir(paths.unitsDir);
   } catch {}
-  return ids.filter((id) => {
-    try {
-      return readFileSync(join(paths.unit(id).disk, TOMBSTONE), "utf8") === paths.rid;
-    } catch {
-      return false;
-    }
-  });
+  return ids.filter((id) => existsSync(join(paths.unit(id).disk, tombstone(paths))));
 }
