@@ -17,6 +17,7 @@ import { templateCommand } from "./commands/templates.js";
 import { topCommand } from "./commands/top.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
 import { UsageError } from "./errors.js";
+import { exitWhenFlushed } from "./exit.js";
 
 /**
  * Commands that are not user commands: the host-admin ones (they load @ums/server, host-only and
@@ -103,17 +104,17 @@ export async function runProgram(
     await program.parseAsync(argv as string[]);
   } catch (err) {
     // Commander's own refusals (unknown option, missing argument) are usage errors: exit 2.
-    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    if (err instanceof CommanderError) return exitWhenFlushed(err.exitCode === 0 ? 0 : 2);
     if (err instanceof UsageError || isUsage(err)) {
       process.stderr.write(`ums: ${(err as Error).message}\n`);
-      process.exit(2);
+      return exitWhenFlushed(2);
     }
     // The server's (or the SDK's) stable code first, then what it said: one line.
     if (err instanceof UmsError) {
       process.stderr.write(`ums: ${err.code}: ${err.message.replace(/\s*\n\s*/g, " ")}\n`);
-      process.exit(1);
+      return exitWhenFlushed(1);
     }
     process.stderr.write(`ums: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    return exitWhenFlushed(1);
   }
 }

@@ -2,6 +2,7 @@
 // tools act with the current context's token (ums login), or UMS_URL / UMS_TOKEN.
 
 import { Command } from "commander";
+import { exitWhenFlushed } from "../exit.js";
 import { resolveConnection } from "../user/connect.js";
 import { examples, withContext } from "../user/options.js";
 
@@ -13,7 +14,7 @@ export function mcpCommand(): Command {
       // The MCP SDK and zod load only here: every other command starts without them (issue #13's start-up goal).
       const { serveStdio } = await import("@ums/mcp");
       await serveStdio(client);
-      process.exit(0);
+      await exitWhenFlushed(0);
     });
   return examples(cmd, [
     "ums mcp                       # as the agent host's command",

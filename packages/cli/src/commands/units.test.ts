@@ -1,10 +1,12 @@
 // `ums create|list|info|delete|use` and `ums exec` against a real server with real units.
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { after, before, describe, it } from "node:test";
 import { UmsClient, Unit } from "@ums/sdk";
-import { startUserCli, type UserCli } from "../testing/user-cli.js";
+import { startUserCli, UMS, type UserCli } from "../testing/user-cli.js";
 
 describe("ums create, list, info, delete, use, exec", () => {
   let cli: UserCli;
@@ -94,6 +96,24 @@ describe("ums create, list, info, delete, use, exec", () => {
     const cat = await cli.run(["exec", "runner", "--", "cat"], { stdin: bytes });
     assert.equal(cat.code, 0, cat.stderr);
     assert.ok(cat.stdout.equals(bytes), `${cat.stdout.length} bytes back of ${bytes.length}`);
+
+    // A reader slower than the command: what still waits for the pipe when the command is done
+    // arrives all the same (the CLI once exited with it queued, losing the output's tail).
+    const slow = spawn(UMS, ["exec", "runner", "--", "head", "-c", "3000000", "/dev/zero"], {
+      env: cli.env(),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const kill = setTimeout(() => slow.kill("SIGKILL"), 60_000);
+    const closed = once(slow, "close");
+    await new Promise((r) => setTimeout(r, 3000)); // not read meanwhile: the pipe fills
+    let got = 0;
+    slow.stdout.on("data", (d: Buffer) => {
+      got += d.length;
+    });
+    const [slowCode] = await closed;
+    clearTimeout(kill);
+    assert.equal(slowCode, 0);
+    assert.equal(got, 3_000_000, "every byte reaches a slow reader");
 
     const env = await cli.ok([
       "exec",

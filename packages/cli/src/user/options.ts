@@ -1,16 +1,16 @@
 import { type Command, Option } from "commander";
 import { UsageError } from "../errors.js";
+import { exitWhenFlushed } from "../exit.js";
 
 /**
  * `--context NAME`: which login of the config file to use (env UMS_CONTEXT; default: the current
  * one). Every command that talks to the server has it, and exits as soon as its action is done
- * rather than when idle keep-alive connections close (stdout and stderr are synchronous for files
- * and pipes on Linux, so nothing written is lost).
+ * and what it printed has left (exitWhenFlushed), rather than when idle keep-alive connections close.
  */
 export function withContext(cmd: Command): Command {
   return cmd
     .addOption(new Option("--context <name>", "use this login context (env UMS_CONTEXT)"))
-    .hook("postAction", () => process.exit());
+    .hook("postAction", () => exitWhenFlushed());
 }
 
 export function withJson(cmd: Command): Command {
