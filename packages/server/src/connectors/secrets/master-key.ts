@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { chmod, open, readFile, rename, stat } from "node:fs/promises";
+import { chmod, open, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { syncDir, writeFileDurably } from "../../util/durable-file.js";
 import { SecretBox } from "./crypto.js";
 
 /**
@@ -36,16 +37,7 @@ export function parseEnvKeys(value: string): KeyRing {
 }
 
 async function writeRing(path: string, ring: KeyRing): Promise<void> {
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fh = await open(tmp, "w", 0o600);
-  try {
-    await fh.writeFile(`${JSON.stringify(ring)}\n`);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await chmod(tmp, 0o600);
-  await rename(tmp, path);
+  await writeFileDurably(path, `${JSON.stringify(ring)}\n`, { tmp: `${path}.tmp-${process.pid}`, mode: 0o600 });
 }
 
 async function readRing(path: string): Promise<KeyRing | undefined> {
@@ -78,9 +70,15 @@ export async function loadSecretBox(dataDir: string, env: NodeJS.ProcessEnv = pr
     ring = { current: 1, keys: { "1": randomBytes(32).toString("base64") } };
     // "wx": two servers starting at once on one data dir must not each make a key.
     try {
+      // Durable before anything is sealed with it: a key lost to a crash loses every secret.
       const fh = await open(path, "wx", 0o600);
-      await fh.writeFile(`${JSON.stringify(ring)}\n`);
-      await fh.close();
+      try {
+        await fh.writeFile(`${JSON.stringify(ring)}\n`);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await syncDir(dataDir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       ring = (await readRing(path)) as KeyRing;

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
-import { open, readFile, rename, rm } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileDurably } from "../../util/durable-file.js";
 
 /**
  * The restore journal, `restore.json` in the unit's disk directory: which checkpoint a restore
@@ -19,17 +20,9 @@ export function hasJournal(dir: string): boolean {
   return existsSync(join(dir, FILE));
 }
 
-/** Replaces the journal atomically (written aside, synced, renamed over). */
+/** Replaces the journal atomically and durably (written aside, synced, renamed over, dir synced). */
 export async function writeJournal(dir: string, entry: RestoreJournal): Promise<void> {
-  const tmp = join(dir, TMP);
-  const fh = await open(tmp, "w");
-  try {
-    await fh.writeFile(JSON.stringify(entry));
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, join(dir, FILE));
+  await writeFileDurably(join(dir, FILE), JSON.stringify(entry), { tmp: join(dir, TMP) });
 }
 
 /** Undefined when the journal is unreadable (torn write of the first phase): roll back. */

@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, open, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
+import { createMarkerDurably } from "../../util/durable-file.js";
 import {
   assignQgroup,
   createQgroup,
@@ -115,18 +116,7 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   const { disk: dir, checkpoints, run } = paths.unit(id);
   const group = unitQgroup(paths, id);
   await mkdir(dir, { recursive: true });
-  const mark = await open(join(dir, tombstone(paths)), "w");
-  try {
-    await mark.sync();
-  } finally {
-    await mark.close();
-  }
-  const parent = await open(dir, "r");
-  try {
-    await parent.sync();
-  } finally {
-    await parent.close();
-  }
+  await createMarkerDurably(join(dir, tombstone(paths)));
   failpoint("unit-delete.tombstoned");
   let cps: string[] = [];
   try {
