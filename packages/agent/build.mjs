@@ -1,13 +1,42 @@
 // Bundles the agent into one file, dist/agent.mjs, for the host to bind-mount into every unit.
 // node-pty stays external (native addon, mounted beside the bundle at node_modules/node-pty).
+// Also builds dist/libums-statfs.so (src/native/statfs-quota.c: `df` in a unit shows its disk) and
+// the ld.so.preload naming it, which the host binds over the unit's /etc/ld.so.preload.
 // Usage: node packages/agent/build.mjs   (exported build() is used by the tests)
-import { readFileSync, renameSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const outfile = join(here, "dist", "agent.mjs");
+export const statfsLib = join(here, "dist", "libums-statfs.so");
+/** Where the unit finds the library: the agent's dist directory is bound at /.unit/agent. */
+const statfsLibInUnit = "/.unit/agent/libums-statfs.so";
+
+/**
+ * The statfs library, with the host's C compiler (the one npm's native builds use). Without a
+ * compiler there is none, and units show the pool's size in `df` (a warning says so).
+ */
+export function buildStatfsLib() {
+  const tmp = `${statfsLib}.${process.pid}.tmp`;
+  const src = join(here, "src", "native", "statfs-quota.c");
+  try {
+    execFileSync(process.env.CC || "cc", ["-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", tmp, src], {
+      stdio: ["ignore", "inherit", "inherit"],
+    });
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    rmSync(statfsLib, { force: true });
+    rmSync(join(here, "dist", "ld.so.preload"), { force: true });
+    console.warn(`warning: ${src} not built (${err.message}); df in units will show the pool's size`);
+    return undefined;
+  }
+  renameSync(tmp, statfsLib);
+  writeFileSync(join(here, "dist", "ld.so.preload"), `${statfsLibInUnit}\n`);
+  return statfsLib;
+}
 
 export async function build() {
   const pkg = JSON.parse(readFileSync(join(here, "package.json"), "utf8"));
@@ -29,6 +58,7 @@ export async function build() {
     logLevel: "warning",
   });
   renameSync(tmp, outfile); // atomic: concurrent builds never leave a half-written bundle
+  buildStatfsLib();
   return outfile;
 }
 

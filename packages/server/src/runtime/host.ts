@@ -28,7 +28,7 @@ export interface HostRuntimeOptions extends UnitEgressOptions {
 }
 
 /** The host pieces a unit needs from outside: node, catatonit, the agent bundle and node-pty. */
-export function hostPaths(): { node: string; init: string; agentDir: string; nodePty?: string } {
+export function hostPaths(): { node: string; init: string; agentDir: string; nodePty?: string; preload?: string } {
   const require = createRequire(import.meta.url);
   const agentDir = join(dirname(require.resolve("@ums/agent/package.json")), "dist");
   if (!existsSync(join(agentDir, "agent.mjs"))) {
@@ -40,7 +40,10 @@ export function hostPaths(): { node: string; init: string; agentDir: string; nod
   try {
     nodePty = dirname(createRequire(join(agentDir, "..", "package.json")).resolve("node-pty/package.json"));
   } catch {}
-  return { node: process.execPath, init, agentDir, ...(nodePty && { nodePty }) };
+  // The agent build's statfs library (a unit's `df` shows its disk) when the host could compile it.
+  const preload = join(agentDir, "ld.so.preload");
+  const withPreload = existsSync(preload) && existsSync(join(agentDir, "libums-statfs.so"));
+  return { node: process.execPath, init, agentDir, ...(nodePty && { nodePty }), ...(withPreload && { preload }) };
 }
 
 /** A few hex characters naming this data dir's host resources, kept across restarts. */

@@ -43,6 +43,13 @@ describe("disk quotas of units", { timeout: 300_000 }, () => {
     assert.ok(found, `quota group ${group} of ${unitId}`);
     return found;
   };
+  /** What `df` in the unit says of its root filesystem, in bytes. */
+  const df = async (unit: string, path = "/") => {
+    const r = await sh(unit, `sync; df -B1 --output=size,used,avail ${path} | tail -n 1`);
+    assert.equal(r.code, 0, r.out + r.err);
+    const [size, used, avail] = r.out.trim().split(/\s+/).map(Number);
+    return { size: size as number, used: used as number, avail: avail as number };
+  };
   const setDisk = (unit: string, mb: number) =>
     s.api("POST", `/v1/units/${unit}/policy/resources`, { token, json: { disk: { limit_mb: mb } } });
   /** Writes random (incompressible) data to `path` until the disk refuses; the bytes that made it. */
@@ -72,6 +79,22 @@ describe("disk quotas of units", { timeout: 300_000 }, () => {
     const base = await qgroup(id);
     assert.equal(base.limit, 400 * MiB, "the limit is the unit's quota group's");
     assert.ok(base.referenced < 50 * MiB, `its image's files are not charged to it: ${base.referenced}`);
+    // `df` in the unit shows its disk: the limit as its size, what it wrote as used.
+    const empty = await df("full");
+    console.log(`df in the unit: size ${empty.size} B for a limit of ${400 * MiB} B`);
+    assert.ok(Math.abs(empty.size / (400 * MiB) - 1) <= 0.05, `df's size is the limit: ${JSON.stringify(empty)}`);
+    assert.ok(empty.used < 50 * MiB && empty.avail > 350 * MiB, JSON.stringify(empty));
+    assert.equal((await df("full", "/dev/shm")).size, 64 * 1024 * 1024, "other filesystems keep their own figures");
+    // statfs(2) as well as statvfs(3): `stat -f`, and node (libuv) in the unit.
+    const statf = await sh(
+      "full",
+      `stat -f -c '%b %S' /; /.unit/bin/node -e 'const s = require("fs").statfsSync("/"); console.log(s.blocks, s.bsize)'`,
+    );
+    for (const line of statf.out.trim().split("\n")) {
+      const [blocks, blockSize] = line.split(" ").map(Number);
+      assert.equal((blocks as number) * (blockSize as number), empty.size, `agrees with df: ${statf.out}`);
+    }
+    assert.equal(statf.out.trim().split("\n").length, 2, statf.out + statf.err);
     const f = await fill("full", "/root/fill");
     assert.ok(f.refused, `dd was refused with EDQUOT: ${f.out}`);
     const measured = base.referenced + f.bytes;
@@ -80,6 +103,9 @@ describe("disk quotas of units", { timeout: 300_000 }, () => {
       `disk limit 400 MiB; measured in the unit ${(measured / MiB).toFixed(1)} MiB (files written at boot ${(base.referenced / MiB).toFixed(1)} MiB + written ${(f.bytes / MiB).toFixed(1)} MiB): ${(ratio * 100).toFixed(1)} %`,
     );
     assert.ok(Math.abs(ratio - 1) <= 0.05, `within 5 % of the limit: ${ratio}`);
+    const full = await df("full");
+    assert.ok(full.avail < 20 * MiB, `df of a full unit shows (almost) nothing left: ${JSON.stringify(full)}`);
+    assert.ok(Math.abs(full.used / (400 * MiB) - 1) <= 0.05, `and its disk used: ${JSON.stringify(full)}`);
 
     // Through the files API: 507 with the errno.
     const w = await s.api("PUT", `/v1/units/full/fs/write?path=${encodeURIComponent("/home/unit/more")}&workingDir=/`, {
@@ -102,6 +128,7 @@ describe("disk quotas of units", { timeout: 300_000 }, () => {
     const grown = await setDisk("full", 460);
     assert.equal(grown.status, 200);
     assert.equal((await qgroup(ids.get("full") as string)).limit, 460 * MiB);
+    assert.ok(Math.abs((await df("full")).size / (460 * MiB) - 1) <= 0.01, "df shows the new size at once");
     const more = await sh("full", "dd if=/dev/urandom of=/root/more bs=1M count=40 2>&1 && echo ok");
     assert.equal(more.code, 0, `40 MiB more fit: ${more.out}`);
     const rm = await sh("full", "rm /root/fill /root/more && sync && echo gone");
@@ -142,6 +169,7 @@ describe("disk quotas of units", { timeout: 300_000 }, () => {
     assert.equal((await s.api("GET", "/v1/units/forked/policy/resources", { token })).body.disk.limit_mb, 1024);
     assert.equal((await sh("forked", "true")).code, 0);
     assert.equal((await qgroup(forked.body.id)).limit, 1024 * MiB);
+    assert.ok(Math.abs((await df("forked")).size / (1024 * MiB) - 1) <= 0.01, "a fork's df shows its own disk");
 
     const sized = await s.api("POST", "/v1/units", { token, json: { name: "sized", config: { storage_gb: 3 } } });
     assert.equal(sized.status, 201, sized.text);

@@ -7,7 +7,7 @@ import { withAgentListener } from "./agent-listener.js";
 import { protectAgent } from "./agent-protection.js";
 import type { RuncRuntimeConfig } from "./config.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
-import { policyDir, prepareRunDir, publishNetworkPolicy, writeResolvConf } from "./run-dir.js";
+import { policyDir, prepareRunDir, publishDiskGroup, publishNetworkPolicy, writeResolvConf } from "./run-dir.js";
 import type { Runc } from "./runc.js";
 import type { UnitLinks } from "./unit-links.js";
 import type { UnitPaths } from "./unit-paths.js";
@@ -20,6 +20,8 @@ export interface BootContext {
   readonly runc: Runc;
   readonly links: UnitLinks;
   readonly resources: UnitResources;
+  /** The unit's quota group in sysfs (`df` in the unit reads it); undefined while quotas are off. */
+  readonly diskGroup: string | undefined;
   state(id: string): Promise<RuntimeState>;
   /** Undoes a boot that failed halfway. */
   stop(id: string): Promise<void>;
@@ -38,6 +40,7 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
   await prepareRunDir(paths, id);
   const net = await ctx.links.attach(id, spec.network);
   await publishNetworkPolicy(paths, id, spec.network);
+  await publishDiskGroup(paths, id, ctx.diskGroup);
   const resolvConf = await writeResolvConf(paths, id, net.hostIp);
   const view = paths.checkpointView(id);
   try {

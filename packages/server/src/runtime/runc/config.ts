@@ -24,6 +24,8 @@ export interface RuncRuntimeConfig extends UnitEgressOptions {
     readonly init: string;
     readonly agentDir: string;
     readonly nodePty?: string;
+    /** The agent build's ld.so.preload naming its statfs library (`df` shows the unit's disk); absent when not built. */
+    readonly preload?: string;
   };
   /** Host id that is root inside units; `idCount` ids are mapped (the image is shifted the same way). */
   readonly idShift: number;

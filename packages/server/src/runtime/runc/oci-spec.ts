@@ -66,6 +66,8 @@ export interface OciSpecInput {
     readonly resolvConf?: string | undefined;
     /** A host dir with the unit's policy files, bound read-only at /.unit/policy. */
     readonly policy?: string | undefined;
+    /** An ld.so.preload naming the agent's statfs library, bound read-only over /etc/ld.so.preload. */
+    readonly preload?: string | undefined;
   };
   readonly env: Readonly<Record<string, string>>;
   readonly memoryLimitBytes: number | undefined;
@@ -157,6 +159,9 @@ export function buildOciSpec(i: OciSpecInput): Record<string, unknown> {
         ? [{ ...ro(i.hostPaths.policy, UNIT_PATHS.policy), options: ["bind", "ro", "nosuid", "nodev", "noexec"] }]
         : []),
       ...(i.hostPaths.resolvConf ? [ro(i.hostPaths.resolvConf, "/etc/resolv.conf")] : []),
+      // Every glibc process of the unit loads the statfs library: `df` shows the unit's disk size
+      // (agent/src/native/statfs-quota.c; it reads the quota group the host names in /.unit/policy/disk).
+      ...(i.hostPaths.preload ? [ro(i.hostPaths.preload, "/etc/ld.so.preload")] : []),
     ],
     linux: {
       devices: i.privileges.devices.map((d) => ({

@@ -32,9 +32,22 @@ export function policyDir(paths: UnitPaths, id: string): string {
 }
 
 /** Written beside the files the unit sees, then renamed in: a reader never sees half a file. */
-export async function publishNetworkPolicy(paths: UnitPaths, id: string, json: string): Promise<void> {
+async function publishPolicyFile(paths: UnitPaths, id: string, name: string, text: string): Promise<void> {
   const dir = policyDir(paths, id);
   await mkdir(dir, { recursive: true, mode: 0o755 });
-  await writeFile(join(dir, ".network.json.tmp"), `${json}\n`, { mode: 0o644 });
-  await rename(join(dir, ".network.json.tmp"), join(dir, "network.json"));
+  await writeFile(join(dir, `.${name}.tmp`), text, { mode: 0o644 });
+  await rename(join(dir, `.${name}.tmp`), join(dir, name));
+}
+
+export async function publishNetworkPolicy(paths: UnitPaths, id: string, json: string): Promise<void> {
+  await publishPolicyFile(paths, id, "network.json", `${json}\n`);
+}
+
+/**
+ * `/.unit/policy/disk`: the unit's quota group in sysfs, whose limit and usage the unit's statfs
+ * library shows as its disk (agent/src/native/statfs-quota.c). Absent while quotas are off.
+ */
+export async function publishDiskGroup(paths: UnitPaths, id: string, sysfsDir: string | undefined): Promise<void> {
+  if (sysfsDir) await publishPolicyFile(paths, id, "disk", `${sysfsDir}\n`);
+  else await rm(join(policyDir(paths, id), "disk"), { force: true });
 }

@@ -174,6 +174,7 @@ export class RuncRuntime implements UnitRuntime {
         runc: this.runc,
         links: this.links,
         resources: this.resources,
+        diskGroup: this.usageSources(id)?.qgroup,
         state: (unitId) => this.state(unitId),
         stop: (unitId) => this.stop(unitId),
       },
