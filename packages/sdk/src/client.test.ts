@@ -176,3 +176,55 @@ describe("time limits and cancellation (a server that accepts but never answers)
     });
   });
 });
+
+describe("a connection reset before the answer (a kept-alive connection the server was closing)", () => {
+  let stub: Server;
+  let baseUrl: string;
+  let resetNext = false;
+  const seen: string[] = [];
+
+  before(async () => {
+    stub = createServer((socket) => {
+      let head = "";
+      socket.on("data", (d: Buffer) => {
+        head += d.toString("latin1");
+        if (!head.includes("\r\n\r\n")) return;
+        seen.push(head.slice(0, head.indexOf(" ")));
+        head = "";
+        if (resetNext) {
+          resetNext = false;
+          socket.resetAndDestroy(); // RST: the client reads ECONNRESET, no answer
+          return;
+        }
+        socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}');
+      });
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((r) => stub.listen(0, "127.0.0.1", r));
+    baseUrl = `http://127.0.0.1:${(stub.address() as { port: number }).port}`;
+  });
+  after(() => new Promise<void>((r) => stub.close(() => r())));
+
+  it("sends an idempotent request once more, on a new connection", async () => {
+    const client = new UmsClient({ baseUrl, token: "t" });
+    seen.length = 0;
+    resetNext = true;
+    assert.deepEqual(await client.request("GET", "/v1/units/x"), { ok: true });
+    assert.deepEqual(seen, ["GET", "GET"]);
+    resetNext = true;
+    assert.deepEqual(await client.request("DELETE", "/v1/units/x"), { ok: true });
+    assert.deepEqual(seen, ["GET", "GET", "DELETE", "DELETE"]);
+  });
+
+  it("does not send a POST twice: the caller gets the ConnectionError", async () => {
+    const client = new UmsClient({ baseUrl, token: "t" });
+    seen.length = 0;
+    resetNext = true;
+    await assert.rejects(client.request("POST", "/v1/units", { body: { name: "x" } }), (err: unknown) => {
+      assert.ok(err instanceof ConnectionError, `got ${String(err)}`);
+      assert.match(err.message, /ECONNRESET/);
+      return true;
+    });
+    assert.deepEqual(seen, ["POST"]);
+  });
+});

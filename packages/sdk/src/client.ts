@@ -1,3 +1,4 @@
+import { IDEMPOTENT, isStaleConnection } from "@ums/protocol/retry";
 import { ConnectionConfig, type ConnectionOpts, checkTimeout, type RequestOpts } from "./config.js";
 import { ConnectionError, errorFromResponse, SdkErrorCode, TimeoutError, UmsError } from "./errors.js";
 import { Templates } from "./templates.js";
@@ -92,16 +93,22 @@ export class UmsClient {
         cause: err,
       });
     };
+    const init: RequestInit & { duplex?: "half" } = { method, headers, signal: signal ?? null };
+    if (opts.body !== undefined) {
+      init.body = opts.body;
+      if (opts.body instanceof ReadableStream) init.duplex = "half";
+    }
+    // Once more on a fresh connection when a kept-alive one was closing (retry.ts); not a stream body (read once).
+    const retry = IDEMPOTENT.has(method) && !(opts.body instanceof ReadableStream);
     let res: Response;
-    try {
-      const init: RequestInit & { duplex?: "half" } = { method, headers, signal: signal ?? null };
-      if (opts.body !== undefined) {
-        init.body = opts.body;
-        if (opts.body instanceof ReadableStream) init.duplex = "half";
+    for (let attempt = 1; ; attempt++) {
+      try {
+        res = await this.config.fetch(url, init);
+        break;
+      } catch (err) {
+        if (attempt === 1 && retry && !signal?.aborted && isStaleConnection(err)) continue;
+        throw translate(err);
       }
-      res = await this.config.fetch(url, init);
-    } catch (err) {
-      throw translate(err);
     }
     if (!res.ok) {
       let text = "";

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { IDEMPOTENT, isStaleConnection } from "@ums/protocol/retry";
 import pino from "pino";
 import type { McpHandler } from "../api/mcp/routes.js";
 import { mintToken } from "../auth/tokens.js";
@@ -212,12 +213,19 @@ export async function apiRequest(base: string, method: string, path: string, opt
     body = JSON.stringify(opts.json);
     headers["content-type"] ??= "application/json";
   }
-  const res = await fetch(base + path, {
-    method,
-    headers,
-    ...(body !== undefined && { body }),
-    ...(opts.redirect && { redirect: opts.redirect }),
-    ...(opts.timeoutMs !== undefined && { signal: AbortSignal.timeout(opts.timeoutMs) }),
+  const send = () =>
+    fetch(base + path, {
+      method,
+      headers,
+      ...(body !== undefined && { body }),
+      ...(opts.redirect && { redirect: opts.redirect }),
+      ...(opts.timeoutMs !== undefined && { signal: AbortSignal.timeout(opts.timeoutMs) }),
+    });
+  // As the SDK: an idempotent request that met a kept-alive connection the server was closing is
+  // sent once more (a CI run's GET failed so, 30 s after the connection's last request).
+  const res = await send().catch((err) => {
+    if (IDEMPOTENT.has(method) && isStaleConnection(err)) return send();
+    throw err;
   });
   const text = await res.text();
   let parsed: unknown;
