@@ -72,6 +72,53 @@ const stale = inputs.some((f) => {
 await import(stale ? "../main.js" : "./main.js");
 `,
 );
+// `ums exec`'s own bundle, one file (issue #13: a short exec's time is mostly the CLI's start, and
+// node pays for every module file and every byte it compiles): the fast path (src/exec-main.ts),
+// with the same staleness rule, and the whole CLI (./main.js) for what the fast path leaves.
+// Built twice: the first build names the inputs, which the second one's entry checks.
+const execEntry = (list, newestInput) => `// Made by packages/cli/build.mjs.
+import { statSync } from "node:fs";
+import { execMain } from ${JSON.stringify(join(here, "dist", "exec-main.js"))};
+const inputs = ${JSON.stringify(list)};
+const stale = inputs.some((f) => {
+  try {
+    return statSync(new URL(f, import.meta.url)).mtimeMs > ${newestInput};
+  } catch {
+    return true;
+  }
+});
+// Not bundled (a computed specifier): the split bundle's main, or the compiled code when stale.
+const main = new URL(stale ? "../main.js" : "./main.js", import.meta.url).href;
+if (stale) await import(main);
+else await execMain(() => import(main));
+`;
+const execOptions = (entry) => ({
+  metafile: true,
+  stdin: { contents: entry, resolveDir: here, sourcefile: "exec-entry.js" },
+  outfile: join(tmp, "exec.mjs"),
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  external: ["ws", "bufferutil", "utf-8-validate"],
+  banner: {
+    js: "import { createRequire as __umsCreateRequire } from 'node:module'; const require = __umsCreateRequire(import.meta.url);",
+  },
+  legalComments: "none",
+  logLevel: "warning",
+});
+const first = await esbuild.build(execOptions(execEntry([], 0)));
+const execInputs = Object.keys(first.metafile.inputs)
+  .filter((f) => !f.endsWith("exec-entry.js") && !f.includes("node_modules/"))
+  .map((f) => resolve(root, f));
+await esbuild.build(
+  execOptions(
+    execEntry(
+      execInputs.map((f) => relative(outdir, f)),
+      Math.max(...execInputs.map((f) => statSync(f).mtimeMs)),
+    ),
+  ),
+);
 // Replaced whole: a launcher never sees half of a new bundle beside half of the old one.
 rmSync(outdir, { recursive: true, force: true });
 renameSync(tmp, outdir);

@@ -1,7 +1,6 @@
 // The ums command line without its host-admin part: the program, the user commands (built on the
 // SDK) and how a run ends. main.ts adds the host-admin commands, `mcp` and `completion`.
 import { API_VERSION } from "@ums/protocol/versions";
-import { UmsError } from "@ums/sdk";
 import { Command, CommanderError } from "commander";
 import { auditCommand } from "./commands/audit.js";
 import { checkpointCommand, forkCommand } from "./commands/checkpoints.js";
@@ -16,8 +15,8 @@ import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./c
 import { templateCommand } from "./commands/templates.js";
 import { topCommand } from "./commands/top.js";
 import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
-import { UsageError } from "./errors.js";
 import { exitWhenFlushed } from "./exit.js";
+import { reportAndExit } from "./report.js";
 
 /**
  * Commands that are not user commands: the host-admin ones (they load @ums/server, host-only and
@@ -105,16 +104,6 @@ export async function runProgram(
   } catch (err) {
     // Commander's own refusals (unknown option, missing argument) are usage errors: exit 2.
     if (err instanceof CommanderError) return exitWhenFlushed(err.exitCode === 0 ? 0 : 2);
-    if (err instanceof UsageError || isUsage(err)) {
-      process.stderr.write(`ums: ${(err as Error).message}\n`);
-      return exitWhenFlushed(2);
-    }
-    // The server's (or the SDK's) stable code first, then what it said: one line.
-    if (err instanceof UmsError) {
-      process.stderr.write(`ums: ${err.code}: ${err.message.replace(/\s*\n\s*/g, " ")}\n`);
-      return exitWhenFlushed(1);
-    }
-    process.stderr.write(`ums: ${err instanceof Error ? err.message : String(err)}\n`);
-    return exitWhenFlushed(1);
+    return reportAndExit(err, isUsage);
   }
 }

@@ -1,12 +1,13 @@
 // `ums exec [NAME] -- CMD…`: runs a command in a unit over HTTP exec (spec 4.3) and behaves like
 // the remote process: its stdout and stderr bytes go to ours, unchanged, and we exit with its code.
 
-import { Commands, encodePath, Unit } from "@ums/sdk";
+import { Unit } from "@ums/sdk";
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
 import { resolveConnection, unitName } from "../user/connect.js";
-import { examples, positiveMs, readStdin, withContext } from "../user/options.js";
+import { examples, positiveMs, withContext } from "../user/options.js";
 import { pipeTerminal, terminalSize } from "../user/terminal.js";
+import { envPairs, runExec } from "./exec-run.js";
 import { finish } from "./sessions.js";
 
 interface ExecOpts {
@@ -40,12 +41,7 @@ export function execCommand(): Command {
       if (after.length === 0) throw new UsageError("no command after '--'");
       if (operands.length > after.length + 1) throw new UsageError("only one NAME goes before '--'");
       const given = operands.length > after.length ? operands[0] : undefined;
-      const env: Record<string, string> = {};
-      for (const pair of opts.env) {
-        const eq = pair.indexOf("=");
-        if (eq <= 0) throw new UsageError(`--env must be KEY=VALUE, got '${pair}'`);
-        env[pair.slice(0, eq)] = pair.slice(eq + 1);
-      }
+      const env = envPairs(opts.env);
       const r = await resolveConnection(self);
       const name = unitName(given, r);
       if (opts.tty) {
@@ -61,20 +57,14 @@ export function execCommand(): Command {
         });
         return finish(await pipeTerminal(conn), unit.name, conn.sessionId);
       }
-      // Without a terminal on stdin, the command reads what was piped in (then end of file).
-      const stdin = process.stdin.isTTY ? undefined : await readStdin();
-      // Straight to HTTP exec, without a GET of the unit first: a missing unit is its 404 all the same,
-      // and the CLI's start stays one request (bench/cli.mjs).
-      const commands = new Commands(r.client, () => encodePath`/v1/units/${name}`);
-      const result = await commands.run(after, {
-        env,
+      await runExec(r, {
+        unit: name,
+        command: after,
+        env: opts.env,
         cwd: opts.cwd,
-        user: opts.root ? "root" : undefined,
-        stdin,
-        timeoutMs: opts.timeout ?? 0,
-        onOutput: (stream, bytes) => (stream === "stdout" ? process.stdout : process.stderr).write(bytes),
+        root: opts.root,
+        timeoutMs: opts.timeout,
       });
-      process.exitCode = result.exitCode;
     });
   return examples(cmd, [
     "ums exec web -- uname -a",

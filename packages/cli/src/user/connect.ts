@@ -20,13 +20,18 @@ export function contextFlag(cmd: Command): string | undefined {
 }
 
 export async function resolveConnection(cmd: Command, env: NodeJS.ProcessEnv = process.env): Promise<Resolved> {
+  return connectWith(contextFlag(cmd), env);
+}
+
+/** As resolveConnection, with the `--context` value given directly (the `ums exec` fast path has no Command). */
+export async function connectWith(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<Resolved> {
   const file = await loadConfig();
-  const name = contextName(file, contextFlag(cmd), env);
+  const name = contextName(file, flag, env);
   const context = file.contexts[name];
   const url = env.UMS_URL || context?.url;
   const token = env.UMS_TOKEN || context?.token;
   if (!url || !token) {
-    const which = contextFlag(cmd) || env.UMS_CONTEXT ? `context '${name}' is not logged in` : "not logged in";
+    const which = flag || env.UMS_CONTEXT ? `context '${name}' is not logged in` : "not logged in";
     throw new UsageError(`${which}: run 'ums login --url URL --token TOKEN' (or set UMS_URL and UMS_TOKEN)`);
   }
   return { client: new UmsClient({ baseUrl: url, token }), name, context, file };

@@ -1,5 +1,4 @@
 import { type Command, Option } from "commander";
-import { UsageError } from "../errors.js";
 import { exitWhenFlushed } from "../exit.js";
 
 /**
@@ -22,18 +21,4 @@ export function examples(cmd: Command, lines: string[]): Command {
   return cmd.addHelpText("after", `\nExamples:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`);
 }
 
-/** Reads all of stdin (it is a pipe or a file). */
-export async function readStdin(): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
-export function positiveMs(flag: string) {
-  return (value: string): number => {
-    const m = /^(\d{1,7})(ms|s|m)?$/.exec(value);
-    if (!m) throw new UsageError(`${flag} must be a duration like 30s, 5m or 1500ms, got '${value}'`);
-    const n = Number(m[1]);
-    return m[2] === "ms" ? n : m[2] === "m" ? n * 60_000 : n * 1000;
-  };
-}
+export { positiveMs, readStdin } from "./input.js";
