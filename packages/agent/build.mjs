@@ -34,7 +34,10 @@ export function buildStatfsLib() {
     return undefined;
   }
   renameSync(tmp, statfsLib);
-  writeFileSync(join(here, "dist", "ld.so.preload"), `${statfsLibInUnit}\n`);
+  // Renamed in, never rewritten in place: running units have this file bound at /etc/ld.so.preload.
+  const preload = join(here, "dist", "ld.so.preload");
+  writeFileSync(`${preload}.${process.pid}.tmp`, `${statfsLibInUnit}\n`);
+  renameSync(`${preload}.${process.pid}.tmp`, preload);
   return statfsLib;
 }
 
