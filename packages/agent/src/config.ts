@@ -15,6 +15,11 @@ export interface AgentConfig {
   runDir: string;
   /** The default user of exec sessions (UMS_AGENT_UID/GID/HOME/USER). */
   user: { uid: number; gid: number; home: string; name: string };
+  /**
+   * Issue #18: what a unit made from an organization image starts commands with: the image's `Env`
+   * (UMS_AGENT_ENV, a JSON array of `NAME=value`) and `WorkingDir` (UMS_AGENT_WORKDIR; null: HOME).
+   */
+  image: { env: [string, string][]; workdir: string | null };
   /** The unit's public URL, used as `address` in port notifications (UMS_UNIT_URL); null → http://localhost:N. */
   unitUrl: string | null;
   /** Keepalive text frame interval on exec websockets (UMS_AGENT_PING_INTERVAL, default 20s). */
@@ -48,6 +53,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
       home: nonEmpty(env.UMS_AGENT_HOME) ?? "/home/unit",
       name: nonEmpty(env.UMS_AGENT_USER) ?? "unit",
     },
+    image: { env: imageEnv(env.UMS_AGENT_ENV), workdir: nonEmpty(env.UMS_AGENT_WORKDIR) ?? null },
     unitUrl: nonEmpty(env.UMS_UNIT_URL) ?? null,
     pingIntervalMs: durationVar(env, "UMS_AGENT_PING_INTERVAL", 20_000),
     killGraceMs: durationVar(env, "UMS_AGENT_KILL_GRACE", 5_000),
@@ -55,6 +61,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     ringBytes: intVar(env, "UMS_AGENT_RING_BYTES", 256 * 1024),
     maxDetachable: intVar(env, "UMS_AGENT_MAX_DETACHABLE", 32),
   };
+}
+
+function imageEnv(v: string | undefined): [string, string][] {
+  if (nonEmpty(v) === undefined) return [];
+  let list: unknown;
+  try {
+    list = JSON.parse(v as string);
+  } catch {
+    throw new ConfigError("UMS_AGENT_ENV must be a JSON array of NAME=value strings");
+  }
+  if (!Array.isArray(list)) throw new ConfigError("UMS_AGENT_ENV must be a JSON array of NAME=value strings");
+  return list.flatMap((e) => {
+    const i = typeof e === "string" ? e.indexOf("=") : -1;
+    return i > 0 ? [[e.slice(0, i), e.slice(i + 1)] as [string, string]] : [];
+  });
 }
 
 function nonEmpty(v: string | undefined): string | undefined {

@@ -29,6 +29,14 @@ export const ErrorCode = {
   TemplateNotFound: "UMS_TEMPLATE_NOT_FOUND",
   /** 409: a template of that name already exists in the organization; delete it or choose another name. */
   TemplateExists: "UMS_TEMPLATE_EXISTS",
+  /** 404: no image of that name for the caller's organization (issue #18). */
+  ImageNotFound: "UMS_IMAGE_NOT_FOUND",
+  /** 409: the organization already has an image of that name (or it is the host's `base`). */
+  ImageExists: "UMS_IMAGE_EXISTS",
+  /** 409: units created from the image still use it (its config); delete them first. */
+  ImageInUse: "UMS_IMAGE_IN_USE",
+  /** 400: the image archive is not one ums can import; the message says what to fix. */
+  ImageInvalid: "UMS_IMAGE_INVALID",
   /** 409: the checkpoint the unit is on cannot be deleted. */
   CheckpointActive: "UMS_CHECKPOINT_ACTIVE",
   /** 404: no exec session with that id in the unit. */

@@ -6,6 +6,7 @@ export * from "./events.js";
 export * from "./exec.js";
 export * from "./exec-schemas.js";
 export * from "./fs.js";
+export * from "./images.js";
 export * from "./names.js";
 export * from "./network.js";
 export * from "./organization.js";

@@ -1,5 +1,6 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { Labels } from "./connectors.js";
+import { ImageName } from "./images.js";
 import { UNIT_NAME_MAX_LENGTH, UNIT_NAME_PATTERN, UNIT_NAME_RULES } from "./names.js";
 import { TemplateName } from "./templates.js";
 import { ENVIRONMENT_VERSION_PATTERN } from "./versions.js";
@@ -119,6 +120,13 @@ export const CreateUnitRequest = Type.Object(
         },
         { additionalProperties: false, description: "Start from a checkpoint of another unit (fork)" },
       ),
+    ),
+    image: Type.Optional(
+      Type.String({
+        ...ImageName,
+        description:
+          "Start from this image (issue #18; GET /v1/images lists them): `base`, the default, or one of the organization's own (not with from or template)",
+      }),
     ),
     template: Type.Optional(
       Type.String({

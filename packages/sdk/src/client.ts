@@ -1,6 +1,7 @@
 import { IDEMPOTENT, isStaleConnection } from "@ums/protocol/retry";
 import { ConnectionConfig, type ConnectionOpts, checkTimeout, type RequestOpts } from "./config.js";
 import { ConnectionError, errorFromResponse, SdkErrorCode, TimeoutError, UmsError } from "./errors.js";
+import { Images } from "./images.js";
 import { Templates } from "./templates.js";
 
 export const SDK_VERSION = "0.1.0";
@@ -29,6 +30,11 @@ export class UmsClient {
 
   get baseUrl(): string {
     return this.config.baseUrl;
+  }
+
+  /** The images units are created from (issue #18). */
+  get images(): Images {
+    return new Images(this);
   }
 
   /** The organization's templates (issue #18). */

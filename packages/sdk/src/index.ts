@@ -65,6 +65,7 @@ export {
   type FileWriteOpts,
   HOME_DIR,
 } from "./files.js";
+export { type ImageImportOpts, type ImageInfo, Images } from "./images.js";
 export {
   type AuditEvent,
   type AuditLogOpts,

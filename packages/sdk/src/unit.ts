@@ -39,6 +39,8 @@ export interface UnitCreateOpts extends UnitOpts {
   from?: { unit: string; checkpoint: string } | undefined;
   /** Start from an organization template (issue #18): its files, services and policies (not with `from`). */
   template?: string | undefined;
+  /** Start from an image (issue #18; `client.images`): `base`, the default, or one the organization imported. */
+  image?: string | undefined;
   /** Labels of the new unit (spec 2.1 `labels`). */
   labels?: readonly string[] | undefined;
 }
@@ -127,6 +129,7 @@ export class Unit {
       ...(opts.urlSettings !== undefined && { url_settings: urlSettingsToWire(opts.urlSettings) }),
       ...(opts.from !== undefined && { from: { unit: opts.from.unit, checkpoint: opts.from.checkpoint } }),
       ...(opts.template !== undefined && { template: opts.template }),
+      ...(opts.image !== undefined && { image: opts.image }),
       ...(opts.labels !== undefined && opts.labels.length > 0 && { labels: [...opts.labels] }),
     };
     const unit = await client.request<WireUnit>("POST", "/v1/units", { ...requestOpts(opts), body });

@@ -1,8 +1,7 @@
 import { readFileSync } from "node:fs";
-import { resolve } from "node:path";
 import type { ServiceState } from "@ums/protocol";
 import { StreamId } from "@ums/protocol/exec";
-import { sessionEnv } from "../exec/environment.js";
+import { sessionDir, sessionEnv } from "../exec/environment.js";
 import { descendants, type ProcessRef, signalRefs } from "../exec/process-session.js";
 import { type ChildHandle, spawnProcess } from "../exec/spawn.js";
 import { parseProcNetTcp } from "../ports/watch.js";
@@ -77,7 +76,7 @@ export class Service {
         file: this.def.cmd,
         argv: [this.def.cmd, ...this.def.args],
         env: sessionEnv(user, false, Object.entries(this.def.env ?? {})),
-        cwd: this.def.dir === undefined ? user.home : resolve(user.home, this.def.dir),
+        cwd: sessionDir(user, this.def.dir),
         uid: user.uid,
         gid: user.gid,
         tty: false,

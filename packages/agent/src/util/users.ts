@@ -9,17 +9,28 @@ export interface SessionUser {
   gid: number;
   name: string;
   home: string;
+  /** Issue #18: the unit's image's Env and WorkingDir (any user's sessions start with them). */
+  image?: AgentConfig["image"];
 }
 
 export function defaultUser(config: AgentConfig): SessionUser {
-  return { ...config.user };
+  return { ...config.user, image: config.image };
 }
 
 /** Returns the user for a `user` query value, or null when the name is unknown. */
 export function resolveUser(config: AgentConfig, name: string | null, passwdPath = "/etc/passwd"): SessionUser | null {
   if (name === null || name === "" || name === config.user.name) return defaultUser(config);
-  if (name === "root") return { uid: 0, gid: 0, name: "root", home: lookupPasswd("root", passwdPath)?.home ?? "/root" };
-  return lookupPasswd(name, passwdPath);
+  if (name === "root") {
+    return {
+      uid: 0,
+      gid: 0,
+      name: "root",
+      home: lookupPasswd("root", passwdPath)?.home ?? "/root",
+      image: config.image,
+    };
+  }
+  const found = lookupPasswd(name, passwdPath);
+  return found && { ...found, image: config.image };
 }
 
 function lookupPasswd(name: string, passwdPath: string): SessionUser | null {

@@ -1,6 +1,8 @@
 import { resolveConfig } from "@ums/server/config";
 import { Command, Option } from "commander";
 import { withDataDir } from "../options.js";
+import { examples } from "../user/options.js";
+import { addImageUserCommands } from "./images.js";
 
 /** One progress line: `[ 12%] step: message`. */
 export function progressLine(p: { step: string; message: string; percent?: number }, lastPercent: number): string {
@@ -8,9 +10,13 @@ export function progressLine(p: { step: string; message: string; percent?: numbe
   return `[${String(percent).padStart(3)}%] ${p.step}: ${p.message}`;
 }
 
-/** `ums image build`: builds (or finds cached) the base image units are made from. */
+/**
+ * `ums image build` (the host's: builds, or finds cached, the base image units are made from) and
+ * the user's `list`, `import`, `info`, `rm` (images.ts).
+ */
 export function imageCommand(): Command {
-  const image = new Command("image").description("manage base images");
+  const image = new Command("image").description("build the host's base image; list, import and delete images");
+  addImageUserCommands(image);
 
   withDataDir(image.command("build"))
     .description("build the base image into <data-dir>/pool (cached: a no-op when it is built)")
@@ -60,5 +66,10 @@ export function imageCommand(): Command {
       }
     });
 
-  return image;
+  return examples(image, [
+    "ums image list",
+    "docker save my-app:latest -o my-app.tar && ums image import my-app.tar --name my-app",
+    "ums create api --image my-app",
+    "sudo ums image build --variant full   # on the host: the base image",
+  ]);
 }

@@ -28,6 +28,7 @@ export function createCommand(): Command {
     .argument("<name>", "the unit's name (lowercase letters, digits, hyphens)")
     .option("--from <unit@checkpoint>", "start from a checkpoint of another unit (a fork)", parseFrom)
     .option("--template <name>", "start from an organization template ('ums template list')")
+    .option("--image <name>", "start from an image ('ums image list'; default: base)")
     .option("--public", "anyone may reach the unit's URL (default: only with a token)")
     .option("--label <label>", "a label (repeatable)", collect, [] as string[])
     .action(
@@ -36,6 +37,7 @@ export function createCommand(): Command {
         opts: {
           from?: { unit: string; checkpoint: string };
           template?: string;
+          image?: string;
           public?: boolean;
           label: string[];
           json?: boolean;
@@ -47,6 +49,7 @@ export function createCommand(): Command {
           client,
           from: opts.from,
           template: opts.template,
+          image: opts.image,
           labels: opts.label,
           ...(opts.public && { urlSettings: { auth: "public" } }),
         });
@@ -58,6 +61,7 @@ export function createCommand(): Command {
     "ums create web",
     "ums create web2 --from web@v3 --label team-a",
     "ums create worker --template py-dev",
+    "ums create api --image my-app",
     "ums create demo --public",
   ]);
 }

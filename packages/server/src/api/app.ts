@@ -26,6 +26,8 @@ import { DIALECTS, UNIT_PREFIX } from "./dialect.js";
 import { ApiError, sendError } from "./errors.js";
 import { execRoutes } from "./exec/routes.js";
 import { fsRoutes } from "./fs/routes.js";
+import { imageRoutes } from "./images/routes.js";
+import { ImageService } from "./images/service.js";
 import type { ApiInstance } from "./instance.js";
 import { type McpHandler, mcpRoutes } from "./mcp/routes.js";
 import { organizationRoutes } from "./organization/routes.js";
@@ -223,6 +225,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     if (deps.events) eventRoutes(api, deps.events);
     if (deps.webhooks) webhookRoutes(api, deps.webhooks);
     templateRoutes(api, new TemplateService(deps.store, units, node));
+    imageRoutes(api, new ImageService(deps.store, node));
     if (deps.config.metrics) metricsRoute(api);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {

@@ -1,9 +1,17 @@
 import { ErrorCode, FS_RESERVED_PATH, fsErrorStatus } from "@ums/protocol";
 import { AgentTimeoutError } from "../agent/deadline.js";
 import { AgentAnswerError, AgentUnreachableError } from "../agent/errors.js";
-import { ActiveCheckpointError, RunningLimitError, TemplateGoneError, UnitDeletedError } from "../lifecycle/errors.js";
+import {
+  ActiveCheckpointError,
+  ImageGoneError,
+  ImageInUseError,
+  RunningLimitError,
+  TemplateGoneError,
+  UnitDeletedError,
+} from "../lifecycle/errors.js";
 import { UnitUnavailableError } from "../node/errors.js";
 import { CommandError } from "../runtime/exec/host-command.js";
+import { ImageArchiveError } from "../runtime/image/oci/index.js";
 import { ApiError, isErrno } from "./api-error.js";
 
 /**
@@ -26,6 +34,9 @@ export function fromNodeError(err: unknown): ApiError | undefined {
   if (err instanceof UnitUnavailableError) return new ApiError(502, ErrorCode.UnitUnavailable, err.message);
   if (err instanceof ActiveCheckpointError) return new ApiError(409, ErrorCode.CheckpointActive, err.message);
   if (err instanceof TemplateGoneError) return new ApiError(404, ErrorCode.TemplateNotFound, err.message);
+  if (err instanceof ImageGoneError) return new ApiError(404, ErrorCode.ImageNotFound, err.message);
+  if (err instanceof ImageInUseError) return new ApiError(409, ErrorCode.ImageInUse, err.message);
+  if (err instanceof ImageArchiveError) return new ApiError(400, ErrorCode.ImageInvalid, err.message);
   return undefined;
 }
 

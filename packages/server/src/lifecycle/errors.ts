@@ -26,3 +26,22 @@ export class TemplateGoneError extends Error {
     super(`template '${templateName}' was deleted; choose another template`);
   }
 }
+
+/** Issue #18: the image was deleted while a unit was being made from it. The API answers 404. */
+export class ImageGoneError extends Error {
+  constructor(readonly imageName: string) {
+    super(`image '${imageName}' was deleted; choose another image`);
+  }
+}
+
+/** Issue #18: units (or templates) made from the image still use it. The API answers 409. */
+export class ImageInUseError extends Error {
+  constructor(
+    readonly imageName: string,
+    readonly users: number,
+  ) {
+    super(
+      `image '${imageName}' is used by ${users} unit${users === 1 ? "" : "s"} or template${users === 1 ? "" : "s"} made from it; delete them first`,
+    );
+  }
+}

@@ -8,6 +8,7 @@ import type { Store } from "../store/store.js";
 import type { Activity } from "./activity.js";
 import { type CheckpointResult, CheckpointWork } from "./checkpoints.js";
 import { RunningLimitError, UnitDeletedError } from "./errors.js";
+import { ImageWork } from "./images.js";
 import { type HealthResult, Liveness } from "./liveness.js";
 import { reconcile } from "./readopt.js";
 import { TemplateWork } from "./templates.js";
@@ -53,6 +54,8 @@ export class Lifecycle {
   readonly checkpoints: CheckpointWork;
   /** Organization templates (issue #18). */
   readonly templates: TemplateWork;
+  /** Organization images (issue #18). */
+  readonly images: ImageWork;
   /** Disk snapshots run in the background, two at a time. */
   private readonly disks = new WorkQueue(2);
   private timer: NodeJS.Timeout | undefined;
@@ -80,6 +83,7 @@ export class Lifecycle {
       ensureRunningLocked: (org, unit) => this.ensureRunning(org, unit),
     });
     this.templates = new TemplateWork(this.table, store, runtime, log);
+    this.images = new ImageWork(this.table, store, runtime, log);
   }
 
   /** What keeps units awake: requests in flight, sessions, proxied connections, keep-awake tasks. */
@@ -109,6 +113,7 @@ export class Lifecycle {
       running: (id) => this.hooks.running(id),
     });
     await this.templates.sweep();
+    await this.images.sweep();
     this.timer = setInterval(
       () => this.sweep().catch((err) => this.log.error({ err }, "the idle sweep failed; the next one tries again")),
       this.cfg.sweepMs,

@@ -40,6 +40,7 @@ export class TemplateWork {
       sourceUnit: source.name,
       sourceCheckpoint: cp.id,
       environmentVersion: source.environmentVersion,
+      imageId: source.imageId,
       resources: cp.resources,
       privileges: cp.privileges,
       network: cp.network,

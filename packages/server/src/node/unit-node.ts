@@ -1,9 +1,17 @@
+import type { Readable } from "node:stream";
 import type { NetworkLog } from "@ums/protocol";
 import type { UnitAgent } from "../agent/client.js";
 import type { FsIdentity, RawRead } from "../agent/fs.js";
 import type { AgentTunnel } from "../agent/tunnel.js";
 import type { ResourceLimits, ResourcesPolicy } from "../runtime/runtime.js";
-import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord, UnitStatus } from "../store/records.js";
+import type {
+  CheckpointRecord,
+  ImageRecord,
+  OrgRecord,
+  TemplateRecord,
+  UnitRecord,
+  UnitStatus,
+} from "../store/records.js";
 
 export type { AgentTunnel, FsIdentity, RawRead, UnitAgent };
 
@@ -34,6 +42,23 @@ export interface UnitNode {
   deleteTemplate(template: TemplateRecord): Promise<void>;
   /** Gives a new unit a snapshot of a template as its disk (O(1)); `TemplateGoneError` if it was deleted meanwhile. */
   fromTemplate(template: TemplateRecord, unit: UnitRecord): Promise<void>;
+  /**
+   * Issue #18: imports the OCI / `docker save` archive `body` streams as the organization's image
+   * `name`; `ImageExistsError` (store) when the name is taken, `ImageArchiveError` for an archive
+   * ums cannot use. `progress` tells of each step once the archive is read.
+   */
+  importImage(
+    org: OrgRecord,
+    name: string,
+    body: Readable,
+    hooks: { progress: Progress; signal?: AbortSignal },
+  ): Promise<ImageRecord>;
+  /** The host's base image (`base` in GET /v1/images): its size and when it was built. */
+  baseImage(): Promise<{ readonly bytes: number; readonly builtAt: string }>;
+  /** Deletes an image (row and files); `ImageInUseError` while units or templates refer to it. */
+  deleteImage(image: ImageRecord): Promise<void>;
+  /** Gives a new unit a snapshot of an image as its disk (O(1)); `ImageGoneError` if it was deleted meanwhile. */
+  fromImage(image: ImageRecord, unit: UnitRecord): Promise<void>;
   /**
    * Removes the unit and every host resource it had; `drop` removes its record (the caller's) once
    * nothing of the unit can run again, and its answer is returned. A crash part way is finished at

@@ -1,6 +1,7 @@
-import type { PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
+import type { ImageConfig, PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
+import type { ImportedImage } from "./runc/imported-images.js";
 
-export type { PrivilegesPolicy, ResourcesPolicy };
+export type { ImportedImage, PrivilegesPolicy, ResourcesPolicy };
 
 export interface BootSpec {
   readonly unitId: string;
@@ -10,6 +11,8 @@ export interface BootSpec {
   readonly privileges: PrivilegesPolicy;
   /** The network policy (spec 2.10) as JSON: enforced from the unit's first packet, shown at /.unit/policy/network.json. */
   readonly network: string;
+  /** Issue #18: the organization image the unit was made from (undefined: the base image) and its config. */
+  readonly image?: { readonly id: string; readonly config: ImageConfig } | undefined;
 }
 
 /** A running unit's link: its gateway (the host end, where ums serves DNS and the gateway) and its address. */
@@ -67,8 +70,11 @@ export interface UsageSources {
  * a microVM or gVisor runtime fits behind the same interface.
  */
 export interface UnitRuntime {
-  /** Gives the unit its disk (a writable snapshot of the base image); it costs no process. */
-  create(unitId: string): Promise<void>;
+  /**
+   * Gives the unit its disk (a writable snapshot of the base image, or of the organization image
+   * `imageId`); it costs no process. Idempotent: a unit that has its disk keeps it.
+   */
+  create(unitId: string, imageId?: string): Promise<void>;
   /** Starts the unit and returns once its agent answers. */
   boot(spec: BootSpec): Promise<void>;
   pause(unitId: string): Promise<void>;
@@ -140,6 +146,22 @@ export interface UnitRuntime {
   deleteTemplate(templateId: string): Promise<void>;
   /** Gives a new unit a writable copy of a template (O(1): a snapshot). */
   templateDisk(templateId: string, unitId: string): Promise<void>;
+  /**
+   * Issue #18: imports an OCI or `docker save` archive (a file the caller owns) as image `imageId`,
+   * read-only; nothing is left when it fails (ImageArchiveError: an archive ums cannot use).
+   */
+  importImage(
+    imageId: string,
+    archive: string,
+    progress: (message: string) => void,
+    signal?: AbortSignal,
+  ): Promise<ImportedImage>;
+  /** The host's base image: its size and when it was built (from its manifest). */
+  baseImage(): Promise<{ readonly bytes: number; readonly builtAt: string }>;
+  /** Deletes an imported image's files (idempotent); units made from it keep theirs. */
+  deleteImage(imageId: string): Promise<void>;
+  /** Where an import may put the archive it receives (on the pool, beside the images). */
+  imageUploadPath(imageId: string): Promise<string>;
   /**
    * After a crash: rolls back a restore that had not put the new files in place, and reports the
    * ones that had (the caller records them, then calls `completeRestore`); removes checkpoint

@@ -109,6 +109,8 @@ export interface UnitRecord {
   readonly storageGb: number | null;
   /** A wake at the organization's running limit waits for a slot instead of failing (create's `wait_for_capacity`). */
   readonly waitForCapacity: boolean;
+  /** Issue #18: the organization image it was created from (its config), null: the host's base image. */
+  readonly imageId: string | null;
 }
 
 export type NewUnit = Omit<
@@ -122,7 +124,9 @@ export type NewUnit = Omit<
   | "activeCheckpoint"
   | "storageGb"
   | "waitForCapacity"
+  | "imageId"
 > & {
+  readonly imageId?: string | null;
   readonly resources?: string;
   readonly privileges?: string;
   readonly network?: string;
@@ -163,6 +167,28 @@ export interface TemplateRecord extends PolicyTexts {
   readonly sourceUnit: string;
   readonly sourceCheckpoint: string;
   readonly environmentVersion: string | null;
+  /** The organization image its source unit was made from (its units get its config), if any. */
+  readonly imageId: string | null;
+  readonly ready: boolean;
+  readonly createdAt: string;
+}
+
+/**
+ * Issue #18: an organization's image, imported from an OCI archive: a read-only subvolume
+ * (`imported/<id>` in the pool) and the config its units run commands with. Only a `ready` image is
+ * shown or used; one that is not is half-made (or being deleted) and goes at the next start.
+ */
+export interface ImageRecord {
+  readonly id: string;
+  readonly orgId: string;
+  readonly name: string;
+  /** `docker-save` or `oci-layout`. */
+  readonly source: string;
+  /** Which build of the image this is, `<name>@<id>` (Image.version). */
+  readonly environmentVersion: string;
+  /** JSON of the image's ImageConfig (protocol): env, user, working_dir. */
+  readonly config: string;
+  readonly bytes: number;
   readonly ready: boolean;
   readonly createdAt: string;
 }

@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { testDialects } from "../testing/dialects.js";
 import { openStore } from "./open.js";
 import type { Store } from "./store.js";
-import { TemplateExistsError, UnitExistsError, UnitLimitError } from "./store.js";
+import { ImageExistsError, TemplateExistsError, UnitExistsError, UnitLimitError } from "./store.js";
 
 const limits = { maxUnits: 2, runningLimit: 1, warmLimit: 1 };
 
@@ -153,6 +153,7 @@ for (const dialect of testDialects) {
         sourceUnit: "src",
         sourceCheckpoint: "v0",
         environmentVersion: null,
+        imageId: null,
         resources: '{"memory":{"limit_mb":300}}',
         privileges: "{}",
         network: '{"rules":[]}',
@@ -185,6 +186,61 @@ for (const dialect of testDialects) {
       assert.equal(await store.templates.delete("tpl-a"), false);
       await store.templates.insert({ ...rec, id: "tpl-d", ready: true });
       assert.equal((await store.templates.get(org.id, "base"))?.id, "tpl-d", "the name is free again");
+    });
+
+    it("images (issue #18): unique per organization, shown when finished, counted while units use them", async () => {
+      const org = await store.orgs.ensure("img-org", limits);
+      const other = await store.orgs.ensure("img-other", limits);
+      const rec = {
+        id: "img-a",
+        orgId: org.id,
+        name: "py",
+        source: "",
+        environmentVersion: "",
+        config: "{}",
+        bytes: 0,
+        ready: false,
+        createdAt: new Date().toISOString(),
+      };
+      await store.images.insert(rec);
+      assert.equal(await store.images.get(org.id, "py"), undefined, "not ready: not shown");
+      assert.deepEqual(await store.images.list(org.id), []);
+      await assert.rejects(store.images.insert({ ...rec, id: "img-b" }), ImageExistsError, "even when not ready");
+      await store.images.insert({ ...rec, id: "img-c", orgId: other.id });
+      const done = { ...rec, source: "oci-layout", environmentVersion: "py@1", config: '{"env":[]}', bytes: 5e9 };
+      await store.images.finish(done);
+      assert.deepEqual(await store.images.get(org.id, "py"), { ...done, ready: true }, "big sizes survive");
+      assert.deepEqual(await store.images.getById("img-c"), { ...rec, id: "img-c", orgId: other.id });
+      assert.deepEqual(
+        (await store.images.list(org.id)).map((i) => i.id),
+        ["img-a"],
+      );
+      assert.equal(await store.images.get(other.id, "py"), undefined, "the other org's is not ready");
+      assert.equal(await store.images.usedBy("img-a"), 0);
+      const unit = {
+        id: "unit-img-user",
+        orgId: org.id,
+        name: "img-user",
+        urlLabel: "img-user-x",
+        status: "cold" as const,
+        urlAuth: "unit" as const,
+        privateAccess: null,
+        labels: [],
+        version: null,
+        environmentVersion: "py@1",
+        createdAt: new Date().toISOString(),
+        imageId: "img-a",
+      };
+      assert.equal((await store.units.create(unit, 10)).imageId, "img-a");
+      assert.equal((await store.units.get(org.id, "img-user"))?.imageId, "img-a");
+      assert.equal(await store.images.usedBy("img-a"), 1);
+      assert.equal(await store.units.delete(org.id, "img-user"), true);
+      assert.equal(await store.images.usedBy("img-a"), 0);
+      await store.images.setReady("img-a", false);
+      assert.equal(await store.images.get(org.id, "py"), undefined, "hidden while being deleted");
+      assert.equal(await store.images.delete("img-a"), true);
+      assert.equal(await store.images.delete("img-a"), false);
+      assert.ok((await store.images.all()).some((i) => i.id === "img-c" && !i.ready));
     });
 
     it("revokes an organization's token unless it is its last admin one, concurrent revokes included", async () => {

@@ -6,6 +6,7 @@ import type {
   ConnectorRecord,
   ConsoleSessionRecord,
   EventRecord,
+  ImageRecord,
   NewUnit,
   OAuthStateRecord,
   OrgLimits,
@@ -32,6 +33,7 @@ export interface Store {
   readonly units: UnitStore;
   readonly checkpoints: CheckpointStore;
   readonly templates: TemplateStore;
+  readonly images: ImageStore;
   readonly connectors: ConnectorStore;
   readonly oauthStates: OAuthStateStore;
   readonly audit: AuditStore;
@@ -178,6 +180,34 @@ export interface TemplateStore {
   /** Every template of every organization, ready or not (the start's sweep). */
   all(): Promise<TemplateRecord[]>;
   /** Removes a template's row; false when there was none. */
+  delete(id: string): Promise<boolean>;
+}
+
+export class ImageExistsError extends Error {
+  constructor(readonly imageName: string) {
+    super(`an image named '${imageName}' already exists`);
+  }
+}
+
+/** Issue #18: organization images. Reads by organization see ready images only. */
+export interface ImageStore {
+  /** Inserts an image (not ready yet); ImageExistsError when the organization has one of that name. */
+  insert(image: ImageRecord): Promise<void>;
+  /** Writes what the import found (source, config, size, version) and shows the image. */
+  finish(image: ImageRecord): Promise<void>;
+  /** Shows (ready) or hides (half-made, or being deleted) an image. */
+  setReady(id: string, ready: boolean): Promise<void>;
+  /** The organization's ready image of that name. */
+  get(orgId: string, name: string): Promise<ImageRecord | undefined>;
+  /** An image by id, ready or not (a unit's boot reads its image's config). */
+  getById(id: string): Promise<ImageRecord | undefined>;
+  /** The organization's ready images, by name. */
+  list(orgId: string): Promise<ImageRecord[]>;
+  /** Every image of every organization, ready or not (the start's sweep). */
+  all(): Promise<ImageRecord[]>;
+  /** How many units and templates refer to the image (made from it, or forked from such a unit). */
+  usedBy(id: string): Promise<number>;
+  /** Removes an image's row; false when there was none. */
   delete(id: string): Promise<boolean>;
 }
 

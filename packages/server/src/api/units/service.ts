@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
+  BASE_IMAGE_NAME,
   type CreateUnitRequest,
   ENVIRONMENT_VERSION,
   ENVIRONMENT_VERSION_PATTERN,
@@ -16,7 +17,7 @@ import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
 import type { UnitNode } from "../../node/unit-node.js";
-import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
+import type { CheckpointRecord, ImageRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import { decodeContinuation, encodeContinuation } from "./pagination.js";
@@ -97,6 +98,13 @@ export class UnitService {
     return cp;
   }
 
+  /** The organization's image of that name (issue #18), or a 404 that names it. */
+  private async requireImage(org: OrgRecord, name: string): Promise<ImageRecord> {
+    const i = unitNameProblem(name) ? undefined : await this.store.images.get(org.id, name);
+    if (!i) throw new ApiError(404, ErrorCode.ImageNotFound, `image '${name}' not found; GET /v1/images lists them`);
+    return i;
+  }
+
   /** The organization's template of that name (issue #18), or a 404 that names it. */
   private async requireTemplate(org: OrgRecord, name: string): Promise<TemplateRecord> {
     const t = unitNameProblem(name) ? undefined : await this.store.templates.get(org.id, name);
@@ -132,6 +140,14 @@ export class UnitService {
     if (from && req.template !== undefined) {
       throw ApiError.validation(["template: a unit starts from a template or from a checkpoint (from), not both"]);
     }
+    if (req.image !== undefined && (from || req.template !== undefined)) {
+      throw ApiError.validation([
+        "image: a unit starts from an image, a template or a checkpoint (from): one of them; a template's or checkpoint's unit keeps its own image",
+      ]);
+    }
+    // Issue #18: an organization image (`base`, the default, is the host's).
+    const image =
+      req.image === undefined || req.image === BASE_IMAGE_NAME ? undefined : await this.requireImage(org, req.image);
     // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
     const source = from && (await this.require(org, from.unit));
     const cp = source && from && (await this.requireCheckpoint(source, from.checkpoint));
@@ -155,6 +171,7 @@ export class UnitService {
           labels: [...labels],
           version: source?.version ?? template?.environmentVersion ?? ENVIRONMENT_VERSION,
           environmentVersion: source?.environmentVersion ?? template?.environmentVersion ?? ENVIRONMENT_VERSION,
+          imageId: image?.id ?? source?.imageId ?? template?.imageId ?? null,
           createdAt: new Date().toISOString(),
           resources,
           storageGb: config?.storage_gb ?? null,
@@ -183,13 +200,14 @@ export class UnitService {
       }
       throw err;
     }
-    if ((!source || !cp) && !template) {
+    if ((!source || !cp) && !template && !image) {
       await this.node.create(unit);
       this.emit({ orgId: org.id, type: "unit.created", unit: unit.name, actor, data: {} });
       return unit;
     }
     try {
-      if (template) await this.node.fromTemplate(template, unit);
+      if (image) await this.node.fromImage(image, unit);
+      else if (template) await this.node.fromTemplate(template, unit);
       else if (source && cp) await this.node.fork(source, cp, unit);
     } catch (err) {
       // Whatever the host made of it (a part of the copy; a disk a request racing the fork booted)
@@ -199,15 +217,17 @@ export class UnitService {
       throw err;
     }
     this.emit(
-      template
-        ? { orgId: org.id, type: "unit.created", unit: unit.name, actor, data: { template: template.name } }
-        : {
-            orgId: org.id,
-            type: "unit.forked",
-            unit: unit.name,
-            actor,
-            data: { source: source?.name, checkpoint: cp?.id },
-          },
+      image
+        ? { orgId: org.id, type: "unit.created", unit: unit.name, actor, data: { image: image.name } }
+        : template
+          ? { orgId: org.id, type: "unit.created", unit: unit.name, actor, data: { template: template.name } }
+          : {
+              orgId: org.id,
+              type: "unit.forked",
+              unit: unit.name,
+              actor,
+              data: { source: source?.name, checkpoint: cp?.id },
+            },
     );
     return unit;
   }
@@ -295,6 +315,11 @@ export class UnitService {
 
   async upgrade(org: OrgRecord, name: string, version: string): Promise<UpgradeResponse> {
     const unit = await this.require(org, name);
+    if (unit.imageId !== null) {
+      throw ApiError.validation([
+        `version: unit '${name}' was created from an organization image, not the base image; upgrade moves base-image units only: create a unit from a newer import instead`,
+      ]);
+    }
     const target = version === "latest" ? ENVIRONMENT_VERSION : version;
     if (!new RegExp(ENVIRONMENT_VERSION_PATTERN).test(target)) {
       throw ApiError.validation([

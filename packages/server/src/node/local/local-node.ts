@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import type { NetworkLog } from "@ums/protocol";
 import type { AgentEndpoint } from "../../agent/deadline.js";
 import { RunningLimitError, UnitDeletedError } from "../../lifecycle/errors.js";
@@ -5,7 +6,14 @@ import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { type LifecycleOp, metrics } from "../../metrics/server-metrics.js";
 import type { NetworkEgress } from "../../network/egress.js";
 import type { ResourceLimits, ResourcesPolicy, UnitRuntime } from "../../runtime/runtime.js";
-import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord, UnitStatus } from "../../store/records.js";
+import type {
+  CheckpointRecord,
+  ImageRecord,
+  OrgRecord,
+  TemplateRecord,
+  UnitRecord,
+  UnitStatus,
+} from "../../store/records.js";
 import { UnitStartError } from "../errors.js";
 import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
 import { agentEndpoint } from "./agent-endpoint.js";
@@ -95,6 +103,27 @@ export class LocalNode implements UnitNode {
 
   deleteTemplate(template: TemplateRecord): Promise<void> {
     return this.lifecycle.templates.delete(template);
+  }
+
+  importImage(
+    org: OrgRecord,
+    name: string,
+    body: Readable,
+    hooks: { progress: Progress; signal?: AbortSignal },
+  ): Promise<ImageRecord> {
+    return this.lifecycle.images.import(org.id, name, body, hooks);
+  }
+
+  baseImage(): Promise<{ bytes: number; builtAt: string }> {
+    return this.runtime.baseImage();
+  }
+
+  deleteImage(image: ImageRecord): Promise<void> {
+    return this.lifecycle.images.delete(image);
+  }
+
+  fromImage(image: ImageRecord, unit: UnitRecord): Promise<void> {
+    return this.lifecycle.images.fill(image, unit);
   }
 
   fromTemplate(template: TemplateRecord, unit: UnitRecord): Promise<void> {

@@ -1,3 +1,4 @@
+import type { ImageConfig } from "@ums/protocol";
 import type { Logger } from "pino";
 import { parseDnsServer, type ServerConfig } from "../../config.js";
 import type { EmitEvent } from "../../events/event-log.js";
@@ -34,6 +35,12 @@ export interface LocalNodeOpts {
  */
 export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
   const { config, store, log } = opts;
+  // Issue #18: a unit made from an organization image boots with its config (kept while units use it).
+  const imageOf = async (id: string) => {
+    const image = await store.images.getById(id);
+    if (!image) throw new Error(`image ${id} of the unit is gone`);
+    return { id, config: JSON.parse(image.config) as ImageConfig };
+  };
   const runtime =
     opts.runtime ?? (await openHostRuntime({ ...config, ...(opts.signal && { signal: opts.signal }) }, log));
   const lifecycle = new Lifecycle(
@@ -54,6 +61,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       resources: JSON.parse(unit.resources),
       privileges: JSON.parse(unit.privileges),
       network: unit.network,
+      image: unit.imageId === null ? undefined : await imageOf(unit.imageId),
     }),
   );
   if (opts.events) lifecycle.setEvents(opts.events);

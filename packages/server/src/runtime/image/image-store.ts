@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { deleteSubvolume, isReadonly, isSubvolume } from "../storage/btrfs.js";
 import { withFileLock } from "../storage/lock.js";
 import type { Pool } from "../storage/pool.js";
-import { type ImageVariant, imageNameProblem } from "./packages.js";
+import { IMAGE_PACKAGES, type ImageVariant, imageNameProblem } from "./packages.js";
 import type { UNIT_USER } from "./rootfs-config.js";
 
 // Where images live in the pool (`<pool>/images/<name>`, a read-only subvolume, beside its
@@ -91,6 +91,11 @@ export async function cacheProblem(paths: ImagePaths, variant: ImageVariant): Pr
     return `content version ${manifest.contentVersion}, current is ${IMAGE_CONTENT_VERSION}`;
   }
   if (manifest.variant !== variant) return `it is the ${manifest.variant} variant`;
+  const wanted = IMAGE_PACKAGES[variant];
+  const had = manifest.packages ?? [];
+  if (wanted.length !== had.length || wanted.some((p) => !had.includes(p))) {
+    return "the variant's package list changed since it was built";
+  }
   if (!(await isReadonly(paths.path))) return "it is not read-only";
   return undefined;
 }

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { ImageConfig } from "@ums/protocol";
 import { waitForAgent } from "../../agent/health.js";
 import type { BootSpec, RuntimeState } from "../runtime.js";
 import { withAgentListener } from "./agent-listener.js";
@@ -32,6 +33,18 @@ export interface BootContext {
  * (an OCI bundle for runc, the agent's listening socket handed to PID 1 as fd 3); returns once the
  * agent answers. A failure after the container's pieces were set up stops the unit again.
  */
+/** Issue #18: an organization image's config, as the agent reads it (agent/src/config.ts). */
+export function imageAgentEnv(config: ImageConfig): Record<string, string> {
+  return {
+    UMS_AGENT_UID: String(config.user.uid),
+    UMS_AGENT_GID: String(config.user.gid),
+    UMS_AGENT_USER: config.user.name,
+    UMS_AGENT_HOME: config.user.home,
+    UMS_AGENT_ENV: JSON.stringify(config.env),
+    ...(config.working_dir !== null && { UMS_AGENT_WORKDIR: config.working_dir }),
+  };
+}
+
 export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> {
   const { cfg, paths } = ctx;
   const id = spec.unitId;
@@ -67,6 +80,7 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
         UMS_INTERNAL_API_SOCKET: UNIT_PATHS.apiSocket,
         UMS_HOST_SOCKET: UNIT_PATHS.hostSocket,
         HOME: "/root",
+        ...(spec.image && imageAgentEnv(spec.image.config)),
       },
       memoryLimitBytes: ctx.resources.memoryBytes(spec.resources),
       pidsLimit: ctx.resources.pids(spec.resources),

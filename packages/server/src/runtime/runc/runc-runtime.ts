@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import type { AllowedAddress } from "../network/egress.js";
 import { allowGatewayPort } from "../network/firewall.js";
@@ -21,6 +22,7 @@ import type { RuncRuntimeConfig } from "./config.js";
 import { CpuWeights } from "./cpu-weights.js";
 import { EgressState } from "./egress-state.js";
 import { prepareHost } from "./host-setup.js";
+import { type ImportedImage, importedPath, importImage, removeImported, uploadPath } from "./imported-images.js";
 import { raiseKeyQuota } from "./key-quota.js";
 import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
@@ -153,8 +155,8 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   /** Idempotent: a unit that has its disk keeps it. */
-  async create(id: string): Promise<void> {
-    await createDisk(this.paths, this.cfg.imagePath, id);
+  async create(id: string, imageId?: string): Promise<void> {
+    await createDisk(this.paths, imageId ? importedPath(this.paths, imageId) : this.cfg.imagePath, id);
   }
 
   async boot(spec: BootSpec): Promise<void> {
@@ -163,7 +165,7 @@ export class RuncRuntime implements UnitRuntime {
     if (state === "running") return;
     if (state === "paused") return this.resume(id);
     await this.runc.delete(id); // a stopped leftover
-    await this.create(id); // a unit whose disk was not made yet (e.g. a crash right after create)
+    await this.create(id, spec.image?.id); // a unit whose disk was not made yet (e.g. a crash right after create)
     // Its disk size: its quota group is made at its first boot, and the policy (a restore's, say)
     // may have changed while it was stopped.
     await this.limitDisk(id, this.resources.diskBytes(spec.resources));
@@ -329,6 +331,40 @@ export class RuncRuntime implements UnitRuntime {
 
   async templateDisk(templateId: string, unitId: string): Promise<void> {
     await templateDisk(this.paths, templateId, unitId);
+  }
+
+  importImage(
+    imageId: string,
+    archive: string,
+    progress: (message: string) => void,
+    signal?: AbortSignal,
+  ): Promise<ImportedImage> {
+    return importImage(this.paths, imageId, archive, {
+      uidShift: this.cfg.idShift,
+      uidRange: this.cfg.idCount,
+      progress,
+      ...(signal && { signal }),
+    });
+  }
+
+  async baseImage(): Promise<{ bytes: number; builtAt: string }> {
+    try {
+      const m = JSON.parse(await readFile(`${this.cfg.imagePath}.json`, "utf8")) as {
+        bytes?: number;
+        builtAt?: string;
+      };
+      return { bytes: m.bytes ?? 0, builtAt: m.builtAt ?? new Date(0).toISOString() };
+    } catch {
+      return { bytes: 0, builtAt: new Date(0).toISOString() };
+    }
+  }
+
+  async deleteImage(imageId: string): Promise<void> {
+    await removeImported(this.paths, imageId);
+  }
+
+  imageUploadPath(imageId: string): Promise<string> {
+    return uploadPath(this.paths, imageId);
   }
 
   async recover(

@@ -244,6 +244,28 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0013_images": {
+    async up(db: Kysely<unknown>) {
+      // Issue #18: organization images (imported OCI archives), and which one a unit was made from
+      // (null: the host's base image). Units keep the reference: an image in use is not deleted.
+      await db.schema
+        .createTable("images")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("source", "text", (c) => c.notNull())
+        .addColumn("environment_version", "text", (c) => c.notNull())
+        .addColumn("config", "text", (c) => c.notNull())
+        .addColumn("bytes", "bigint", (c) => c.notNull().defaultTo(0))
+        .addColumn("ready", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addUniqueConstraint("images_org_name", ["org_id", "name"])
+        .execute();
+      await db.schema.alterTable("units").addColumn("image_id", "text").execute();
+      await db.schema.alterTable("templates").addColumn("image_id", "text").execute();
+      await db.schema.createIndex("units_image").on("units").column("image_id").execute();
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

@@ -92,6 +92,7 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     activeCheckpoint: r.active_checkpoint,
     storageGb: r.storage_gb === null ? null : Number(r.storage_gb),
     waitForCapacity: Number(r.wait_for_capacity) === 1,
+    imageId: r.image_id ?? null,
   });
 }
 
@@ -116,6 +117,7 @@ export function unitToRow(u: NewUnit): UnitsTable {
     network: u.network ?? '{"rules":[]}',
     storage_gb: u.storageGb ?? null,
     wait_for_capacity: u.waitForCapacity ? 1 : 0,
+    image_id: u.imageId ?? null,
     active_checkpoint: null,
     checkpoint_seq: 0,
   };

@@ -85,6 +85,7 @@ export interface UnitsTable {
   checkpoint_seq: number;
   storage_gb: number | null;
   wait_for_capacity: number;
+  image_id: string | null;
 }
 
 export interface CheckpointsTable {
@@ -112,6 +113,19 @@ export interface TemplatesTable {
   resources: string;
   privileges: string;
   network: string;
+  image_id: string | null;
+  ready: number;
+  created_at: string;
+}
+
+export interface ImagesTable {
+  id: string;
+  org_id: string;
+  name: string;
+  source: string;
+  environment_version: string;
+  config: string;
+  bytes: number | string;
   ready: number;
   created_at: string;
 }
@@ -164,6 +178,7 @@ export interface Database {
   units: UnitsTable;
   checkpoints: CheckpointsTable;
   templates: TemplatesTable;
+  images: ImagesTable;
   connectors: ConnectorsTable;
   oauth_states: OAuthStatesTable;
   audit_events: AuditEventsTable;

@@ -8,6 +8,7 @@ import { connectorStore } from "./connectors.js";
 import { consoleSessionStore } from "./console-sessions.js";
 import type { DialectAdapter } from "./dialect.js";
 import { eventStore, webhookStore } from "./events.js";
+import { imageStore } from "./images.js";
 import { migrateToLatest } from "./migrations.js";
 import { oauthStateStore } from "./oauth-states.js";
 import {
@@ -34,6 +35,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     units: unitStore(db, adapter),
     checkpoints: checkpointStore(db),
     templates: templateStore(db, adapter),
+    images: imageStore(db, adapter),
     connectors: connectorStore(db),
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),

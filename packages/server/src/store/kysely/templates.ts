@@ -16,6 +16,7 @@ function fromRow(r: TemplatesTable): TemplateRecord {
     resources: r.resources,
     privileges: r.privileges,
     network: r.network,
+    imageId: r.image_id ?? null,
     ready: Number(r.ready) === 1,
     createdAt: r.created_at,
   });
@@ -39,6 +40,7 @@ export function templateStore(db: Kysely<Database>, adapter: DialectAdapter): Te
             resources: t.resources,
             privileges: t.privileges,
             network: t.network,
+            image_id: t.imageId,
             ready: t.ready ? 1 : 0,
             created_at: t.createdAt,
           })

@@ -1,0 +1,227 @@
+// Issue #18 part 3: an OCI image imported from an archive the test builds itself (two layers, a
+// whiteout, an opaque directory, a file owned by a non-root user, Env/WorkingDir/User set), each of
+// those checked inside a unit made from it; bad archives answered 400 with nothing left; an image
+// in use is not deleted; another organization neither sees nor uses it; a layer's symlink cannot
+// lead the import out of the image.
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { dockerSaveArchive, makeTar, ociLayoutArchive } from "../../runtime/image/oci/test-archives.js";
+import { testImage } from "../../runtime/image/test-image.js";
+import { isReadonly } from "../../runtime/storage/btrfs.js";
+import { startSqliteServer, type TestServer } from "../../testing/server.js";
+import { tools } from "../../testing/services.js";
+import { tinyRootfs } from "../../testing/tiny-rootfs.js";
+
+describe("images", { timeout: 300_000 }, () => {
+  let s: TestServer;
+  let token: string;
+  let other: string;
+  let t: ReturnType<typeof tools>;
+  let importedDir: string;
+  const pwned = `ums-image-escape-${process.pid}-${Date.now()}`;
+
+  const importArchive = (name: string, body: Uint8Array, tok = token) =>
+    s.api("POST", `/v1/images?name=${name}`, { token: tok, body, headers: { "content-type": "application/x-tar" } });
+  /** The NDJSON events of an import's answer. */
+  const events = (text: string) =>
+    text
+      .trim()
+      .split("\n")
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            type: string;
+            data?: string;
+            image?: Record<string, unknown>;
+            code?: string;
+            errors?: string[];
+          },
+      );
+  const leftovers = async () =>
+    (await readdir(importedDir).catch(() => [] as string[])).filter((n) => n.startsWith("."));
+  const sh = async (unit: string, script: string) => {
+    const r = await t.sh(unit, script);
+    assert.equal(r.code, 0, `${unit}: ${script}: ${r.err}`);
+    return r.out.trim();
+  };
+
+  async function appArchive(format: "docker-save" | "oci-layout"): Promise<Buffer> {
+    const layer1 = await makeTar([
+      ...tinyRootfs({ passwd: ["app:x:1000:1000:app:/home/app:/bin/sh"], group: ["app:x:1000:"] }),
+      { name: "home/", type: "directory" },
+      { name: "home/app/", type: "directory", uid: 1000, gid: 1000, mode: 0o750 },
+      { name: "opt/", type: "directory" },
+      { name: "opt/old/", type: "directory" },
+      { name: "opt/old/keep.txt", data: "kept\n" },
+      { name: "opt/old/gone.txt", data: "whited out\n" },
+      { name: "opt/opq/", type: "directory" },
+      { name: "opt/opq/lower.txt", data: "hidden by the opaque dir\n" },
+    ]);
+    const layer2 = await makeTar([
+      { name: "opt/old/.wh.gone.txt", data: "" },
+      { name: "opt/opq/", type: "directory" },
+      { name: "opt/opq/upper.txt", data: "from layer 2\n" },
+      { name: "opt/opq/.wh..wh..opq", data: "" },
+      { name: "srv/", type: "directory", uid: 1000, gid: 1000 },
+      { name: "srv/owned.txt", data: "mine\n", uid: 1000, gid: 1000, mode: 0o640 },
+      { name: "usr/local/", type: "directory" },
+      { name: "usr/local/bin/", type: "directory" },
+      { name: "usr/local/bin/setuid-tool", data: "#!/bin/sh\n", mode: 0o4755 },
+      // The attack: a link to / and an entry through it; it must land inside the image.
+      { name: "evil", type: "symlink", linkname: "/" },
+      { name: `evil/tmp/${pwned}`, data: "inside\n" },
+    ]);
+    const spec = {
+      layers: [layer1, layer2],
+      env: ["GREETING=hello from the image", "PATH=/usr/local/bin:/usr/bin:/bin"],
+      workingDir: "/srv",
+      user: "app",
+    };
+    return format === "docker-save" ? dockerSaveArchive(spec) : ociLayoutArchive(spec);
+  }
+
+  before(async () => {
+    importedDir = join((await testImage()).pool.path, "imported");
+    s = await startSqliteServer({ idleWarm: "10m" });
+    token = await s.token("img");
+    other = await s.token("img-other");
+    t = tools(s, token);
+  });
+  after(() => s?.close());
+
+  it("imports a docker save archive: NDJSON progress, then the image with its config", async () => {
+    const r = await importArchive("app", await appArchive("docker-save"));
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.headers.get("content-type") ?? "", /application\/x-ndjson/);
+    const evs = events(r.text);
+    assert.ok(
+      evs.some((e) => e.type === "info" && /layer 2\/2/.test(e.data ?? "")),
+      r.text,
+    );
+    const done = evs.at(-1);
+    assert.equal(done?.type, "complete", r.text);
+    const image = done?.image as Record<string, unknown>;
+    assert.match(String(image.id), /^img-/);
+    assert.equal(image.kind, "imported");
+    assert.equal(image.source, "docker-save");
+    assert.equal(image.organization, "img");
+    assert.deepEqual(image.config, {
+      env: ["GREETING=hello from the image", "PATH=/usr/local/bin:/usr/bin:/bin"],
+      user: { name: "app", uid: 1000, gid: 1000, home: "/home/app" },
+      working_dir: "/srv",
+    });
+    assert.ok(await isReadonly(join(importedDir, String(image.id))), "the image is a read-only subvolume");
+    assert.ok(!existsSync(`/tmp/${pwned}`), "the layer's link to / did not lead the import onto the host");
+    assert.deepEqual(await leftovers(), [], "no upload or work dir is left");
+
+    const list = await s.api("GET", "/v1/images", { token });
+    assert.deepEqual(
+      (list.body.images as { name: string; kind: string }[]).map((i) => [i.name, i.kind]),
+      [
+        ["base", "base"],
+        ["app", "imported"],
+      ],
+    );
+    assert.deepEqual((await s.api("GET", "/v1/images/app", { token })).body, image);
+    const theirs = await s.api("GET", "/v1/images", { token: other });
+    assert.deepEqual(
+      (theirs.body.images as { name: string }[]).map((i) => i.name),
+      ["base"],
+      "another organization does not see it",
+    );
+    assert.equal((await s.api("GET", "/v1/images/app", { token: other })).status, 404);
+  });
+
+  it("a unit made from it runs as its user, in its working dir, with its env and its layers' files", async () => {
+    const c = await s.api("POST", "/v1/units", { token, json: { name: "on-app", image: "app" } });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(c.body.environment_version, "v0.1.0-rc1", "the spec's shape; the image is the unit's own record");
+    assert.equal(await sh("on-app", "id -u; id -g"), "1000\n1000");
+    assert.equal(await sh("on-app", "pwd"), "/srv");
+    assert.equal(await sh("on-app", 'echo "$GREETING"'), "hello from the image");
+    assert.equal(await sh("on-app", "echo $HOME"), "/home/app");
+    assert.equal(await sh("on-app", "cat /opt/old/keep.txt"), "kept");
+    assert.equal(await sh("on-app", "ls /opt/old"), "keep.txt", "the whiteout removed gone.txt");
+    assert.equal(await sh("on-app", "ls /opt/opq"), "upper.txt", "the opaque dir hid layer 1's files");
+    assert.equal(await sh("on-app", "stat -c %u:%g:%a /srv/owned.txt"), "1000:1000:640");
+    assert.equal(await sh("on-app", "stat -c %a /usr/local/bin/setuid-tool"), "4755");
+    assert.equal(await sh("on-app", `cat /tmp/${pwned}`), "inside", "the entry through the link is in the image");
+    const root = await t.sh("on-app", "id -u", "root");
+    assert.equal(root.out.trim(), "0", "root is still there when asked for");
+    assert.equal(await sh("on-app", "touch /srv/new && stat -c %u /srv/new"), "1000", "the unit writes its own files");
+  });
+
+  it("an OCI layout archive (gzip layers, an index) imports the same", async () => {
+    const r = await importArchive("app-oci", await appArchive("oci-layout"));
+    assert.equal(r.status, 200, r.text);
+    const done = events(r.text).at(-1);
+    assert.equal(done?.type, "complete", r.text);
+    assert.equal(done?.image?.source, "oci-layout");
+    const c = await s.api("POST", "/v1/units", { token, json: { name: "on-oci", image: "app-oci" } });
+    assert.equal(c.status, 201, c.text);
+    assert.equal(await sh("on-oci", "id -un; pwd; ls /opt/opq"), "app\n/srv\nupper.txt");
+  });
+
+  it("bad archives and names are refused with nothing left; a taken name is 409", async () => {
+    const garbage = await importArchive("junk", Buffer.from("this is not a tar archive at all".repeat(100)));
+    assert.equal(garbage.status, 400, garbage.text);
+    assert.equal(garbage.body.code, "UMS_IMAGE_INVALID");
+    const empty = await importArchive("junk", await makeTar([{ name: "hello.txt", data: "hi" }]));
+    assert.equal(empty.status, 400, empty.text);
+    assert.match(String(empty.body.errors), /manifest\.json|index\.json/);
+    // A well-formed archive whose image lacks what the agent needs: refused once its layers are read.
+    const bare = await importArchive(
+      "junk",
+      await dockerSaveArchive({ layers: [await makeTar([{ name: "x", data: "x" }])] }),
+    );
+    const last = bare.status === 200 ? events(bare.text).at(-1) : bare.body;
+    assert.equal(last?.code, "UMS_IMAGE_INVALID", bare.text);
+    assert.match(String(last?.errors), /glibc/);
+    const through = await importArchive(
+      "junk",
+      await dockerSaveArchive({ layers: [await makeTar([{ name: "../x", data: "x" }])] }),
+    );
+    const esc = through.status === 200 ? events(through.text).at(-1) : through.body;
+    assert.equal(esc?.code, "UMS_IMAGE_INVALID", through.text);
+    assert.match(String(esc?.errors), /leaves the image/);
+    assert.equal((await importArchive("Bad_Name", Buffer.from("x"))).status, 400);
+    assert.equal((await importArchive("base", Buffer.from("x"))).status, 409, "the host's base image's name");
+    assert.equal((await importArchive("app", Buffer.from("x"))).status, 409, "a taken name");
+    const names = ((await s.api("GET", "/v1/images", { token })).body.images as { name: string }[]).map((i) => i.name);
+    assert.ok(!names.includes("junk"), "nothing half-made is listed");
+    assert.deepEqual(await leftovers(), [], "no upload or work dir is left");
+    const unknown = await s.api("POST", "/v1/units", { token, json: { name: "nope", image: "missing" } });
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.code, "UMS_IMAGE_NOT_FOUND");
+    const theirs = await s.api("POST", "/v1/units", { token: other, json: { name: "nope", image: "app" } });
+    assert.equal(theirs.status, 404, "another organization cannot use it");
+    const both = await s.api("POST", "/v1/units", { token, json: { name: "nope", image: "app", template: "x" } });
+    assert.equal(both.status, 400);
+  });
+
+  it("an image is deleted only once no unit made from it (or forked from one) is left", async () => {
+    const cp = await s.api("POST", "/v1/units/on-oci/checkpoint", { token, json: {} });
+    assert.match(cp.text, /"type":"complete"/);
+    const fork = await s.api("POST", "/v1/units", {
+      token,
+      json: { name: "oci-fork", from: { unit: "on-oci", checkpoint: "v0" } },
+    });
+    assert.equal(fork.status, 201, fork.text);
+    assert.equal(await sh("oci-fork", "id -un; pwd"), "app\n/srv", "a fork keeps its image's config");
+    const busy = await s.api("DELETE", "/v1/images/app-oci", { token });
+    assert.equal(busy.status, 409, busy.text);
+    assert.equal(busy.body.code, "UMS_IMAGE_IN_USE");
+    for (const u of ["on-oci", "oci-fork"])
+      assert.equal((await s.api("DELETE", `/v1/units/${u}`, { token })).status, 204);
+    const id = (await s.api("GET", "/v1/images/app-oci", { token })).body.id as string;
+    assert.equal((await s.api("DELETE", "/v1/images/app-oci", { token })).status, 204);
+    assert.equal((await s.api("GET", "/v1/images/app-oci", { token })).status, 404);
+    assert.ok(!existsSync(join(importedDir, id)), "its subvolume is gone");
+    assert.equal((await s.api("DELETE", "/v1/images/base", { token })).status, 400, "the base image is the host's");
+    const up = await s.api("POST", "/v1/units/on-app/upgrade", { token, json: { version: "latest" } });
+    assert.equal(up.status, 400, "upgrade moves base-image units only");
+  });
+});

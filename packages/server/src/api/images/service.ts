@@ -1,0 +1,115 @@
+import type { Readable } from "node:stream";
+import {
+  BASE_IMAGE_NAME,
+  ENVIRONMENT_VERSION,
+  ErrorCode,
+  type Image,
+  type ImageConfig,
+  unitNameProblem,
+} from "@ums/protocol";
+import type { Progress, UnitNode } from "../../node/unit-node.js";
+import { UNIT_USER } from "../../runtime/image/rootfs-config.js";
+import type { ImageRecord, OrgRecord } from "../../store/records.js";
+import { ImageExistsError, type Store } from "../../store/store.js";
+import { ApiError } from "../errors.js";
+
+/** The base image's config: the build's user `unit`, its home, no extra environment. */
+const BASE_CONFIG: ImageConfig = Object.freeze({
+  env: [],
+  user: { name: UNIT_USER.name, uid: UNIT_USER.uid, gid: UNIT_USER.gid, home: UNIT_USER.home },
+  working_dir: null,
+});
+
+/** Issue #18: images (the host's base, the organization's imported ones), between the routes and the node. */
+export class ImageService {
+  constructor(
+    private readonly store: Store,
+    private readonly node: UnitNode,
+  ) {}
+
+  static notFound(name: string): ApiError {
+    return new ApiError(404, ErrorCode.ImageNotFound, `image '${name}' not found; GET /v1/images lists them`);
+  }
+
+  private static exists(name: string): ApiError {
+    return new ApiError(
+      409,
+      ErrorCode.ImageExists,
+      name === BASE_IMAGE_NAME
+        ? `'${name}' is the host's base image; choose another name`
+        : `an image named '${name}' already exists; delete it or choose another name`,
+    );
+  }
+
+  /** The organization's image of that name; another organization's answers 404 exactly as a missing one. */
+  async require(org: OrgRecord, name: string): Promise<ImageRecord> {
+    const i = unitNameProblem(name) ? undefined : await this.store.images.get(org.id, name);
+    if (!i) throw ImageService.notFound(name);
+    return i;
+  }
+
+  /** Refuses a name that is taken before the archive is read (the store's unique key decides a race). */
+  async assertFree(org: OrgRecord, name: string): Promise<void> {
+    if (name === BASE_IMAGE_NAME || (await this.store.images.get(org.id, name))) throw ImageService.exists(name);
+  }
+
+  async import(
+    org: OrgRecord,
+    name: string,
+    body: Readable,
+    hooks: { progress: Progress; signal?: AbortSignal },
+  ): Promise<ImageRecord> {
+    await this.assertFree(org, name);
+    try {
+      return await this.node.importImage(org, name, body, hooks);
+    } catch (err) {
+      if (err instanceof ImageExistsError) throw ImageService.exists(name);
+      throw err;
+    }
+  }
+
+  async list(org: OrgRecord): Promise<Image[]> {
+    return [await this.base(), ...(await this.store.images.list(org.id)).map((i) => ImageService.present(org, i))];
+  }
+
+  async get(org: OrgRecord, name: string): Promise<Image> {
+    if (name === BASE_IMAGE_NAME) return this.base();
+    return ImageService.present(org, await this.require(org, name));
+  }
+
+  async delete(org: OrgRecord, name: string): Promise<void> {
+    if (name === BASE_IMAGE_NAME) {
+      throw ApiError.validation([`name: '${name}' is the host's base image; it cannot be deleted`]);
+    }
+    await this.node.deleteImage(await this.require(org, name));
+  }
+
+  private async base(): Promise<Image> {
+    const b = await this.node.baseImage();
+    return {
+      id: BASE_IMAGE_NAME,
+      name: BASE_IMAGE_NAME,
+      kind: "base",
+      organization: null,
+      version: `${BASE_IMAGE_NAME}@${ENVIRONMENT_VERSION}`,
+      config: BASE_CONFIG,
+      bytes: b.bytes,
+      source: null,
+      created_at: b.builtAt,
+    };
+  }
+
+  static present(org: OrgRecord, i: ImageRecord): Image {
+    return {
+      id: i.id,
+      name: i.name,
+      kind: "imported",
+      organization: org.slug,
+      version: i.environmentVersion,
+      config: JSON.parse(i.config) as ImageConfig,
+      bytes: i.bytes,
+      source: i.source,
+      created_at: i.createdAt,
+    };
+  }
+}

@@ -1,0 +1,121 @@
+import { randomUUID } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { rm } from "node:fs/promises";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { Logger } from "pino";
+import type { UnitRuntime } from "../runtime/runtime.js";
+import type { ImageRecord, UnitRecord } from "../store/records.js";
+import type { Store } from "../store/store.js";
+import { ImageGoneError, ImageInUseError } from "./errors.js";
+import type { UnitTable } from "./unit-table.js";
+
+/** The lock of an image's files (a key of the units' mutex that no unit id can take). */
+const lockOf = (i: Pick<ImageRecord, "id">) => `image:${i.id}`;
+
+/**
+ * Issue #18: organization images, crash-safe like templates (templates.ts): the row is written
+ * first, not ready, then the files, then the flag; deleting clears the flag first, then removes the
+ * files, then the row; the start's sweep removes rows that are not ready with whatever files they
+ * have. An image is deleted only while no unit or template refers to it: units take their config
+ * (env, user, working dir) from it at every boot.
+ */
+export class ImageWork {
+  constructor(
+    private readonly table: UnitTable,
+    private readonly store: Store,
+    private readonly runtime: UnitRuntime,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Imports the archive `body` streams as the organization's image `name`: ImageExistsError
+   * (store) when the name is taken, ImageArchiveError for an archive ums cannot use; `progress`
+   * tells of each layer once the archive is read.
+   */
+  async import(
+    orgId: string,
+    name: string,
+    body: Readable,
+    hooks: { progress: (message: string) => void; signal?: AbortSignal },
+  ): Promise<ImageRecord> {
+    const image: ImageRecord = {
+      id: `img-${randomUUID()}`,
+      orgId,
+      name,
+      source: "",
+      environmentVersion: "",
+      config: "{}",
+      bytes: 0,
+      ready: false,
+      createdAt: new Date().toISOString(),
+    };
+    await this.store.images.insert(image);
+    const upload = await this.runtime.imageUploadPath(image.id);
+    try {
+      return await this.table.mutex.run(lockOf(image), async () => {
+        await pipeline(body, createWriteStream(upload, { mode: 0o600 }));
+        const made = await this.runtime.importImage(image.id, upload, hooks.progress, hooks.signal);
+        const ready: ImageRecord = {
+          ...image,
+          source: made.source,
+          environmentVersion: `${name}@${image.id.slice(4, 16)}`,
+          config: JSON.stringify(made.config),
+          bytes: made.bytes,
+          ready: true,
+        };
+        await this.store.images.finish(ready);
+        for (const s of made.skipped.slice(0, 20)) hooks.progress(`left out ${s.path}: ${s.reason}`);
+        if (made.skipped.length > 20) hooks.progress(`left out ${made.skipped.length - 20} more entries`);
+        return ready;
+      });
+    } catch (err) {
+      await this.discard(image).catch((e: unknown) =>
+        this.log.error({ err: e, imageId: image.id }, "removing a failed image import"),
+      );
+      throw err;
+    } finally {
+      await rm(upload, { force: true });
+    }
+  }
+
+  /** Deletes an image; ImageInUseError while units or templates refer to it. */
+  delete(image: ImageRecord): Promise<void> {
+    return this.table.mutex.run(lockOf(image), async () => {
+      const users = await this.store.images.usedBy(image.id);
+      if (users > 0) throw new ImageInUseError(image.name, users);
+      await this.store.images.setReady(image.id, false);
+      await this.runtime.deleteImage(image.id);
+      await this.store.images.delete(image.id);
+    });
+  }
+
+  /** Gives a new unit a writable snapshot of the image, under the unit's lock then the image's. */
+  fill(image: ImageRecord, unit: UnitRecord): Promise<void> {
+    return this.table.mutex.run(unit.id, () => {
+      this.table.assertNotDeleted(unit);
+      return this.table.mutex.run(lockOf(image), async () => {
+        const fresh = await this.store.images.get(image.orgId, image.name);
+        if (fresh?.id !== image.id) throw new ImageGoneError(image.name);
+        await this.runtime.create(unit.id, image.id);
+      });
+    });
+  }
+
+  private async discard(image: Pick<ImageRecord, "id">): Promise<void> {
+    await this.runtime.deleteImage(image.id);
+    await this.store.images.delete(image.id);
+  }
+
+  /** At start: removes every image that is not ready (a crash in its import or delete), files and row. */
+  async sweep(): Promise<number> {
+    let removed = 0;
+    for (const i of await this.store.images.all()) {
+      if (i.ready) continue;
+      await this.discard(i);
+      removed++;
+    }
+    if (removed > 0) this.log.info({ removed }, "removed images a crash left half-made or half-deleted");
+    return removed;
+  }
+}

@@ -1,0 +1,98 @@
+import { constants, createReadStream } from "node:fs";
+import { lstat, open, readdir } from "node:fs/promises";
+import { type ApplyStats, addStats, applyLayer, emptyStats } from "./apply-layer.js";
+import { type OciArchive, type OciImageConfig, readOciArchive } from "./archive.js";
+import { withContext } from "./errors.js";
+
+export interface ImportProgress {
+  /** The layer being applied (1-based); 0 while the archive is read. */
+  layer: number;
+  /** Layers in all; 0 until the archive is read. */
+  layers: number;
+  message: string;
+}
+
+export interface ImportOciArchiveOptions {
+  /** An empty directory for the archive's files; the caller removes it afterwards. */
+  workDir: string;
+  /** Host id of the image's id 0 (UID_SHIFT). */
+  uidShift: number;
+  /** Ids an image may use (UID_RANGE). */
+  uidRange: number;
+  onProgress?: (progress: ImportProgress) => void;
+  /** Stops the import (between entries); what was written stays for the caller to remove. */
+  signal?: AbortSignal;
+}
+
+export interface ImportOciArchiveResult {
+  config: OciImageConfig;
+  format: OciArchive["format"];
+  /** Number of layers applied. */
+  layers: number;
+  /** All layers' stats added up. */
+  stats: ApplyStats;
+  reference: string | null;
+  platform: string | null;
+}
+
+/**
+ * Imports the image archive `archive` (`docker save` output or an OCI image layout tar, plain or
+ * gzip) into `root`, an empty directory the caller made: its files go to `opts.workDir`, then every
+ * layer is applied onto `root` in order ({@link applyLayer}), owners shifted by `opts.uidShift`. The
+ * root itself is owned by the image's root (uidShift) with mode 0755 unless a layer says otherwise.
+ * Problems of the archive are an ImageArchiveError ("layer 2: entry 'x' ..."); on any error the
+ * root is left as it is, for the caller to remove.
+ */
+export async function importOciArchive(
+  archive: string,
+  root: string,
+  opts: ImportOciArchiveOptions,
+): Promise<ImportOciArchiveResult> {
+  const st = await lstat(root);
+  if (!st.isDirectory()) throw new Error(`${root} is not a directory`);
+  if ((await readdir(root)).length > 0) throw new Error(`${root} is not empty`);
+  const report = (p: ImportProgress) => opts.onProgress?.(p);
+
+  report({ layer: 0, layers: 0, message: "reading the archive" });
+  const image = await readOciArchive(archive, opts.workDir, { signal: opts.signal });
+  const layers = image.layers.length;
+
+  const fh = await open(root, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    await fh.chown(opts.uidShift, opts.uidShift);
+    await fh.chmod(0o755);
+  } finally {
+    await fh.close();
+  }
+
+  const stats = emptyStats();
+  for (const [i, layer] of image.layers.entries()) {
+    opts.signal?.throwIfAborted();
+    const mib = (layer.size / 1024 / 1024).toFixed(1);
+    report({
+      layer: i + 1,
+      layers,
+      message: `applying layer ${i + 1}/${layers} (${mib} MiB${layer.compression === "gzip" ? ", gzip" : ""})`,
+    });
+    try {
+      const layerStats = await applyLayer(root, createReadStream(layer.path), {
+        uidShift: opts.uidShift,
+        uidRange: opts.uidRange,
+        expectDiffId: layer.diffId,
+        signal: opts.signal,
+      });
+      addStats(stats, layerStats);
+    } catch (err) {
+      throw withContext(err, `layer ${i + 1}`);
+    }
+  }
+  report({ layer: layers, layers, message: `imported ${layers} layers, ${stats.entries} entries` });
+  return {
+    config: image.config,
+    format: image.format,
+    layers,
+    stats,
+    reference: image.reference,
+    platform: image.platform,
+  };
+}
