@@ -219,3 +219,31 @@ export interface Provider {
   oauth: boolean;
   base_api_url_required: boolean;
 }
+
+/** Issue #18: an image units start from (`base`, the host's, or one the organization imported). */
+export interface Image {
+  id: string;
+  name: string;
+  /** `base` (the host's) or `imported`; any kind but `base` is the organization's own, deleted by it. */
+  kind: string;
+  version: string;
+  bytes: number;
+  source: string | null;
+  config: { env: string[]; user: { name: string; uid: number; gid: number; home: string }; working_dir: string | null };
+  created_at: string;
+}
+
+/** Issue #18: a checkpoint published as an organization template. */
+export interface Template {
+  id: string;
+  name: string;
+  description: string;
+  source: { unit: string; checkpoint: string };
+  environment_version: string | null;
+  created_at: string;
+}
+
+export const listImages = (signal?: AbortSignal) =>
+  get<{ images: Image[] }>("/v1/images", { signal }).then((r) => r.images);
+export const listTemplates = (signal?: AbortSignal) =>
+  get<{ templates: Template[] }>("/v1/templates", { signal }).then((r) => r.templates);

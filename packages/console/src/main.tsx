@@ -7,6 +7,8 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, call, type Session, setCsrf, setUnauthorizedHandler } from "./api.js";
 import { Connectors } from "./connectors.js";
+import { Images } from "./images.js";
+import { Templates } from "./templates.js";
 import { UnitPage } from "./unit.js";
 import { prefetchUnits, Units } from "./units.js";
 
@@ -66,6 +68,14 @@ function SignIn({ onSession }: { onSession: (s: Session) => void }) {
   );
 }
 
+/** The main pages: the hash's first part (none: units) and the link's text. */
+const NAV = [
+  ["", "Units"],
+  ["images", "Images"],
+  ["templates", "Templates"],
+  ["connectors", "Connectors"],
+] as const;
+
 function App({ initial }: { initial: Session | null }) {
   const [session, setSession] = useState<Session | null>(initial);
   const hash = useHash();
@@ -99,7 +109,10 @@ function App({ initial }: { initial: Session | null }) {
     .map((p) => decodeURIComponent(p));
   let page = <Units />;
   if (parts[0] === "connectors") page = <Connectors />;
+  else if (parts[0] === "images") page = <Images />;
+  else if (parts[0] === "templates") page = <Templates />;
   else if (parts[0] === "units" && parts[1]) page = <UnitPage name={parts[1]} tab={parts[2] ?? "overview"} />;
+  const current = NAV.find(([p]) => p === parts[0])?.[0] ?? "";
   const signOut = () => {
     void call("DELETE", "/v1/console/session").finally(() => {
       setCsrf("");
@@ -114,12 +127,11 @@ function App({ initial }: { initial: Session | null }) {
           ums
         </a>
         <nav class="mainnav" aria-label="Main">
-          <a href="#/" aria-current={parts[0] !== "connectors" ? "page" : undefined}>
-            Units
-          </a>
-          <a href="#/connectors" aria-current={parts[0] === "connectors" ? "page" : undefined}>
-            Connectors
-          </a>
+          {NAV.map(([path, label]) => (
+            <a key={path} href={`#/${path}`} aria-current={path === current ? "page" : undefined}>
+              {label}
+            </a>
+          ))}
         </nav>
         <span class="org" title="Organization">
           {session.organization}

@@ -4,6 +4,7 @@ import { useState } from "preact/hooks";
 import { type Checkpoint, call, get, type NetworkLog, type NetworkRule, ndjson, type Unit, unitPath } from "./api.js";
 import { Files } from "./files.js";
 import { Services } from "./services.js";
+import { PublishTemplate } from "./templates.js";
 import { ConfirmButton, ErrorLine, Section, Status, size, Time, useAction, usePoll } from "./ui.js";
 import { CreateUnit } from "./units.js";
 
@@ -204,6 +205,8 @@ function Checkpoints({ name }: { name: string }) {
   const [progress, setProgress] = useState<string[]>([]);
   const [busy, error, run] = useAction();
   const [forking, setForking] = useState("");
+  const [publishing, setPublishing] = useState("");
+  const [published, setPublished] = useState("");
   const stream = (path: string, body?: unknown) =>
     run(async () => {
       setProgress([]);
@@ -251,6 +254,25 @@ function Checkpoints({ name }: { name: string }) {
           />
         </div>
       )}
+      {publishing && (
+        <div class="fork">
+          <h3>Publish {publishing} as a template</h3>
+          <PublishTemplate
+            key={publishing}
+            unit={name}
+            checkpoint={publishing}
+            onPublished={(t) => {
+              setPublishing("");
+              setPublished(t);
+            }}
+          />
+        </div>
+      )}
+      {published && (
+        <p role="status">
+          Published template <a href="#/templates">{published}</a>.
+        </p>
+      )}
       <ol class="timeline" aria-label="Checkpoint timeline">
         {cps.map((c) => (
           <li key={c.id} class={c.active ? "active" : ""} data-checkpoint={c.id}>
@@ -270,8 +292,24 @@ function Checkpoints({ name }: { name: string }) {
                 disabled={busy}
                 onConfirm={() => stream(`/checkpoints/${encodeURIComponent(c.id)}/restore`)}
               />
-              <button type="button" onClick={() => setForking(c.id)}>
+              <button
+                type="button"
+                onClick={() => {
+                  setPublishing("");
+                  setForking(c.id);
+                }}
+              >
                 Fork
+              </button>
+              <button
+                type="button"
+                onClick={() => {
+                  setForking("");
+                  setPublished("");
+                  setPublishing(c.id);
+                }}
+              >
+                Publish as template
               </button>
               {!c.active && (
                 <ConfirmButton

@@ -1,16 +1,27 @@
 // The units page: a live list (every 3 s), counts and limits, search by prefix, create, delete.
 import { useState } from "preact/hooks";
 import { call, get, type UnitList, unitPath } from "./api.js";
+import { BASE, StartFrom, startBody } from "./start-from.js";
 import { ConfirmButton, ErrorLine, Section, Status, Time, useAction, usePoll } from "./ui.js";
 
-const NAME = "^[a-z](?:-?[a-z0-9])*$";
+export const NAME = "^[a-z](?:-?[a-z0-9])*$";
 
-export function CreateUnit(props: { onCreated: (name: string) => void; from?: { unit: string; checkpoint: string } }) {
+/**
+ * Creates a unit from an image or a template (`start`: `image:NAME` or `template:NAME`, default the
+ * base image), or, with `from`, as a fork of a unit's checkpoint (which keeps that unit's image).
+ */
+export function CreateUnit(props: {
+  onCreated: (name: string) => void;
+  from?: { unit: string; checkpoint: string };
+  start?: string;
+}) {
   const [name, setName] = useState("");
+  const [start, setStart] = useState(props.start ?? BASE);
   const [pub, setPub] = useState(false);
   const [fromUnit, setFromUnit] = useState(props.from?.unit ?? "");
   const [fromCheckpoint, setFromCheckpoint] = useState(props.from?.checkpoint ?? "");
   const [busy, error, run] = useAction();
+  const forking = Boolean(fromUnit && fromCheckpoint);
   return (
     <form
       class="inline-form"
@@ -19,7 +30,8 @@ export function CreateUnit(props: { onCreated: (name: string) => void; from?: { 
         e.preventDefault();
         const body: Record<string, unknown> = { name };
         if (pub) body.url_settings = { auth: "public" };
-        if (fromUnit && fromCheckpoint) body.from = { unit: fromUnit, checkpoint: fromCheckpoint };
+        if (forking) body.from = { unit: fromUnit, checkpoint: fromCheckpoint };
+        else Object.assign(body, startBody(start));
         void run(async () => {
           await call("POST", "/v1/units", { body });
           setName("");
@@ -39,6 +51,7 @@ export function CreateUnit(props: { onCreated: (name: string) => void; from?: { 
           onInput={(e) => setName(e.currentTarget.value)}
         />
       </label>
+      {!props.from && <StartFrom value={start} onChange={setStart} disabled={forking} />}
       <label class="check">
         <input type="checkbox" name="public" checked={pub} onChange={(e) => setPub(e.currentTarget.checked)} /> Public
         URL
@@ -83,6 +96,8 @@ export function Units() {
   const list = usePoll((signal) => listUnits(prefix, signal), [prefix], 3000, early);
   early = undefined;
   const [, delError, run] = useAction();
+  // The form (and its lists of images and templates) is made when it is opened.
+  const [creating, setCreating] = useState(false);
   const d = list.data;
   return (
     <Section
@@ -112,9 +127,9 @@ export function Units() {
           onInput={(e) => setPrefix(e.currentTarget.value.toLowerCase())}
         />
       </div>
-      <details class="create">
+      <details class="create" onToggle={(e) => setCreating(e.currentTarget.open)}>
         <summary>Create a unit</summary>
-        <CreateUnit onCreated={() => list.reload()} />
+        {creating && <CreateUnit onCreated={() => list.reload()} />}
       </details>
       <ErrorLine error={list.error || delError} />
       {!d ? (

@@ -35,7 +35,7 @@ export const ErrorCode = {
   ImageExists: "UMS_IMAGE_EXISTS",
   /** 409: units created from the image still use it (its config); delete them first. */
   ImageInUse: "UMS_IMAGE_IN_USE",
-  /** 400: the image archive is not one ums can import; the message says what to fix. */
+  /** 400: the image archive cannot be imported, or a recipe's step failed; the message says what to fix. */
   ImageInvalid: "UMS_IMAGE_INVALID",
   /** 409: the checkpoint the unit is on cannot be deleted. */
   CheckpointActive: "UMS_CHECKPOINT_ACTIVE",

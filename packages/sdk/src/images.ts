@@ -1,15 +1,15 @@
-import type { ImageConfig, Image as WireImage, ImageList as WireImageList } from "@ums/protocol";
+import type { ImageConfig, ImageRecipe, Image as WireImage, ImageList as WireImageList } from "@ums/protocol";
 import type { UmsClient } from "./client.js";
 import type { RequestOpts } from "./config.js";
 import { errorFromResponse, StreamError } from "./errors.js";
 import { collectEvents } from "./ndjson.js";
 
-/** An image units are created from (issue #18): the host's `base`, or one the organization imported. */
+/** An image units are created from (issue #18): the host's `base`, or one the organization imported or built from a recipe. */
 export interface ImageInfo {
   /** `img-<uuid>`, or `base`. */
   id: string;
   name: string;
-  kind: "base" | "imported";
+  kind: "base" | "imported" | "recipe";
   /** Organization slug; null for the host's base image. */
   organization: string | null;
   /** Which build of the image this is: `<name>@<id>`. */
@@ -44,7 +44,9 @@ function fromWire(i: WireImage): ImageInfo {
 const request = (o: RequestOpts) => ({ timeoutMs: o.timeoutMs, signal: o.signal });
 const path = (name: string) => `/v1/images/${encodeURIComponent(name)}`;
 
-type ImportEvent = { type: "info"; data: string } | { type: "complete"; data: string; image: WireImage };
+type ImportEvent =
+  | { type: "info"; data: string }
+  | { type: "complete"; data: string; image: WireImage; cached?: boolean };
 
 /**
  * `client.images`: the images units start from (issue #18). Create a unit on one with
@@ -70,13 +72,18 @@ export class Images {
       headers: { "content-type": "application/x-tar" },
       body: archive,
     });
+    return fromWire((await this.#complete(res, opts)).image);
+  }
+
+  /** The `complete` event of an import's or a build's NDJSON answer; its `error` event as the API's error. */
+  async #complete(res: Response, opts: ImageImportOpts): Promise<{ image: WireImage; cached?: boolean }> {
     try {
       const events = await collectEvents<ImportEvent>(res, (e) => {
         if (e.type === "info") opts.onProgress?.(e.data);
       });
       const done = events.at(-1);
-      if (done?.type !== "complete" || !done.image) throw new StreamError("the import did not name its image", done);
-      return fromWire(done.image);
+      if (done?.type !== "complete" || !done.image) throw new StreamError("the answer did not name its image", done);
+      return done;
     } catch (err) {
       // The stream's error event carries what the API would have answered: the same error classes.
       const ev = err instanceof StreamError ? err.event : undefined;
@@ -85,6 +92,21 @@ export class Images {
       }
       throw err;
     }
+  }
+
+  /**
+   * Builds the organization's image `recipe.name` from a recipe (Debian packages, files, steps run
+   * as root in a unit of the organization, env, user, workdir). The same recipe again answers the
+   * image it built (cached). A failed step throws `ValidationError` (`UMS_IMAGE_INVALID`) with its output.
+   */
+  async build(recipe: ImageRecipe, opts: ImageImportOpts = {}): Promise<ImageInfo & { cached: boolean }> {
+    const res = await this.client.open("POST", "/v1/images/build", {
+      ...request(opts),
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(recipe),
+    });
+    const done = await this.#complete(res, opts);
+    return { ...fromWire(done.image), cached: done.cached === true };
   }
 
   /** The host's base image, then the organization's by name. */

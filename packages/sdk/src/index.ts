@@ -4,6 +4,7 @@ export type {
   FsEntry,
   FsRenameResponse,
   FsWriteResponse,
+  ImageRecipe,
   NetworkPolicy,
   NetworkRule,
   ServiceEvent,

@@ -1,8 +1,8 @@
 import { resolveConfig } from "@ums/server/config";
 import { Command, Option } from "commander";
 import { withDataDir } from "../options.js";
-import { examples } from "../user/options.js";
-import { addImageUserCommands } from "./images.js";
+import { examples, withContext, withJson } from "../user/options.js";
+import { addImageUserCommands, buildRecipe } from "./images.js";
 
 /** One progress line: `[ 12%] step: message`. */
 export function progressLine(p: { step: string; message: string; percent?: number }, lastPercent: number): string {
@@ -10,16 +10,28 @@ export function progressLine(p: { step: string; message: string; percent?: numbe
   return `[${String(percent).padStart(3)}%] ${p.step}: ${p.message}`;
 }
 
+interface BuildOpts {
+  force?: boolean;
+  variant: "full" | "test";
+  dataDir?: string;
+  poolDevice?: string;
+  json?: boolean;
+}
+
 /**
- * `ums image build` (the host's: builds, or finds cached, the base image units are made from) and
- * the user's `list`, `import`, `info`, `rm` (images.ts).
+ * `ums image`: `build` (with a recipe FILE, the user's: an organization image built on the server;
+ * without, the host's: builds, or finds cached, the base image) and the user's `list`, `import`,
+ * `info`, `rm` (images.ts).
  */
 export function imageCommand(): Command {
-  const image = new Command("image").description("build the host's base image; list, import and delete images");
+  const image = new Command("image").description("list, import, build (from a recipe) and delete images");
   addImageUserCommands(image);
 
-  withDataDir(image.command("build"))
-    .description("build the base image into <data-dir>/pool (cached: a no-op when it is built)")
+  withContext(withJson(withDataDir(image.command("build"))))
+    .description(
+      "with FILE: build an organization image from a recipe (JSON: docs/IMAGES.md) on the server; without: build the host's base image into <data-dir>/pool (cached: a no-op when it is built)",
+    )
+    .argument("[file]", "an image recipe (JSON; - for stdin)")
     .option("--force", "rebuild even when the image is already built")
     .addOption(
       new Option("--variant <variant>", "full: the image units get (named base); test: a small one (named test)")
@@ -30,7 +42,8 @@ export function imageCommand(): Command {
       "--pool-device <dev>",
       "btrfs block device for the pool instead of <data-dir>/pool.img (env UMS_POOL_DEVICE)",
     )
-    .action(async (opts: { force?: boolean; variant: "full" | "test"; dataDir?: string; poolDevice?: string }) => {
+    .action(async (file: string | undefined, opts: BuildOpts, self: Command) => {
+      if (file !== undefined) return buildRecipe(file, opts, self);
       const { dataDir } = resolveConfig({ dataDir: opts.dataDir });
       const ac = new AbortController();
       const onSignal = () => ac.abort();
@@ -68,6 +81,7 @@ export function imageCommand(): Command {
 
   return examples(image, [
     "ums image list",
+    "ums image build py-tools.json          # a recipe: packages, files, steps, env, user",
     "docker save my-app:latest -o my-app.tar && ums image import my-app.tar --name my-app",
     "ums create api --image my-app",
     "sudo ums image build --variant full   # on the host: the base image",

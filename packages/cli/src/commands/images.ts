@@ -2,12 +2,13 @@
 // starts from one with `ums create NAME --image I`. (`ums image build` is the host's: image.ts.)
 
 import { createReadStream } from "node:fs";
-import { stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { Readable } from "node:stream";
-import type { ImageInfo } from "@ums/sdk";
+import type { ImageInfo, ImageRecipe } from "@ums/sdk";
 import type { Command } from "commander";
 import { UsageError } from "../errors.js";
 import { resolveConnection } from "../user/connect.js";
+import { readStdin } from "../user/input.js";
 import { withContext, withJson } from "../user/options.js";
 import { age, printJson, table } from "../user/output.js";
 
@@ -89,4 +90,29 @@ export function addImageUserCommands(cmd: Command): void {
       await client.images.delete(name);
       process.stdout.write(`deleted image ${name}\n`);
     });
+}
+
+/** `ums image build FILE`: an organization image from a recipe (JSON), built on the server with its progress. */
+export async function buildRecipe(file: string, opts: { json?: boolean }, self: Command): Promise<void> {
+  let text: string;
+  try {
+    text = file === "-" ? (await readStdin()).toString("utf8") : await readFile(file, "utf8");
+  } catch (err) {
+    throw new UsageError(`cannot read the recipe ${file}: ${(err as Error).message}`);
+  }
+  let recipe: ImageRecipe;
+  try {
+    recipe = JSON.parse(text) as ImageRecipe;
+  } catch (err) {
+    throw new UsageError(`the recipe ${file} is not JSON: ${(err as Error).message}`);
+  }
+  const { client } = await resolveConnection(self);
+  const image = await client.images.build(recipe, {
+    timeoutMs: 0,
+    onProgress: (m) => process.stderr.write(`${m}\n`),
+  });
+  if (opts.json) return printJson(imageJson(image));
+  process.stdout.write(
+    `${image.cached ? "cached" : "built"} image ${image.name} (${size(image.bytes)}, user ${image.config.user.name})\n`,
+  );
 }

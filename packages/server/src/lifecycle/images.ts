@@ -3,6 +3,7 @@ import { createWriteStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import type { ImageRecipe } from "@ums/protocol";
 import type { Logger } from "pino";
 import type { UnitRuntime } from "../runtime/runtime.js";
 import type { ImageRecord, UnitRecord } from "../store/records.js";
@@ -12,6 +13,21 @@ import type { UnitTable } from "./unit-table.js";
 
 /** The lock of an image's files (a key of the units' mutex that no unit id can take). */
 const lockOf = (i: Pick<ImageRecord, "id">) => `image:${i.id}`;
+
+/** A new image's row, not ready. */
+function draftRecord(orgId: string, name: string, source: string): ImageRecord {
+  return {
+    id: `img-${randomUUID()}`,
+    orgId,
+    name,
+    source,
+    environmentVersion: "",
+    config: "{}",
+    bytes: 0,
+    ready: false,
+    createdAt: new Date().toISOString(),
+  };
+}
 
 /**
  * Issue #18: organization images, crash-safe like templates (templates.ts): the row is written
@@ -39,17 +55,7 @@ export class ImageWork {
     body: Readable,
     hooks: { progress: (message: string) => void; signal?: AbortSignal },
   ): Promise<ImageRecord> {
-    const image: ImageRecord = {
-      id: `img-${randomUUID()}`,
-      orgId,
-      name,
-      source: "",
-      environmentVersion: "",
-      config: "{}",
-      bytes: 0,
-      ready: false,
-      createdAt: new Date().toISOString(),
-    };
+    const image = draftRecord(orgId, name, "");
     await this.store.images.insert(image);
     const upload = await this.runtime.imageUploadPath(image.id);
     try {
@@ -77,6 +83,58 @@ export class ImageWork {
     } finally {
       await rm(upload, { force: true });
     }
+  }
+
+  /**
+   * Builds the organization's image `recipe.name` from a recipe (issue #18): its draft (base image
+   * with the recipe's packages, its files), then `steps` (the caller runs the recipe's steps in a
+   * unit made from the draft with `fillDraft`, and names the checkpoint of it that becomes the
+   * image), then read-only. Crash-safe like an import: the row is not ready until the end.
+   */
+  async build(
+    orgId: string,
+    recipe: ImageRecipe,
+    source: string,
+    hooks: {
+      progress: (message: string) => void;
+      signal?: AbortSignal;
+      steps?: (draftId: string) => Promise<{ unitId: string; checkpoint: string }>;
+    },
+  ): Promise<ImageRecord> {
+    const image = draftRecord(orgId, recipe.name, source);
+    await this.store.images.insert(image);
+    try {
+      return await this.table.mutex.run(lockOf(image), async () => {
+        await this.runtime.draftRecipeImage(image.id, recipe, hooks.progress, hooks.signal);
+        if (hooks.steps) {
+          const made = await hooks.steps(image.id);
+          await this.runtime.imageFromCheckpoint(image.id, made.unitId, made.checkpoint);
+        }
+        const sealed = await this.runtime.sealRecipeImage(image.id, recipe);
+        const ready: ImageRecord = {
+          ...image,
+          environmentVersion: `${recipe.name}@${image.id.slice(4, 16)}`,
+          config: JSON.stringify(sealed.config),
+          bytes: sealed.bytes,
+          ready: true,
+        };
+        await this.store.images.finish(ready);
+        return ready;
+      });
+    } catch (err) {
+      await this.discard(image).catch((e: unknown) =>
+        this.log.error({ err: e, imageId: image.id }, "removing a failed image build"),
+      );
+      throw err;
+    }
+  }
+
+  /** Gives the unit that runs a recipe's steps a writable snapshot of the image's draft. */
+  fillDraft(imageId: string, unit: UnitRecord): Promise<void> {
+    return this.table.mutex.run(unit.id, () => {
+      this.table.assertNotDeleted(unit);
+      return this.runtime.create(unit.id, imageId);
+    });
   }
 
   /** Deletes an image; ImageInUseError while units or templates refer to it. */

@@ -1,5 +1,5 @@
 import type { Readable } from "node:stream";
-import type { NetworkLog } from "@ums/protocol";
+import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import type { UnitAgent } from "../agent/client.js";
 import type { FsIdentity, RawRead } from "../agent/fs.js";
 import type { AgentTunnel } from "../agent/tunnel.js";
@@ -53,6 +53,23 @@ export interface UnitNode {
     body: Readable,
     hooks: { progress: Progress; signal?: AbortSignal },
   ): Promise<ImageRecord>;
+  /**
+   * Issue #18: builds the organization's image `recipe.name` from a recipe; `steps`, when the recipe
+   * has steps, runs them in a unit made from the draft (`fillDraft`) and names the checkpoint of
+   * it that becomes the image. `ImageExistsError` (store) when the name is taken.
+   */
+  buildImage(
+    org: OrgRecord,
+    recipe: ImageRecipe,
+    source: string,
+    hooks: {
+      progress: Progress;
+      signal?: AbortSignal;
+      steps?: (draftId: string) => Promise<{ unitId: string; checkpoint: string }>;
+    },
+  ): Promise<ImageRecord>;
+  /** Gives the unit that runs a recipe's steps a writable snapshot of the image's draft. */
+  fillDraft(imageId: string, unit: UnitRecord): Promise<void>;
   /** The host's base image (`base` in GET /v1/images): its size and when it was built. */
   baseImage(): Promise<{ readonly bytes: number; readonly builtAt: string }>;
   /** Deletes an image (row and files); `ImageInUseError` while units or templates refer to it. */

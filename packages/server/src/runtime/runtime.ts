@@ -1,4 +1,4 @@
-import type { ImageConfig, PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
+import type { ImageConfig, ImageRecipe, PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
 import type { ImportedImage } from "./runc/imported-images.js";
 
 export type { ImportedImage, PrivilegesPolicy, ResourcesPolicy };
@@ -156,6 +156,20 @@ export interface UnitRuntime {
     progress: (message: string) => void,
     signal?: AbortSignal,
   ): Promise<ImportedImage>;
+  /**
+   * Issue #18: the draft of a recipe's image `imageId`: its base (with the recipe's packages, an
+   * image build cached by the package list) snapshotted, and the recipe's files written in it.
+   */
+  draftRecipeImage(
+    imageId: string,
+    recipe: ImageRecipe,
+    progress: (message: string) => void,
+    signal?: AbortSignal,
+  ): Promise<void>;
+  /** The image's files become a unit's checkpoint: the unit the recipe's steps ran in. */
+  imageFromCheckpoint(imageId: string, unitId: string, cpId: string): Promise<void>;
+  /** Makes a recipe's image read-only; returns its units' config (env, user, workdir resolved in it) and size. */
+  sealRecipeImage(imageId: string, recipe: ImageRecipe): Promise<{ config: ImageConfig; bytes: number }>;
   /** The host's base image: its size and when it was built (from its manifest). */
   baseImage(): Promise<{ readonly bytes: number; readonly builtAt: string }>;
   /** Deletes an imported image's files (idempotent); units made from it keep theirs. */

@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { ErrorBody, Image, ImageList, ImportImageQuery } from "@ums/protocol";
+import { ErrorBody, Image, ImageList, ImageRecipe, ImportImageQuery } from "@ums/protocol";
 import { errorAnswer } from "../../errors/respond.js";
 import { ndjson } from "../checkpoints/ndjson.js";
 import type { ApiInstance } from "../instance.js";
@@ -48,6 +48,48 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
     async (req, reply) => {
       await images.delete(req.auth.org, req.params.name);
       return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    "/v1/images/build",
+    {
+      schema: {
+        tags,
+        summary:
+          "Build an organization image from a recipe: Debian packages on top of the base image's, files, shell steps run as root in a unit of the organization, env, user and workdir. Cached by the recipe's content: the same recipe answers the image it built. A bad recipe or a taken name is answered at once (400, 409); then the answer is NDJSON (spec 6.1 events): `info` lines (the steps' output too), `complete` with the image, or `error` with its `code`",
+        body: ImageRecipe,
+        response: { ...commonErrors, 403: ErrorBody, 409: ErrorBody },
+      },
+    },
+    async (req, reply) => {
+      const prepared = await images.prepareBuild(req.auth.org, req.body);
+      const now = () => new Date().toISOString();
+      const out = ndjson(reply);
+      const ac = new AbortController();
+      req.raw.socket.once("close", () => ac.abort());
+      try {
+        if (prepared.cached) out.send({ type: "info", data: `image ${req.body.name} is built (cached)`, time: now() });
+        const image = await prepared.run({
+          progress: (data) => out.send({ type: "info", data, time: now() }),
+          signal: ac.signal,
+        });
+        const body = ImageService.present(req.auth.org, image);
+        out.send({
+          type: "complete",
+          data: `image ${image.name} built`,
+          image: body,
+          cached: !!prepared.cached,
+          time: now(),
+        });
+      } catch (err) {
+        const answer = errorAnswer(err);
+        if (answer.internal) req.log.error({ err }, "image build failed");
+        out.send({ type: "error", ...answer.body, status: answer.status, time: now() });
+      } finally {
+        out.end();
+      }
+      return reply;
     },
   );
 

@@ -5,6 +5,7 @@ import {
   ErrorCode,
   type Image,
   type ImageConfig,
+  type ImageRecipe,
   unitNameProblem,
 } from "@ums/protocol";
 import type { Progress, UnitNode } from "../../node/unit-node.js";
@@ -12,6 +13,7 @@ import { UNIT_USER } from "../../runtime/image/rootfs-config.js";
 import type { ImageRecord, OrgRecord } from "../../store/records.js";
 import { ImageExistsError, type Store } from "../../store/store.js";
 import { ApiError } from "../errors.js";
+import { type PreparedBuild, RecipeBuilds } from "./recipe-build.js";
 
 /** The base image's config: the build's user `unit`, its home, no extra environment. */
 const BASE_CONFIG: ImageConfig = Object.freeze({
@@ -22,10 +24,20 @@ const BASE_CONFIG: ImageConfig = Object.freeze({
 
 /** Issue #18: images (the host's base, the organization's imported ones), between the routes and the node. */
 export class ImageService {
+  private readonly recipes: RecipeBuilds;
+
   constructor(
     private readonly store: Store,
     private readonly node: UnitNode,
-  ) {}
+  ) {
+    this.recipes = new RecipeBuilds(store, node, (name) => ImageService.exists(name));
+  }
+
+  /** Checks an image recipe (400) and its name (409), then builds it when `run` is called (recipe-build.ts). */
+  async prepareBuild(org: OrgRecord, recipe: ImageRecipe): Promise<PreparedBuild> {
+    if (recipe.name === BASE_IMAGE_NAME) throw ImageService.exists(recipe.name);
+    return this.recipes.prepare(org, recipe);
+  }
 
   static notFound(name: string): ApiError {
     return new ApiError(404, ErrorCode.ImageNotFound, `image '${name}' not found; GET /v1/images lists them`);
@@ -37,7 +49,7 @@ export class ImageService {
       ErrorCode.ImageExists,
       name === BASE_IMAGE_NAME
         ? `'${name}' is the host's base image; choose another name`
-        : `an image named '${name}' already exists; delete it or choose another name`,
+        : `an image named '${name}' already exists (imported, or built from another recipe); delete it or choose another name`,
     );
   }
 
@@ -103,7 +115,7 @@ export class ImageService {
     return {
       id: i.id,
       name: i.name,
-      kind: "imported",
+      kind: i.source.startsWith("recipe:") ? "recipe" : "imported",
       organization: org.slug,
       version: i.environmentVersion,
       config: JSON.parse(i.config) as ImageConfig,

@@ -1,5 +1,5 @@
 import type { Readable } from "node:stream";
-import type { NetworkLog } from "@ums/protocol";
+import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import type { AgentEndpoint } from "../../agent/deadline.js";
 import { RunningLimitError, UnitDeletedError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
@@ -112,6 +112,23 @@ export class LocalNode implements UnitNode {
     hooks: { progress: Progress; signal?: AbortSignal },
   ): Promise<ImageRecord> {
     return this.lifecycle.images.import(org.id, name, body, hooks);
+  }
+
+  buildImage(
+    org: OrgRecord,
+    recipe: ImageRecipe,
+    source: string,
+    hooks: {
+      progress: Progress;
+      signal?: AbortSignal;
+      steps?: (draftId: string) => Promise<{ unitId: string; checkpoint: string }>;
+    },
+  ): Promise<ImageRecord> {
+    return this.lifecycle.images.build(org.id, recipe, source, hooks);
+  }
+
+  fillDraft(imageId: string, unit: UnitRecord): Promise<void> {
+    return this.lifecycle.images.fillDraft(imageId, unit);
   }
 
   baseImage(): Promise<{ bytes: number; builtAt: string }> {

@@ -26,6 +26,8 @@ export interface BuildImageOptions {
   /** Image name: the subvolume is `<pool>/images/<name>`. */
   name: string;
   variant: ImageVariant;
+  /** The packages on top of minbase; default the variant's (an image recipe adds its own). */
+  packages?: readonly string[];
   /** Rebuild even when a valid cached image exists (it is replaced at the end of the build). */
   force?: boolean;
   /** apt sources (`deb URL SUITE COMPONENTS` lines); default {@link debianSources}. */
@@ -47,14 +49,15 @@ export async function buildImage(opts: BuildImageOptions): Promise<string> {
   const paths = imagePaths(opts.pool, opts.name);
   const report = (p: BuildProgress) => opts.onProgress?.(p);
 
-  if (!opts.force && (await cacheProblem(paths, opts.variant)) === undefined) {
+  const packages = opts.packages ?? IMAGE_PACKAGES[opts.variant];
+  if (!opts.force && (await cacheProblem(paths, opts.variant, packages)) === undefined) {
     report({ step: "cache", message: `image ${opts.name} is built (cached)`, percent: 100 });
     return paths.path;
   }
   return withFileLock(
     paths.lock,
     async () => {
-      const problem = await cacheProblem(paths, opts.variant);
+      const problem = await cacheProblem(paths, opts.variant, packages);
       if (problem === undefined && !opts.force) {
         report({ step: "cache", message: `image ${opts.name} was built by another process`, percent: 100 });
         return paths.path;
@@ -83,7 +86,7 @@ async function build(
   report: (p: BuildProgress) => void,
 ): Promise<void> {
   const started = Date.now();
-  const packages = [...IMAGE_PACKAGES[opts.variant]];
+  const packages = [...(opts.packages ?? IMAGE_PACKAGES[opts.variant])];
   const sources = opts.sources ?? debianSources();
   report({ step: "prepare", message: `building image ${opts.name} (${opts.variant}): ${reason}`, percent: 0 });
   if (await stat(paths.building).catch(() => undefined)) {

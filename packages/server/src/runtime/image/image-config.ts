@@ -1,8 +1,8 @@
 import { constants } from "node:fs";
-import { lstat, open, readlink } from "node:fs/promises";
+import { lstat, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { ImageConfig } from "@ums/protocol";
-import { ImageArchiveError, MAX_SYMLINKS, type OciImageConfig, resolveDir } from "./oci/index.js";
+import { ImageArchiveError, type OciImageConfig, resolveInRoot } from "./oci/index.js";
 import { UID_RANGE } from "./shift.js";
 
 // Issue #18: what an imported image needs for a unit to run on it, and the config its units run
@@ -20,18 +20,11 @@ const AGENT_NEEDS = [
 
 /** Whether `rel` is a regular file of the image, following symlinks as the image itself would (inside its root). */
 async function fileInRoot(root: string, rel: string): Promise<boolean> {
-  let parts = rel.split("/");
-  for (let links = 0; links <= MAX_SYMLINKS; links++) {
-    const name = parts.pop();
-    if (name === undefined || name === "" || name === "." || name === "..") return false;
-    const dir = await resolveDir(root, parts).catch(() => undefined);
-    if (dir === undefined) return false;
-    const st = await lstat(join(root, ...dir, name)).catch(() => undefined);
-    if (!st?.isSymbolicLink()) return st?.isFile() ?? false;
-    const target = await readlink(join(root, ...dir, name));
-    parts = target.startsWith("/") ? target.split("/") : [...dir, ...target.split("/")];
+  try {
+    return (await lstat(await resolveInRoot(root, rel, { followFinal: true }))).isFile();
+  } catch {
+    return false;
   }
-  return false;
 }
 
 /** Throws ImageArchiveError when the image lacks what the unit's agent needs to start. */

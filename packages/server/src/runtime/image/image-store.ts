@@ -79,7 +79,11 @@ export async function readImageManifest(
  * Why a cached image cannot be used (undefined: it can): it must be a read-only subvolume with a
  * manifest of the current content version and the asked variant.
  */
-export async function cacheProblem(paths: ImagePaths, variant: ImageVariant): Promise<string | undefined> {
+export async function cacheProblem(
+  paths: ImagePaths,
+  variant: ImageVariant,
+  wanted: readonly string[] = IMAGE_PACKAGES[variant],
+): Promise<string | undefined> {
   if (!(await isSubvolume(paths.path))) return "not built yet";
   let manifest: ImageManifest;
   try {
@@ -91,10 +95,9 @@ export async function cacheProblem(paths: ImagePaths, variant: ImageVariant): Pr
     return `content version ${manifest.contentVersion}, current is ${IMAGE_CONTENT_VERSION}`;
   }
   if (manifest.variant !== variant) return `it is the ${manifest.variant} variant`;
-  const wanted = IMAGE_PACKAGES[variant];
   const had = manifest.packages ?? [];
   if (wanted.length !== had.length || wanted.some((p) => !had.includes(p))) {
-    return "the variant's package list changed since it was built";
+    return "its package list changed since it was built";
   }
   if (!(await isReadonly(paths.path))) return "it is not read-only";
   return undefined;

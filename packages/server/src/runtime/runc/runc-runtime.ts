@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
+import type { ImageConfig, ImageRecipe } from "@ums/protocol";
 import type { AllowedAddress } from "../network/egress.js";
 import { allowGatewayPort } from "../network/firewall.js";
 import type {
@@ -24,6 +25,7 @@ import { EgressState } from "./egress-state.js";
 import { prepareHost } from "./host-setup.js";
 import { type ImportedImage, importedPath, importImage, removeImported, uploadPath } from "./imported-images.js";
 import { raiseKeyQuota } from "./key-quota.js";
+import { draftRecipeImage, imageFromCheckpoint, type RecipeContext, sealRecipeImage } from "./recipe-images.js";
 import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
@@ -345,6 +347,33 @@ export class RuncRuntime implements UnitRuntime {
       progress,
       ...(signal && { signal }),
     });
+  }
+
+  private get recipeContext(): RecipeContext {
+    return {
+      paths: this.paths,
+      poolDir: this.cfg.poolDir,
+      imagePath: this.cfg.imagePath,
+      idShift: this.cfg.idShift,
+      idCount: this.cfg.idCount,
+    };
+  }
+
+  draftRecipeImage(
+    imageId: string,
+    recipe: ImageRecipe,
+    progress: (message: string) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    return draftRecipeImage(this.recipeContext, imageId, recipe, progress, signal);
+  }
+
+  imageFromCheckpoint(imageId: string, unitId: string, cpId: string): Promise<void> {
+    return imageFromCheckpoint(this.recipeContext, imageId, unitId, cpId);
+  }
+
+  sealRecipeImage(imageId: string, recipe: ImageRecipe): Promise<{ config: ImageConfig; bytes: number }> {
+    return sealRecipeImage(this.recipeContext, imageId, recipe);
   }
 
   async baseImage(): Promise<{ bytes: number; builtAt: string }> {

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { CommandError, run } from "../../exec/host-command.js";
 import { ImageArchiveError, quote, withContext } from "./errors.js";
 import { entryComponents, existingDir, type ResolvedEntry, resolveDir, resolveEntry } from "./scoped-path.js";
-import { readTar, type TarEntry, type TarHeader } from "./tar-input.js";
+import { destroyInput, readTar, type TarEntry, type TarHeader } from "./tar-input.js";
 import { paxXattrs, writeCapability } from "./xattrs.js";
 
 export interface ApplyStats {
@@ -59,8 +59,6 @@ export function addStats(a: ApplyStats, b: ApplyStats): void {
 }
 
 const WHITEOUT = ".wh.";
-/** Files whose owner, mode and mtime are being set at once, at most (each holds a descriptor). */
-const MAX_BACKGROUND = 32;
 /** File data is written in writes of about this size. */
 const WRITE_BATCH = 1024 * 1024;
 const OPAQUE = ".wh..wh..opq";
@@ -86,30 +84,29 @@ export async function applyLayer(
   layer: NodeJS.ReadableStream | AsyncIterable<Buffer>,
   opts: ApplyLayerOptions,
 ): Promise<ApplyStats> {
-  const rootStat = await lstat(root);
-  if (!rootStat.isDirectory()) throw new Error(`${root} is not a directory`);
-  const applier = new LayerApplier(root, opts);
-  let diffId: string;
-  try {
-    ({ diffId } = await readTar(layer as AsyncIterable<Buffer>, {
-      what: "the layer",
-      signal: opts.signal,
-      onEntry: async (entry) => {
-        try {
-          await applier.apply(entry);
-        } catch (err) {
-          const name = quote(entry.header.name);
-          if (err instanceof EntryProblem) throw new ImageArchiveError(`entry ${name} ${err.message}`);
-          if (err instanceof ImageArchiveError && err.message.startsWith(`entry ${name} `)) throw err;
-          throw withContext(err, `entry ${name}`);
-        }
-      },
-    }));
-  } catch (err) {
-    await applier.settle().catch(() => {}); // no descriptor left open; the first failure is the one to tell
+  const rootStat = await lstat(root).catch((err: unknown) => {
+    destroyInput(layer);
     throw err;
+  });
+  if (!rootStat.isDirectory()) {
+    destroyInput(layer);
+    throw new Error(`${root} is not a directory`);
   }
-  await applier.settle();
+  const applier = new LayerApplier(root, opts);
+  const { diffId } = await readTar(layer as AsyncIterable<Buffer>, {
+    what: "the layer",
+    signal: opts.signal,
+    onEntry: async (entry) => {
+      try {
+        await applier.apply(entry);
+      } catch (err) {
+        const name = quote(entry.header.name);
+        if (err instanceof EntryProblem) throw new ImageArchiveError(`entry ${name} ${err.message}`);
+        if (err instanceof ImageArchiveError && err.message.startsWith(`entry ${name} `)) throw err;
+        throw withContext(err, `entry ${name}`);
+      }
+    },
+  });
   await applier.finish();
   if (opts.expectDiffId !== undefined && opts.expectDiffId !== diffId) {
     throw new ImageArchiveError(
@@ -160,33 +157,7 @@ class LayerApplier {
     private readonly opts: ApplyLayerOptions,
   ) {}
 
-  /** Owner, mode and mtime of files being set through their descriptors, while later entries go on. */
-  private readonly background = new Set<Promise<void>>();
-  private backgroundError: unknown;
-
-  /**
-   * Runs `task` (which only uses file descriptors, never paths) beside what follows, at most
-   * {@link MAX_BACKGROUND} at once. Never throws: a failure is thrown by the next entry or by
-   * {@link settle}.
-   */
-  private async later(task: () => Promise<void>): Promise<void> {
-    while (this.background.size >= MAX_BACKGROUND) await Promise.race(this.background);
-    const p: Promise<void> = task()
-      .catch((err: unknown) => {
-        this.backgroundError ??= err;
-      })
-      .finally(() => this.background.delete(p));
-    this.background.add(p);
-  }
-
-  /** Waits for the tasks still running; throws the first one's failure. */
-  async settle(): Promise<void> {
-    while (this.background.size > 0) await Promise.all(this.background);
-    if (this.backgroundError !== undefined) throw this.backgroundError;
-  }
-
   async apply({ header, body }: TarEntry): Promise<void> {
-    if (this.backgroundError !== undefined) throw this.backgroundError;
     const components = entryComponents(header.name);
     const last = components[components.length - 1];
     if (last?.startsWith(WHITEOUT)) return this.whiteout(components, last);
@@ -379,7 +350,6 @@ class LayerApplier {
     const { uid, gid } = this.owner(header);
     const at = await this.place(components);
     const fh = await this.create(at.path);
-    let handedOff = false;
     try {
       // Written in batches: one write per chunk of the stream (often 16-64 KiB) is slow.
       const pending: Buffer[] = [];
@@ -398,29 +368,13 @@ class LayerApplier {
         if (pendingBytes >= WRITE_BATCH) await flush();
       }
       await flush();
-      const mode = this.mode(header, 0o644);
+      await fh.chown(uid, gid);
+      await fh.chmod(this.mode(header, 0o644)); // after chown, which clears setuid/setgid
+      await this.xattrs(header, header.name, at.path, true); // a capability too: chown clears it
       const mtime = this.mtime(header);
-      const finish = async () => {
-        await fh.chown(uid, gid);
-        await fh.chmod(mode); // after chown, which clears setuid/setgid
-        await fh.utimes(mtime, mtime);
-      };
-      if (paxXattrs(header.pax).some((x) => x.name === "security.capability")) {
-        await finish(); // the capability is written by path, after the chown (which clears it)
-        await this.xattrs(header, header.name, at.path, true);
-      } else {
-        await this.xattrs(header, header.name, at.path, true); // only lists what is skipped
-        handedOff = true;
-        await this.later(async () => {
-          try {
-            await finish(); // through the descriptor: whatever becomes of the path meanwhile
-          } finally {
-            await fh.close();
-          }
-        });
-      }
+      await fh.utimes(mtime, mtime);
     } finally {
-      if (!handedOff) await fh.close();
+      await fh.close();
     }
     this.markTouched(at.rel);
     this.stats.entries++;

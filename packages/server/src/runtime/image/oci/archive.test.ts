@@ -186,6 +186,25 @@ describe("image archives", { skip: process.getuid?.() === 0 ? false : "needs roo
     assert.equal((await lstat(join(c.work, "abs")).catch(() => undefined)) ?? "absent", "absent");
   });
 
+  it("stops when aborted, with the abort's error", async () => {
+    const c = await place(await dockerSaveArchive(await spec()));
+    const ac = new AbortController();
+    await assert.rejects(
+      importOciArchive(c.archive, c.root, {
+        workDir: c.work,
+        uidShift: SHIFT,
+        uidRange: RANGE,
+        signal: ac.signal,
+        onProgress: (p) => {
+          if (p.layer === 2) ac.abort();
+        },
+      }),
+      { name: "AbortError" },
+    );
+    assert.ok((await readdir(c.root)).includes("etc"), "layer 1 was applied, layer 2 not");
+    assert.equal(await lstat(join(c.root, "app")).catch(() => "absent"), "absent");
+  });
+
   describe("refuses", () => {
     it("archives without a manifest, garbage, truncated and empty files", async () => {
       const plain = await place(await makeTar([{ name: "hello.txt", data: "hi" }]));
@@ -199,6 +218,10 @@ describe("image archives", { skip: process.getuid?.() === 0 ? false : "needs roo
       const truncated = await place(full.subarray(0, Math.floor(full.length / 2)));
       await rejectsWith(importIt(truncated), /truncated|not in the archive|no manifest/);
       await rejectsWith(importIt(await place(Buffer.alloc(0))), /no manifest.json or index.json/);
+      await assert.rejects(
+        importIt({ ...(await place(Buffer.alloc(0))), archive: join(dir(), "no-such-archive.tar") }),
+        (err: NodeJS.ErrnoException) => !(err instanceof ImageArchiveError) && err.code === "ENOENT",
+      );
       const gz = gzip(full);
       await rejectsWith(importIt(await place(gz.subarray(0, Math.floor(gz.length / 2)))), /not valid gzip data/);
       assert.deepEqual(await readdir(truncated.root), [], "nothing applied from a broken archive");

@@ -4,7 +4,7 @@ import { copyFile, link, lstat, mkdir, open, readdir, readFile, unlink } from "n
 import { join } from "node:path";
 import { ImageArchiveError, quote } from "./errors.js";
 import { MAX_SYMLINKS } from "./scoped-path.js";
-import { readTar, sniffCompression, type TarEntry, unsupportedCompression } from "./tar-input.js";
+import { destroyInput, readTar, sniffCompression, type TarEntry, unsupportedCompression } from "./tar-input.js";
 
 /** What a unit takes from the image's config. */
 export interface OciImageConfig {
@@ -109,7 +109,7 @@ async function extractArchive(
     const path = join(workDir, rel);
     const st = await lstat(path).catch((err: NodeJS.ErrnoException) => {
       if (err.code === "ENOENT") return undefined;
-      throw err;
+      throw err.code === "ENOTDIR" ? conflict(name, err) : err;
     });
     if (st?.isDirectory()) throw new ImageArchiveError(`archive entry ${quote(name)} is also a directory`);
     if (st) await unlink(path);
@@ -213,9 +213,14 @@ export async function readOciArchive(
   workDir: string,
   opts: { signal?: AbortSignal } = {},
 ): Promise<OciArchive> {
-  const wd = await lstat(workDir);
-  if (!wd.isDirectory()) throw new Error(`${workDir} is not a directory`);
-  if ((await readdir(workDir)).length > 0) throw new Error(`${workDir} is not empty`);
+  try {
+    const wd = await lstat(workDir);
+    if (!wd.isDirectory()) throw new Error(`${workDir} is not a directory`);
+    if ((await readdir(workDir)).length > 0) throw new Error(`${workDir} is not empty`);
+  } catch (err) {
+    destroyInput(archive);
+    throw err;
+  }
   const input = typeof archive === "string" ? createReadStream(archive) : archive;
   const files = await extractArchive(input as AsyncIterable<Buffer>, workDir, opts.signal);
   const reader = new ArchiveReader(workDir, files);

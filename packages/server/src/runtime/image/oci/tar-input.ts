@@ -91,6 +91,12 @@ async function peek(input: AsyncIterable<Buffer | string>, n: number): Promise<{
   return { head, stream: Readable.from(all(), { objectMode: false }) };
 }
 
+/** Closes `input` (a stream: its file) when it will not be read. */
+export function destroyInput(input: unknown): void {
+  const destroy = (input as { destroy?: unknown } | null)?.destroy;
+  if (typeof destroy === "function") destroy.call(input);
+}
+
 function isZlibError(err: unknown): boolean {
   const code = (err as { code?: unknown } | undefined)?.code;
   return typeof code === "string" && code.startsWith("Z_");
@@ -109,12 +115,16 @@ export interface ReadTarOptions {
  * Returns the sha256 digest (`sha256:<hex>`) of the plain tar data and its compression. Corrupt data
  * (bad gzip, bad tar headers, truncated) and zstd/xz/bzip2 compression are an
  * {@link ImageArchiveError}; errors of `onEntry` and of reading `input` propagate as they are.
+ * `input` is read to its end or destroyed (closed), whatever happens.
  */
 export async function readTar(
   input: AsyncIterable<Buffer | string>,
   opts: ReadTarOptions,
 ): Promise<{ diffId: string; compression: "none" | "gzip" }> {
-  opts.signal?.throwIfAborted();
+  if (opts.signal?.aborted) {
+    destroyInput(input);
+    opts.signal.throwIfAborted();
+  }
   const { head, stream } = await peek(input, 6);
   const compression = sniffCompression(head);
   if (compression !== "none" && compression !== "gzip") {
@@ -152,6 +162,7 @@ export async function readTar(
         }
         ex.end(undefined);
       } catch (err) {
+        if (ex.destroyed) return; // what the reader's giving up did to the input: not the problem
         feedError = err;
         ex.destroy(err as Error);
       }
@@ -167,9 +178,11 @@ export async function readTar(
         }
         for await (const _ of entry); // skip what onEntry did not read
       }
+      await feeding; // done: the extractor ended when the input did
     } finally {
+      // On a failure, feeding stops at its next chunk (or when the pipeline closes the input): not
+      // waited for, a slow input must not hold the failure up. It never rejects.
       if (!ex.destroyed) ex.destroy();
-      await feeding;
       await closed;
     }
     if (feedError !== undefined) throw feedError;
