@@ -57,16 +57,17 @@ const listPool = () => {
     return [];
   }
 };
-const poolTemplates = poolDir && join(poolDir, "pool", "templates");
-const listTemplates = () => {
+// Templates and organization images (issue #18) are subvolumes of their own in the pool.
+const OWN_SUBVOLUMES = { templates: "a template", imported: "an image" };
+const listIn = (dir) => {
   try {
-    return poolTemplates ? readdirSync(poolTemplates) : [];
+    return poolDir ? readdirSync(join(poolDir, "pool", dir)) : [];
   } catch {
     return [];
   }
 };
 const poolBefore = new Set(listPool());
-const templatesBefore = new Set(listTemplates());
+const ownBefore = Object.fromEntries(Object.keys(OWN_SUBVOLUMES).map((d) => [d, new Set(listIn(d))]));
 const child = spawn(
   process.execPath,
   ["--test", "--test-reporter=spec", "--test-concurrency=2", "--test-timeout=600000", ...selected],
@@ -81,8 +82,10 @@ child.on("exit", (code, signal) => {
     } catch {}
     console.error(`a test left a unit disk in the shared pool: ${join(poolUnits, e)} (made ${made})`);
   }
-  for (const e of listTemplates().filter((t) => !templatesBefore.has(t))) {
-    console.error(`a test left a template in the shared pool: ${join(poolTemplates, e)}`);
+  for (const [dir, what] of Object.entries(OWN_SUBVOLUMES)) {
+    for (const e of listIn(dir).filter((t) => !ownBefore[dir].has(t))) {
+      console.error(`a test left ${what} in the shared pool: ${join(poolDir, "pool", dir, e)}`);
+    }
   }
   process.exit(code ?? (signal ? 1 : 0));
 });

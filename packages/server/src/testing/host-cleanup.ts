@@ -52,11 +52,13 @@ export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string
   const { openStore } = await import("../store/open.js");
   let ids: string[] = [];
   let templates: string[] = [];
+  let images: string[] = [];
   try {
     const store = await openStore({ dataDir, databaseUrl });
     try {
       ids = (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
       templates = (await store.templates.all()).map((t) => t.id);
+      images = (await store.images.all()).map((i) => i.id);
     } finally {
       await store.close();
     }
@@ -69,6 +71,13 @@ export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string
   // Its templates (issue #18): read-only subvolumes of their own in the pool.
   const image = await testImage();
   for (const id of templates) await deleteSubvolume(join(image.pool.path, "templates", id)).catch(() => {});
+  // Its organizations' images (issue #18): imported or built, with an import's upload and work dir.
+  for (const id of images) {
+    const dir = join(image.pool.path, "imported");
+    await deleteSubvolume(join(dir, id)).catch(() => {});
+    await rm(join(dir, `.${id}.tar`), { force: true });
+    await rm(join(dir, `.${id}.work`), { recursive: true, force: true });
+  }
   const rid = (await readFile(join(dataDir, "runtime-id"), "utf8").catch(() => "")).trim();
   if (rid) {
     const { stdout } = await run("ip", ["netns", "list"]);

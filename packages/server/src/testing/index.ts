@@ -1,4 +1,6 @@
 /** Test utilities shared by the packages' suites (not part of the server's API). */
+
+export { dockerSaveArchive, makeTar } from "../runtime/image/oci/test-archives.js";
 export { testDialects } from "./dialects.js";
 export { type FakeInternet, startFakeInternet } from "./fake-internet.js";
 export { freePort } from "./free-port.js";
@@ -6,3 +8,4 @@ export { cleanupStoppedServer, deleteUnitDisk, removeServerHostResources, testSe
 export { lockSubnet, TEST_NETWORK_ENV } from "./runtime.js";
 export { prepareServe, type ServeProcess, UMS_BIN } from "./serve-process.js";
 export { startTestServer } from "./server.js";
+export { tinyRootfs } from "./tiny-rootfs.js";

@@ -185,6 +185,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       // Every unit this server made goes, with all its host resources.
       const units = await server.store.units.withStatus(["cold", "warm", "running"]);
       const templates = await server.store.templates.all();
+      const images = await server.store.images.all();
       await server.close();
       const failures: unknown[] = [];
       for (const u of units) {
@@ -194,6 +195,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
           .catch((err) => failures.push(err));
       }
       for (const t of templates) await rt.runtime.deleteTemplate(t.id).catch((err) => failures.push(err));
+      for (const i of images) await rt.runtime.deleteImage(i.id).catch((err) => failures.push(err));
       // A safety net for what a failed destroy may have left mounted in the run dirs.
       await unmountBelow(join(dataDir, "run")).catch((err) => failures.push(err));
       await rt.release();
