@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { readdir } from "node:fs/promises";
+import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { dockerSaveArchive, makeTar, ociLayoutArchive } from "../../runtime/image/oci/test-archives.js";
@@ -200,6 +201,27 @@ describe("images", { timeout: 300_000 }, () => {
     assert.equal(theirs.status, 404, "another organization cannot use it");
     const both = await s.api("POST", "/v1/units", { token, json: { name: "nope", image: "app", template: "x" } });
     assert.equal(both.status, 400);
+  });
+
+  it("a client that leaves in the middle of its upload leaves nothing behind", async () => {
+    const archive = await appArchive("docker-save");
+    const url = new URL(`/v1/images?name=halfway`, s.url);
+    await new Promise<void>((resolve) => {
+      const req = request(url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/x-tar" },
+      });
+      req.on("error", () => resolve());
+      req.write(archive.subarray(0, archive.length >> 1), () => setTimeout(() => req.destroy(), 300));
+      req.on("close", () => resolve());
+    });
+    for (let i = 0; i < 50 && (await leftovers()).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(await leftovers(), [], "the upload and the draft went");
+    const names = ((await s.api("GET", "/v1/images", { token })).body.images as { name: string }[]).map((i) => i.name);
+    assert.ok(!names.includes("halfway"));
+    const again = await importArchive("halfway", archive);
+    assert.equal(events(again.text).at(-1)?.type, "complete", "the name is free: nothing half-made holds it");
+    assert.equal((await s.api("DELETE", "/v1/images/halfway", { token })).status, 204);
   });
 
   it("an image is deleted only once no unit made from it (or forked from one) is left", async () => {

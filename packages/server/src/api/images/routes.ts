@@ -67,7 +67,10 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
       const now = () => new Date().toISOString();
       const out = ndjson(reply);
       const ac = new AbortController();
-      req.raw.socket.once("close", () => ac.abort());
+      // The client went away before the answer ended: stop the work (what was made is removed).
+      reply.raw.once("close", () => {
+        if (!reply.raw.writableFinished) ac.abort();
+      });
       try {
         if (prepared.cached) out.send({ type: "info", data: `image ${req.body.name} is built (cached)`, time: now() });
         const image = await prepared.run({
@@ -113,7 +116,10 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
         const now = () => new Date().toISOString();
         let out: ReturnType<typeof ndjson> | undefined;
         const ac = new AbortController();
-        req.raw.socket.once("close", () => ac.abort());
+        // The client went away before the answer ended: stop the work (what was made is removed).
+        reply.raw.once("close", () => {
+          if (!reply.raw.writableFinished) ac.abort();
+        });
         try {
           // The answer turns NDJSON at the first progress event: an archive refused before that (not an
           // image archive, an unsupported format) is a plain 400, a name taken a 409.
