@@ -92,6 +92,12 @@ export const Unit = Type.Object(
     config: Type.Optional(UnitConfig),
     environment_version: Nullable(Type.String({ pattern: ENVIRONMENT_VERSION_PATTERN })),
     version: Nullable(Type.String()),
+    image: Type.Optional(
+      Type.String({
+        description:
+          "The image the unit was created from (ours, issue #18): `base`, or the organization image's version `<name>@<id>` (GET /v1/images); a fork's or a template's unit has its source's",
+      }),
+    ),
     last_running_at: Nullable(DateTime()),
     last_warming_at: Nullable(DateTime()),
   },

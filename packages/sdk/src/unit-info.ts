@@ -41,6 +41,8 @@ export interface UnitInfo {
   labels: string[];
   environmentVersion: string | null;
   version: string | null;
+  /** The image it was created from (issue #18): `base`, or an organization image's `<name>@<id>`. */
+  image: string;
   lastRunningAt: Date | null;
   lastWarmingAt: Date | null;
 }
@@ -92,6 +94,7 @@ export function unitInfoFromWire(u: WireUnit): UnitInfo {
     labels: [...(u.labels ?? [])],
     environmentVersion: u.environment_version ?? null,
     version: u.version ?? null,
+    image: u.image ?? "base",
     lastRunningAt: dateOrNull(u.last_running_at),
     lastWarmingAt: dateOrNull(u.last_warming_at),
   };

@@ -106,6 +106,7 @@ export function infoCommand(): Command {
         ["url access", access],
         ["labels", u.labels.join(", ") || "-"],
         ["version", u.version ?? "-"],
+        ["image", u.image],
         ["created", u.createdAt.toISOString()],
         ["last running", u.lastRunningAt?.toISOString() ?? "-"],
       ];

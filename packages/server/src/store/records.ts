@@ -111,6 +111,8 @@ export interface UnitRecord {
   readonly waitForCapacity: boolean;
   /** Issue #18: the organization image it was created from (its config), null: the host's base image. */
   readonly imageId: string | null;
+  /** That image's version (`<name>@<id>`, shown as the unit's `image`), null with the base image. */
+  readonly imageVersion: string | null;
 }
 
 export type NewUnit = Omit<
@@ -125,8 +127,10 @@ export type NewUnit = Omit<
   | "storageGb"
   | "waitForCapacity"
   | "imageId"
+  | "imageVersion"
 > & {
   readonly imageId?: string | null;
+  readonly imageVersion?: string | null;
   readonly resources?: string;
   readonly privileges?: string;
   readonly network?: string;

@@ -139,7 +139,12 @@ describe("images", { timeout: 300_000 }, () => {
   it("a unit made from it runs as its user, in its working dir, with its env and its layers' files", async () => {
     const c = await s.api("POST", "/v1/units", { token, json: { name: "on-app", image: "app" } });
     assert.equal(c.status, 201, c.text);
-    assert.equal(c.body.environment_version, "v0.1.0-rc1", "the spec's shape; the image is the unit's own record");
+    assert.equal(c.body.environment_version, "v0.1.0-rc1", "the spec's shape");
+    const plain = await s.api("POST", "/v1/units", { token, json: { name: "plain" } });
+    assert.equal(plain.body.image, "base");
+    assert.match(c.body.image, /^app@[0-9a-f-]{12}$/, "the image it was made from");
+    const image = (await s.api("GET", "/v1/images/app", { token })).body;
+    assert.equal(c.body.image, image.version);
     assert.equal(await sh("on-app", "id -u; id -g"), "1000\n1000");
     assert.equal(await sh("on-app", "pwd"), "/srv");
     assert.equal(await sh("on-app", 'echo "$GREETING"'), "hello from the image");
@@ -233,6 +238,7 @@ describe("images", { timeout: 300_000 }, () => {
     });
     assert.equal(fork.status, 201, fork.text);
     assert.equal(await sh("oci-fork", "id -un; pwd"), "app\n/srv", "a fork keeps its image's config");
+    assert.equal(fork.body.image, (await s.api("GET", "/v1/units/on-oci", { token })).body.image, "and its image");
     const busy = await s.api("DELETE", "/v1/images/app-oci", { token });
     assert.equal(busy.status, 409, busy.text);
     assert.equal(busy.body.code, "UMS_IMAGE_IN_USE");

@@ -1,4 +1,4 @@
-import type { ResourcesPolicy, Unit, UnitConfig } from "@ums/protocol";
+import { BASE_IMAGE_NAME, type ResourcesPolicy, type Unit, type UnitConfig } from "@ums/protocol";
 import type { ServerConfig } from "../../config.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 
@@ -42,6 +42,7 @@ export function presentUnit(server: ServerConfig, listenPort: number, org: OrgRe
     ...(config && { config }),
     environment_version: u.environmentVersion,
     version: u.version,
+    image: u.imageVersion ?? BASE_IMAGE_NAME,
     last_running_at: u.lastRunningAt,
     last_warming_at: u.lastWarmingAt,
   };

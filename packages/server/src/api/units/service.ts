@@ -98,6 +98,12 @@ export class UnitService {
     return cp;
   }
 
+  /** The version of the image a template's units get (its source unit's), null: the base image. */
+  private async imageVersionOf(template: TemplateRecord | undefined): Promise<string | null> {
+    if (!template?.imageId) return null;
+    return (await this.store.images.getById(template.imageId))?.environmentVersion ?? null;
+  }
+
   /** The organization's image of that name (issue #18), or a 404 that names it. */
   private async requireImage(org: OrgRecord, name: string): Promise<ImageRecord> {
     const i = unitNameProblem(name) ? undefined : await this.store.images.get(org.id, name);
@@ -172,6 +178,7 @@ export class UnitService {
           version: source?.version ?? template?.environmentVersion ?? ENVIRONMENT_VERSION,
           environmentVersion: source?.environmentVersion ?? template?.environmentVersion ?? ENVIRONMENT_VERSION,
           imageId: image?.id ?? source?.imageId ?? template?.imageId ?? null,
+          imageVersion: image?.environmentVersion ?? source?.imageVersion ?? (await this.imageVersionOf(template)),
           createdAt: new Date().toISOString(),
           resources,
           storageGb: config?.storage_gb ?? null,

@@ -262,6 +262,7 @@ const migrations: Record<string, Migration> = {
         .addUniqueConstraint("images_org_name", ["org_id", "name"])
         .execute();
       await db.schema.alterTable("units").addColumn("image_id", "text").execute();
+      await db.schema.alterTable("units").addColumn("image_version", "text").execute();
       await db.schema.alterTable("templates").addColumn("image_id", "text").execute();
       await db.schema.createIndex("units_image").on("units").column("image_id").execute();
     },

@@ -93,6 +93,7 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     storageGb: r.storage_gb === null ? null : Number(r.storage_gb),
     waitForCapacity: Number(r.wait_for_capacity) === 1,
     imageId: r.image_id ?? null,
+    imageVersion: r.image_version ?? null,
   });
 }
 
@@ -118,6 +119,7 @@ export function unitToRow(u: NewUnit): UnitsTable {
     storage_gb: u.storageGb ?? null,
     wait_for_capacity: u.waitForCapacity ? 1 : 0,
     image_id: u.imageId ?? null,
+    image_version: u.imageVersion ?? null,
     active_checkpoint: null,
     checkpoint_seq: 0,
   };

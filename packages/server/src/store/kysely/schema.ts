@@ -86,6 +86,7 @@ export interface UnitsTable {
   storage_gb: number | null;
   wait_for_capacity: number;
   image_id: string | null;
+  image_version: string | null;
 }
 
 export interface CheckpointsTable {
