@@ -147,6 +147,13 @@ export const ORG_LEVEL = new Set([
   "GET /v1/templates",
   "GET /v1/templates/{name}",
   "DELETE /v1/templates/{name}",
+  // Issue #18: the caller's organization's images (api/images/images.test.ts: another organization
+  // does not see them, gets 404 on get, delete and create-from, and its imports and builds are its own).
+  "GET /v1/images",
+  "POST /v1/images",
+  "GET /v1/images/{name}",
+  "DELETE /v1/images/{name}",
+  "POST /v1/images/build",
 ]);
 
 /** The concrete path of an OpenAPI path for a target. */

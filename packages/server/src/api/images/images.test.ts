@@ -134,6 +134,9 @@ describe("images", { timeout: 300_000 }, () => {
       "another organization does not see it",
     );
     assert.equal((await s.api("GET", "/v1/images/app", { token: other })).status, 404);
+    assert.equal((await s.api("DELETE", "/v1/images/app", { token: other })).status, 404, "nor delete it");
+    const same = await importArchive("app", Buffer.from("x"), other);
+    assert.equal(same.status, 400, "its names are its own: 'app' is free there (and this is no archive)");
   });
 
   it("a unit made from it runs as its user, in its working dir, with its env and its layers' files", async () => {
