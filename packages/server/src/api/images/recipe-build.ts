@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import { ENVIRONMENT_VERSION, ErrorCode, type ImageRecipe, StreamId } from "@ums/protocol";
-import { randomString } from "../../auth/tokens.js";
 import type { Progress, UnitAgent, UnitNode } from "../../node/unit-node.js";
 import { recipeHash, recipeProblems } from "../../runtime/image/recipe.js";
 import { UID_RANGE } from "../../runtime/image/shift.js";
@@ -8,6 +7,7 @@ import type { ImageRecord, OrgRecord, UnitRecord } from "../../store/records.js"
 import { ImageExistsError, type Store, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import { agentExecQuery } from "../exec/query.js";
+import { newUrlLabel } from "../units/url-label.js";
 
 // Issue #18: `POST /v1/images/build`: an image from a recipe. The checks and the cache come first
 // (a plain 400/409 answer); the build after (progress). Its steps are the user's code: they run as
@@ -79,14 +79,14 @@ export class RecipeBuilds {
 
   /** A unit of the organization for the steps (its name says what it is for). */
   private async builderUnit(org: OrgRecord): Promise<UnitRecord> {
-    const name = `image-build-${randomString(8, "abcdefghijklmnopqrstuvwxyz0123456789")}`;
+    const name = newUrlLabel("image-build");
     try {
       return await this.store.units.create(
         {
           id: `unit-${randomUUID()}`,
           orgId: org.id,
           name,
-          urlLabel: `${name}-${randomString(8, "abcdefghijklmnopqrstuvwxyz0123456789")}`,
+          urlLabel: newUrlLabel(name),
           status: "cold",
           urlAuth: "unit",
           privateAccess: null,

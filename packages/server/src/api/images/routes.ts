@@ -1,12 +1,57 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorBody, Image, ImageList, ImageRecipe, ImportImageQuery } from "@ums/protocol";
+import type { FastifyReply } from "fastify";
 import { errorAnswer } from "../../errors/respond.js";
+import type { ImageRecord, OrgRecord } from "../../store/records.js";
 import { ndjson } from "../checkpoints/ndjson.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import { ImageService } from "./service.js";
 
 const Params = Type.Object({ name: Type.String({ maxLength: 256 }) });
+
+/**
+ * Runs an import or a build behind its answer: NDJSON (spec 6.1 events) from the start (`eager`) or
+ * from the first progress event (an error before it is the plain answer the API gives), `info` per
+ * progress message, `complete` with the image, or an `error` event carrying the code and status
+ * the API would have answered. The client leaving stops the work (what was made is removed).
+ */
+async function streamImageWork(
+  reply: FastifyReply,
+  org: OrgRecord,
+  done: string,
+  opts: { eager: boolean },
+  work: (hooks: {
+    progress: (message: string) => void;
+    signal: AbortSignal;
+  }) => Promise<{ image: ImageRecord; extra?: Record<string, unknown> }>,
+): Promise<FastifyReply> {
+  const now = () => new Date().toISOString();
+  let out = opts.eager ? ndjson(reply) : undefined;
+  const ac = new AbortController();
+  reply.raw.once("close", () => {
+    if (!reply.raw.writableFinished) ac.abort();
+  });
+  try {
+    const { image, extra } = await work({
+      progress: (data) => {
+        out ??= ndjson(reply);
+        out.send({ type: "info", data, time: now() });
+      },
+      signal: ac.signal,
+    });
+    out ??= ndjson(reply);
+    const body = ImageService.present(org, image);
+    out.send({ type: "complete", data: `image ${image.name} ${done}`, image: body, ...extra, time: now() });
+  } catch (err) {
+    if (!out) throw err;
+    const answer = errorAnswer(err);
+    if (answer.internal) reply.log.error({ err }, `image ${done === "built" ? "build" : "import"} failed`);
+    out.send({ type: "error", ...answer.body, status: answer.status, time: now() });
+  }
+  out.end();
+  return reply;
+}
 
 /**
  * Issue #18: images units are created from (`POST /v1/units {image}`): the host's base image and
@@ -64,35 +109,10 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
     },
     async (req, reply) => {
       const prepared = await images.prepareBuild(req.auth.org, req.body);
-      const now = () => new Date().toISOString();
-      const out = ndjson(reply);
-      const ac = new AbortController();
-      // The client went away before the answer ended: stop the work (what was made is removed).
-      reply.raw.once("close", () => {
-        if (!reply.raw.writableFinished) ac.abort();
+      return streamImageWork(reply, req.auth.org, "built", { eager: true }, async (hooks) => {
+        if (prepared.cached) hooks.progress(`image ${req.body.name} is built (cached)`);
+        return { image: await prepared.run(hooks), extra: { cached: !!prepared.cached } };
       });
-      try {
-        if (prepared.cached) out.send({ type: "info", data: `image ${req.body.name} is built (cached)`, time: now() });
-        const image = await prepared.run({
-          progress: (data) => out.send({ type: "info", data, time: now() }),
-          signal: ac.signal,
-        });
-        const body = ImageService.present(req.auth.org, image);
-        out.send({
-          type: "complete",
-          data: `image ${image.name} built`,
-          image: body,
-          cached: !!prepared.cached,
-          time: now(),
-        });
-      } catch (err) {
-        const answer = errorAnswer(err);
-        if (answer.internal) req.log.error({ err }, "image build failed");
-        out.send({ type: "error", ...answer.body, status: answer.status, time: now() });
-      } finally {
-        out.end();
-      }
-      return reply;
     },
   );
 
@@ -112,39 +132,12 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
           response: { ...commonErrors, 409: ErrorBody },
         },
       },
-      async (req, reply) => {
-        const now = () => new Date().toISOString();
-        let out: ReturnType<typeof ndjson> | undefined;
-        const ac = new AbortController();
-        // The client went away before the answer ended: stop the work (what was made is removed).
-        reply.raw.once("close", () => {
-          if (!reply.raw.writableFinished) ac.abort();
-        });
-        try {
-          // The answer turns NDJSON at the first progress event: an archive refused before that (not an
-          // image archive, an unsupported format) is a plain 400, a name taken a 409.
-          const image = await images.import(req.auth.org, req.query.name, req.raw, {
-            progress: (data) => {
-              out ??= ndjson(reply);
-              out.send({ type: "info", data, time: now() });
-            },
-            signal: ac.signal,
-          });
-          const body = ImageService.present(req.auth.org, image);
-          out ??= ndjson(reply);
-          out.send({ type: "complete", data: `image ${image.name} imported`, image: body, time: now() });
-          out.end();
-          return reply;
-        } catch (err) {
-          if (!out) throw err;
-          // After the first line the answer is the stream's: an error event carrying what the API would have said.
-          const answer = errorAnswer(err);
-          if (answer.internal) req.log.error({ err }, "image import failed");
-          out.send({ type: "error", ...answer.body, status: answer.status, time: now() });
-          out.end();
-          return reply;
-        }
-      },
+      // The answer turns NDJSON at the first progress event: an archive refused before that (not an
+      // image archive, an unsupported format) is a plain 400, a name taken a 409.
+      async (req, reply) =>
+        streamImageWork(reply, req.auth.org, "imported", { eager: false }, async (hooks) => ({
+          image: await images.import(req.auth.org, req.query.name, req.raw, hooks),
+        })),
     );
   });
 }

@@ -22,6 +22,13 @@ const BASE_CONFIG: ImageConfig = Object.freeze({
   working_dir: null,
 });
 
+/** The organization's image of that name (ready), or the 404 that names it (POST /v1/units {image} too). */
+export async function requireImage(store: Store, org: OrgRecord, name: string): Promise<ImageRecord> {
+  const i = unitNameProblem(name) ? undefined : await store.images.get(org.id, name);
+  if (!i) throw ImageService.notFound(name);
+  return i;
+}
+
 /** Issue #18: images (the host's base, the organization's imported ones), between the routes and the node. */
 export class ImageService {
   private readonly recipes: RecipeBuilds;
@@ -54,10 +61,8 @@ export class ImageService {
   }
 
   /** The organization's image of that name; another organization's answers 404 exactly as a missing one. */
-  async require(org: OrgRecord, name: string): Promise<ImageRecord> {
-    const i = unitNameProblem(name) ? undefined : await this.store.images.get(org.id, name);
-    if (!i) throw ImageService.notFound(name);
-    return i;
+  require(org: OrgRecord, name: string): Promise<ImageRecord> {
+    return requireImage(this.store, org, name);
   }
 
   /** Refuses a name that is taken before the archive is read (the store's unique key decides a race). */

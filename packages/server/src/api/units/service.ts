@@ -13,17 +13,16 @@ import {
   type UrlSettingsRequest,
   unitNameProblem,
 } from "@ums/protocol";
-import { randomString } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { CheckpointRecord, ImageRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
+import { requireImage } from "../images/service.js";
 import { decodeContinuation, encodeContinuation } from "./pagination.js";
 import { presentUnit } from "./present.js";
-
-const URL_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+import { newUrlLabel } from "./url-label.js";
 
 /** Spec 2.2: `auth` defaults to `unit`; `private_access` narrows a `unit` URL and means nothing on a public one. */
 function urlSettings(s: UrlSettingsRequest | undefined): {
@@ -104,13 +103,6 @@ export class UnitService {
     return (await this.store.images.getById(template.imageId))?.environmentVersion ?? null;
   }
 
-  /** The organization's image of that name (issue #18), or a 404 that names it. */
-  private async requireImage(org: OrgRecord, name: string): Promise<ImageRecord> {
-    const i = unitNameProblem(name) ? undefined : await this.store.images.get(org.id, name);
-    if (!i) throw new ApiError(404, ErrorCode.ImageNotFound, `image '${name}' not found; GET /v1/images lists them`);
-    return i;
-  }
-
   /** The organization's template of that name (issue #18), or a 404 that names it. */
   private async requireTemplate(org: OrgRecord, name: string): Promise<TemplateRecord> {
     const t = unitNameProblem(name) ? undefined : await this.store.templates.get(org.id, name);
@@ -153,7 +145,9 @@ export class UnitService {
     }
     // Issue #18: an organization image (`base`, the default, is the host's).
     const image =
-      req.image === undefined || req.image === BASE_IMAGE_NAME ? undefined : await this.requireImage(org, req.image);
+      req.image === undefined || req.image === BASE_IMAGE_NAME
+        ? undefined
+        : await requireImage(this.store, org, req.image);
     // Fork (ours): the new unit starts from another unit's checkpoint, files and policies alike.
     const source = from && (await this.require(org, from.unit));
     const cp = source && from && (await this.requireCheckpoint(source, from.checkpoint));
@@ -171,7 +165,7 @@ export class UnitService {
           id: `unit-${randomUUID()}`,
           orgId: org.id,
           name,
-          urlLabel: `${name}-${randomString(8, URL_ALPHABET)}`,
+          urlLabel: newUrlLabel(name),
           status: "cold",
           ...urlSettings(req.url_settings),
           labels: [...labels],

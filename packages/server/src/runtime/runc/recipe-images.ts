@@ -7,8 +7,8 @@ import { imageConfigFor } from "../image/image-config.js";
 import { entryComponents, ImageArchiveError, resolveEntry } from "../image/oci/index.js";
 import { IMAGE_PACKAGES, type ImageVariant } from "../image/packages.js";
 import { fileBytes, fileMode, fileOwner, packageImageName } from "../image/recipe.js";
-import { deleteSubvolume, isSubvolume, setReadonly, snapshot } from "../storage/btrfs.js";
-import { importedDir, importedPath } from "./imported-images.js";
+import { setReadonly, snapshot } from "../storage/btrfs.js";
+import { importedDir, importedPath, removeImported } from "./imported-images.js";
 import type { UnitPaths } from "./unit-paths.js";
 
 // Issue #18: an image built from a recipe. Its Debian packages are installed by the host's own
@@ -99,8 +99,8 @@ export async function draftRecipeImage(
 ): Promise<void> {
   const base = await recipeBase(ctx, recipe.packages ?? [], progress, signal);
   await mkdir(importedDir(ctx.paths), { recursive: true });
+  await removeImported(ctx.paths, imageId);
   const root = importedPath(ctx.paths, imageId);
-  if (await isSubvolume(root)) await deleteSubvolume(root);
   await snapshot(base, root, { readonly: false });
   if ((recipe.files ?? []).length > 0) {
     progress(`writing ${recipe.files?.length} files`);
@@ -115,9 +115,8 @@ export async function imageFromCheckpoint(
   unitId: string,
   cpId: string,
 ): Promise<void> {
-  const root = importedPath(ctx.paths, imageId);
-  if (await isSubvolume(root)) await deleteSubvolume(root);
-  await snapshot(ctx.paths.checkpoint(unitId, cpId), root, { readonly: false });
+  await removeImported(ctx.paths, imageId);
+  await snapshot(ctx.paths.checkpoint(unitId, cpId), importedPath(ctx.paths, imageId), { readonly: false });
 }
 
 /** Apparent size of an image's regular files (lstat only: nothing is followed). */
