@@ -14,7 +14,14 @@ import { serviceCommand, servicesCommand, urlCommand } from "./commands/services
 import { attachCommand, consoleCommand, killCommand, sessionsCommand } from "./commands/sessions.js";
 import { templateCommand } from "./commands/templates.js";
 import { topCommand } from "./commands/top.js";
-import { createCommand, deleteCommand, infoCommand, listCommand, useCommand } from "./commands/units.js";
+import {
+  createCommand,
+  deleteCommand,
+  infoCommand,
+  listCommand,
+  upgradeCommand,
+  useCommand,
+} from "./commands/units.js";
 import { exitWhenFlushed } from "./exit.js";
 import { reportAndExit } from "./report.js";
 
@@ -58,6 +65,7 @@ export function addUserCommands(program: Command): void {
     createCommand(),
     listCommand(),
     infoCommand(),
+    upgradeCommand(),
     deleteCommand(),
     useCommand(),
     execCommand(),

@@ -31,8 +31,13 @@ export const ErrorCode = {
   TemplateExists: "UMS_TEMPLATE_EXISTS",
   /** 404: no image of that name for the caller's organization (issue #18). */
   ImageNotFound: "UMS_IMAGE_NOT_FOUND",
-  /** 409: the organization already has an image of that name (or it is the host's `base`). */
+  /** 409: the name is the host's `base`, an import's name is taken (without `replace`), or a build of it is under way. */
   ImageExists: "UMS_IMAGE_EXISTS",
+  /**
+   * 409: `upgrade` would drop what the unit changed in its system files (packages it installed,
+   * /etc it edited); the message lists the paths (docs/IMAGES.md "Upgrading a unit").
+   */
+  UpgradeRefused: "UMS_UPGRADE_REFUSED",
   /** 409: units created from the image still use it (its config); delete them first. */
   ImageInUse: "UMS_IMAGE_IN_USE",
   /** 400: the image archive cannot be imported, or a recipe's step failed; the message says what to fix. */

@@ -12,7 +12,15 @@ export const ImageName = Type.String({
 
 /** Issue #18 `POST /v1/images?name=`: the query of an import (the body is the archive). */
 export const ImportImageQuery = Type.Object(
-  { name: ImageName },
+  {
+    name: ImageName,
+    replace: Type.Optional(
+      Type.Boolean({
+        description:
+          "When the organization has an image of that name: the archive becomes its newer build (units made from the older one keep it until they are upgraded). Without it, a taken name is 409",
+      }),
+    ),
+  },
   { additionalProperties: false, description: "The body is a `docker save` or OCI image layout archive (tar)" },
 );
 export type ImportImageQuery = Static<typeof ImportImageQuery>;

@@ -160,6 +160,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.TemplateExists]: ConflictError,
   [ErrorCode.ImageExists]: ConflictError,
   [ErrorCode.ImageInUse]: ConflictError,
+  [ErrorCode.UpgradeRefused]: ConflictError,
   [ErrorCode.CheckpointActive]: ConflictError,
   [ErrorCode.RunningLimit]: ConflictError,
   [ErrorCode.SessionLimit]: ConflictError,

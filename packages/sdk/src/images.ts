@@ -23,6 +23,8 @@ export interface ImageInfo {
 }
 
 export interface ImageImportOpts extends RequestOpts {
+  /** Under a name the organization has: the archive becomes that image's newer build (else 409). */
+  replace?: boolean | undefined;
   /** Called with each progress message (one per layer, and what was left out) as it arrives. */
   onProgress?: ((message: string) => void) | undefined;
 }
@@ -68,7 +70,7 @@ export class Images {
   ): Promise<ImageInfo> {
     const res = await this.client.open("POST", "/v1/images", {
       ...request(opts),
-      query: { name },
+      query: { name, ...(opts.replace && { replace: "true" }) },
       headers: { "content-type": "application/x-tar" },
       body: archive,
     });

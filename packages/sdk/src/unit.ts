@@ -252,7 +252,10 @@ export class Unit {
   }
 
   /**
-   * Moves the unit to an environment version: `latest` (default) or one like `v0.1.0-rc1`.
+   * Moves the unit to an environment version: `latest` (default) or one like `v0.1.0-rc1`. A unit
+   * made from an organization image moves to the newest build of it (`latest`, or its `NAME@ID`):
+   * its system files are replaced where that loses nothing of the unit's, its state saved first as a
+   * checkpoint; a `ConflictError` (UMS_UPGRADE_REFUSED) lists what it changed otherwise.
    * The unit's fields are not reloaded; call `refresh()` to see the new version.
    */
   async upgrade(version = "latest", opts: RequestOpts = {}): Promise<UpgradeResult> {

@@ -41,7 +41,11 @@ export function addImageUserCommands(cmd: Command): void {
     .description("import a `docker save` or OCI image layout archive (a .tar file, or - for stdin) as an image")
     .argument("<file>", "the archive")
     .requiredOption("--name <name>", "the image's name")
-    .action(async (file: string, opts: { name: string; json?: boolean }, self: Command) => {
+    .option(
+      "--replace",
+      "under a name the organization has: a newer build of that image ('ums upgrade' moves units to it)",
+    )
+    .action(async (file: string, opts: { name: string; replace?: boolean; json?: boolean }, self: Command) => {
       const { client } = await resolveConnection(self);
       if (file !== "-") {
         const st = await stat(file).catch(() => undefined);
@@ -52,6 +56,7 @@ export function addImageUserCommands(cmd: Command): void {
       const body = Readable.toWeb(input) as ReadableStream<Uint8Array>;
       const image = await client.images.import(opts.name, body, {
         timeoutMs: 0,
+        replace: !!opts.replace,
         onProgress: (m) => process.stderr.write(`${m}\n`),
       });
       if (opts.json) return printJson(imageJson(image));

@@ -116,6 +116,32 @@ export function infoCommand(): Command {
   return examples(cmd, ["ums info web", "ums info --json"]);
 }
 
+export function upgradeCommand(): Command {
+  const cmd = withJson(withContext(new Command("upgrade")))
+    .description(
+      "move a unit to the newest build of its image (its system files replaced where that loses nothing; its state saved first as a checkpoint)",
+    )
+    .argument("[name]", "the unit (default: the one 'ums use' chose)")
+    .option(
+      "--version <version>",
+      "latest, or the build's NAME@ID ('ums image info'); base-image units: an environment version",
+      "latest",
+    )
+    .action(async (name: string | undefined, opts: { version: string; json?: boolean }, self: Command) => {
+      const r = await resolveConnection(self);
+      const unit = await Unit.connect(unitName(name, r), { client: r.client });
+      const result = await unit.upgrade(opts.version, { timeoutMs: 0 });
+      if (opts.json) return printJson(result);
+      const now = (await unit.refresh()).info();
+      process.stdout.write(
+        result.status === "upgraded"
+          ? `upgraded ${result.name} to ${now.image}\n`
+          : `${result.name} is up to date (${now.image})\n`,
+      );
+    });
+  return examples(cmd, ["ums upgrade web", "ums upgrade web --version app@1f2e3d4c5b6a"]);
+}
+
 export function deleteCommand(): Command {
   const cmd = withContext(new Command("delete"))
     .description("delete a unit with its files, checkpoints and services")

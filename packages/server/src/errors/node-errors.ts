@@ -8,6 +8,7 @@ import {
   RunningLimitError,
   TemplateGoneError,
   UnitDeletedError,
+  UpgradeRefusedError,
 } from "../lifecycle/errors.js";
 import { UnitUnavailableError } from "../node/errors.js";
 import { CommandError } from "../runtime/exec/host-command.js";
@@ -36,6 +37,9 @@ export function fromNodeError(err: unknown): ApiError | undefined {
   if (err instanceof TemplateGoneError) return new ApiError(404, ErrorCode.TemplateNotFound, err.message);
   if (err instanceof ImageGoneError) return new ApiError(404, ErrorCode.ImageNotFound, err.message);
   if (err instanceof ImageInUseError) return new ApiError(409, ErrorCode.ImageInUse, err.message);
+  if (err instanceof UpgradeRefusedError) {
+    return new ApiError(409, ErrorCode.UpgradeRefused, err.message, [...err.reasons]);
+  }
   if (err instanceof ImageArchiveError) return new ApiError(400, ErrorCode.ImageInvalid, err.message);
   return undefined;
 }

@@ -1,8 +1,9 @@
 import { failpoint } from "../failpoints/failpoints.js";
 import type { UnitRuntime } from "../runtime/runtime.js";
-import type { CheckpointRecord, OrgRecord, UnitRecord } from "../store/records.js";
+import type { CheckpointRecord, ImageRecord, OrgRecord, UnitRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
-import { ActiveCheckpointError } from "./errors.js";
+import { ActiveCheckpointError, UpgradeRefusedError } from "./errors.js";
+import { lockOf as imageLock } from "./images.js";
 import type { UnitTable } from "./unit-table.js";
 
 export interface CheckpointResult {
@@ -108,6 +109,72 @@ export class CheckpointWork {
       await this.control.ensureRunningLocked(org, fresh);
       return backup.checkpoint;
     });
+  }
+
+  /**
+   * Issue #18: moves a unit made from an image to a newer build `to` of it where that is safe
+   * (runtime/runc/upgrade.ts has the rule): checked first on the unit as it runs (a refusal
+   * disturbs nothing), then the unit is stopped, its state saved as a checkpoint (restoring it
+   * brings the older system back), checked again on that checkpoint, given the newer build's
+   * system trees, and booted. UpgradeRefusedError with the reasons when it is not safe.
+   */
+  upgrade(
+    org: OrgRecord,
+    unit: UnitRecord,
+    to: ImageRecord,
+    progress: (msg: string) => void,
+  ): Promise<CheckpointRecord> {
+    return this.table.mutex.run(unit.id, () =>
+      this.table.mutex.run(imageLock(to), async () => {
+        this.table.assertNotDeleted(unit);
+        const fresh = (await this.store.units.getById(unit.id)) ?? unit;
+        const from = fresh.imageId;
+        if (from === null) throw new UpgradeRefusedError(unit.name, ["it was made from the base image"]);
+        const refuse = (check: { paths: string[]; count: number; problems: string[] }) => {
+          const reasons = [...check.problems];
+          if (check.count > 0) {
+            const more = check.count > check.paths.length ? ` and ${check.count - check.paths.length} more` : "";
+            reasons.push(
+              `it changed system files that the newer build would replace: ${check.paths.map((p) => `/${p}`).join(", ")}${more}; put that work in the image (a recipe's packages or steps) and create a unit from it, or keep this unit on its build`,
+            );
+          }
+          if (reasons.length > 0) throw new UpgradeRefusedError(unit.name, reasons);
+        };
+        progress(`comparing unit '${unit.name}' with the build it was made from`);
+        refuse(await this.runtime.upgradeCheck(unit.id, from));
+        const t = this.table.get(unit.id);
+        if (t) t.changing = true;
+        try {
+          await this.control.stopLocked(fresh);
+          const backup = await this.take(
+            fresh,
+            `automatic backup before upgrading to ${to.environmentVersion}`,
+            progress,
+            true,
+          );
+          // The unit may have written until it stopped: the checkpoint is what is moved, checked again.
+          try {
+            refuse(await this.runtime.upgradeCheck(unit.id, from, backup.checkpoint.id));
+          } catch (err) {
+            await this.control.ensureRunningLocked(org, (await this.store.units.getById(unit.id)) ?? fresh);
+            throw err;
+          }
+          progress(`giving unit '${unit.name}' the system files of ${to.environmentVersion}`);
+          await this.runtime.upgradeDisk(unit.id, backup.checkpoint.id, { id: to.id, version: to.environmentVersion });
+          await this.store.units.update(unit.orgId, unit.name, {
+            imageId: to.id,
+            imageVersion: to.environmentVersion,
+            updatedAt: new Date().toISOString(),
+          });
+          await this.runtime.completeRestore(unit.id);
+          progress("booting the unit");
+          await this.control.ensureRunningLocked(org, (await this.store.units.getById(unit.id)) ?? fresh);
+          return backup.checkpoint;
+        } finally {
+          if (t) t.changing = false;
+        }
+      }),
+    );
   }
 
   /** The unit is on checkpoint `cp` now: its files are (restored) and its policies become the checkpoint's. */

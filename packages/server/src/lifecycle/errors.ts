@@ -45,3 +45,16 @@ export class ImageInUseError extends Error {
     );
   }
 }
+
+/**
+ * Issue #18: an upgrade would lose what the unit changed in its system files, or cannot replace
+ * them (runtime/runc/upgrade.ts). The API answers 409 with the reasons.
+ */
+export class UpgradeRefusedError extends Error {
+  constructor(
+    readonly unitName: string,
+    readonly reasons: readonly string[],
+  ) {
+    super(`unit '${unitName}' cannot be upgraded: ${reasons.join("; ")}`);
+  }
+}

@@ -1,8 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { createWriteStream } from "node:fs";
-import { rm } from "node:fs/promises";
+import { open, rm } from "node:fs/promises";
 import type { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import type { ImageRecipe } from "@ums/protocol";
 import type { Logger } from "pino";
 import type { UnitRuntime } from "../runtime/runtime.js";
@@ -12,7 +10,57 @@ import { ImageGoneError, ImageInUseError } from "./errors.js";
 import type { UnitTable } from "./unit-table.js";
 
 /** The lock of an image's files (a key of the units' mutex that no unit id can take). */
-const lockOf = (i: Pick<ImageRecord, "id">) => `image:${i.id}`;
+export const lockOf = (i: Pick<ImageRecord, "id">) => `image:${i.id}`;
+
+/** The upload is written in writes of this size: one per chunk of the request (64 KiB) costs a thread-pool round trip each. */
+const UPLOAD_WRITE = 4 * 1024 * 1024;
+/** Write buffers of finished uploads, used again (fresh memory costs a page fault per 4 KiB). */
+const spareBuffers: Buffer[] = [];
+
+/**
+ * Writes the request body `body` to the new file `path`, gathered in writes of {@link UPLOAD_WRITE}
+ * bytes (one in flight while the next is gathered). Rejects when the body fails (the client left
+ * halfway) or `signal` aborts; the caller removes the file.
+ */
+async function receiveUpload(body: Readable, path: string, signal?: AbortSignal): Promise<void> {
+  const fh = await open(path, "w", 0o600);
+  const buffers = [
+    spareBuffers.pop() ?? Buffer.allocUnsafe(UPLOAD_WRITE),
+    spareBuffers.pop() ?? Buffer.allocUnsafe(UPLOAD_WRITE),
+  ];
+  let fill = buffers[0] as Buffer;
+  let used = 0;
+  let writing: Promise<unknown> = Promise.resolve();
+  const flush = async (): Promise<void> => {
+    await writing; // its buffer is the other one: free again once it is written
+    const buf = fill;
+    const n = used;
+    writing = (async () => {
+      for (let off = 0; off < n; ) off += (await fh.write(buf, off, n - off)).bytesWritten;
+    })();
+    writing.catch(() => {}); // awaited below (or in the next flush)
+    fill = buf === buffers[0] ? (buffers[1] as Buffer) : (buffers[0] as Buffer);
+    used = 0;
+  };
+  try {
+    signal?.throwIfAborted();
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      signal?.throwIfAborted();
+      for (let off = 0; off < chunk.length; ) {
+        const n = chunk.copy(fill, used, off);
+        used += n;
+        off += n;
+        if (used === fill.length) await flush();
+      }
+    }
+    if (used > 0) await flush();
+    await writing;
+  } finally {
+    await writing.catch(() => {}); // no write may be in flight when the file is closed
+    await fh.close();
+    for (const b of buffers) if (spareBuffers.length < 4) spareBuffers.push(b);
+  }
+}
 
 /** A new image's row, not ready. */
 function draftRecord(orgId: string, name: string, source: string): ImageRecord {
@@ -26,6 +74,7 @@ function draftRecord(orgId: string, name: string, source: string): ImageRecord {
     bytes: 0,
     ready: false,
     createdAt: new Date().toISOString(),
+    supersededAt: null,
   };
 }
 
@@ -34,7 +83,9 @@ function draftRecord(orgId: string, name: string, source: string): ImageRecord {
  * first, not ready, then the files, then the flag; deleting clears the flag first, then removes the
  * files, then the row; the start's sweep removes rows that are not ready with whatever files they
  * have. An image is deleted only while no unit or template refers to it: units take their config
- * (env, user, working dir) from it at every boot.
+ * (env, user, working dir) from it at every boot. A name has builds: a finished build supersedes
+ * the name's build until then, which stays (hidden) while units or templates use it, so that an
+ * upgrade can compare a unit with the build it came from; `prune` removes it once nothing does.
  */
 export class ImageWork {
   constructor(
@@ -60,7 +111,7 @@ export class ImageWork {
     const upload = await this.runtime.imageUploadPath(image.id);
     try {
       return await this.table.mutex.run(lockOf(image), async () => {
-        await pipeline(body, createWriteStream(upload, { mode: 0o600 }));
+        await receiveUpload(body, upload, hooks.signal);
         const made = await this.runtime.importImage(image.id, upload, hooks.progress, hooks.signal);
         const ready: ImageRecord = {
           ...image,
@@ -70,7 +121,7 @@ export class ImageWork {
           bytes: made.bytes,
           ready: true,
         };
-        await this.store.images.finish(ready);
+        await this.superseding(await this.store.images.finish(ready));
         for (const s of made.skipped.slice(0, 20)) hooks.progress(`left out ${s.path}: ${s.reason}`);
         if (made.skipped.length > 20) hooks.progress(`left out ${made.skipped.length - 20} more entries`);
         return ready;
@@ -118,7 +169,7 @@ export class ImageWork {
           bytes: sealed.bytes,
           ready: true,
         };
-        await this.store.images.finish(ready);
+        await this.superseding(await this.store.images.finish(ready));
         return ready;
       });
     } catch (err) {
@@ -142,7 +193,7 @@ export class ImageWork {
     return this.table.mutex.run(lockOf(image), async () => {
       const users = await this.store.images.usedBy(image.id);
       if (users > 0) throw new ImageInUseError(image.name, users);
-      await this.store.images.setReady(image.id, false);
+      await this.store.images.hide(image.id);
       await this.runtime.deleteImage(image.id);
       await this.store.images.delete(image.id);
     });
@@ -160,6 +211,42 @@ export class ImageWork {
     });
   }
 
+  /** Builds a newer one superseded: removed now unless units or templates use them (then by `prune`, later). */
+  private async superseding(older: readonly string[]): Promise<void> {
+    for (const id of older) {
+      await this.pruneOne(id).catch((err: unknown) =>
+        this.log.error({ err, imageId: id }, "removing an image build a newer one superseded"),
+      );
+    }
+  }
+
+  /**
+   * Removes the superseded builds no unit or template uses any more (after a unit's delete or
+   * upgrade, and at start); returns how many went.
+   */
+  async prune(): Promise<number> {
+    let removed = 0;
+    for (const i of await this.store.images.superseded()) {
+      if (await this.pruneOne(i.id)) removed++;
+    }
+    return removed;
+  }
+
+  /** `prune` after a unit or template went or moved on: its failure is logged, the next one tries again. */
+  async pruneQuietly(): Promise<void> {
+    await this.prune().catch((err: unknown) => this.log.error({ err }, "removing superseded image builds failed"));
+  }
+
+  private pruneOne(id: string): Promise<boolean> {
+    return this.table.mutex.run(lockOf({ id }), async () => {
+      if ((await this.store.images.usedBy(id)) > 0) return false;
+      const fresh = await this.store.images.getById(id);
+      if (!fresh || fresh.supersededAt === null) return false;
+      await this.discard(fresh);
+      return true;
+    });
+  }
+
   private async discard(image: Pick<ImageRecord, "id">): Promise<void> {
     await this.runtime.deleteImage(image.id);
     await this.store.images.delete(image.id);
@@ -174,6 +261,8 @@ export class ImageWork {
       removed++;
     }
     if (removed > 0) this.log.info({ removed }, "removed images a crash left half-made or half-deleted");
+    const pruned = await this.prune();
+    if (pruned > 0) this.log.info({ pruned }, "removed superseded image builds no unit uses");
     return removed;
   }
 }

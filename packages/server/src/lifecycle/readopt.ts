@@ -66,11 +66,14 @@ export async function reconcile(deps: {
     if (!(await store.units.getById(unitId))) return undefined;
     return new Set((await store.checkpoints.list(unitId)).map((c) => c.id));
   });
-  for (const { unitId, checkpoint } of forward) {
+  for (const { unitId, checkpoint, image } of forward) {
     const unit = await store.units.getById(unitId);
     const cp = unit && (await store.checkpoints.get(unitId, checkpoint));
     if (unit && cp) await deps.checkpoints.recordRestore(unit, cp);
+    // An upgrade's new disk has the newer build's system files: the unit is on that build now.
+    if (unit && image)
+      await store.units.update(unit.orgId, unit.name, { imageId: image.id, imageVersion: image.version });
     await runtime.completeRestore(unitId);
-    log.info({ unitId, checkpoint }, "finished a restore interrupted by a crash");
+    log.info({ unitId, checkpoint, image: image?.version }, "finished a restore or upgrade interrupted by a crash");
   }
 }

@@ -100,6 +100,11 @@ export interface UnitNode {
     checkpoint: CheckpointRecord,
     progress: Progress,
   ): Promise<CheckpointRecord>;
+  /**
+   * Issue #18: moves a unit made from an image to a newer build of it where that is safe, saving
+   * its state first (the checkpoint returned); `UpgradeRefusedError` with the reasons otherwise.
+   */
+  upgrade(org: OrgRecord, unit: UnitRecord, to: ImageRecord, progress: Progress): Promise<CheckpointRecord>;
   /** Deletes a checkpoint; the active one cannot be (`ActiveCheckpointError`). */
   deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void>;
   /** Which of the unit's checkpoints have their files on the node (spec 2.6 health). */

@@ -183,7 +183,23 @@ export interface UnitRuntime {
    */
   recover(
     known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
-  ): Promise<{ unitId: string; checkpoint: string }[]>;
+  ): Promise<{ unitId: string; checkpoint: string; image?: { id: string; version: string } }[]>;
+  /**
+   * Issue #18: the system files (upgrade.ts SYSTEM_TREES) the unit changed since it was made from
+   * image build `imageId`: compared from checkpoint `cpId`'s snapshot, or from the unit's disk as it
+   * is now; `problems` are what keeps its system trees (or the build's) from being replaced.
+   */
+  upgradeCheck(
+    unitId: string,
+    imageId: string,
+    cpId?: string,
+  ): Promise<{ paths: string[]; count: number; problems: string[] }>;
+  /**
+   * Replaces a stopped unit's disk with checkpoint `cpId`'s files whose system trees are build
+   * `image`'s. Journaled like `restoreDisk` (`completeRestore` finishes it; `recover` rolls it
+   * forward with the image); a failure part way leaves the disk as it was.
+   */
+  upgradeDisk(unitId: string, cpId: string, image: { id: string; version: string }): Promise<void>;
   /** Lets units reach the connector gateway on this host port (issue #7); runtimes without a firewall omit it. */
   allowGatewayPort?(port: number): Promise<void>;
   close(): Promise<void>;

@@ -195,6 +195,8 @@ export interface ImageRecord {
   readonly bytes: number;
   readonly ready: boolean;
   readonly createdAt: string;
+  /** When a newer build took its name (it is kept, hidden, while units or templates use it); null: the name's build. */
+  readonly supersededAt: string | null;
 }
 
 export interface UnitPatch extends Partial<PolicyTexts> {
@@ -207,6 +209,9 @@ export interface UnitPatch extends Partial<PolicyTexts> {
   readonly lastWarmingAt?: string | null;
   readonly activeCheckpoint?: string | null;
   readonly labels?: readonly string[];
+  /** Issue #18: an upgrade moves a unit to a newer build of its image. */
+  readonly imageId?: string | null;
+  readonly imageVersion?: string | null;
   /** Set when a user changed the unit; runtime status changes leave it alone. */
   readonly updatedAt?: string;
 }

@@ -188,7 +188,7 @@ for (const dialect of testDialects) {
       assert.equal((await store.templates.get(org.id, "base"))?.id, "tpl-d", "the name is free again");
     });
 
-    it("images (issue #18): unique per organization, shown when finished, counted while units use them", async () => {
+    it("images (issue #18): one build under way per name, shown when finished, counted while units use them", async () => {
       const org = await store.orgs.ensure("img-org", limits);
       const other = await store.orgs.ensure("img-other", limits);
       const rec = {
@@ -201,6 +201,7 @@ for (const dialect of testDialects) {
         bytes: 0,
         ready: false,
         createdAt: new Date().toISOString(),
+        supersededAt: null,
       };
       await store.images.insert(rec);
       assert.equal(await store.images.get(org.id, "py"), undefined, "not ready: not shown");
@@ -208,7 +209,7 @@ for (const dialect of testDialects) {
       await assert.rejects(store.images.insert({ ...rec, id: "img-b" }), ImageExistsError, "even when not ready");
       await store.images.insert({ ...rec, id: "img-c", orgId: other.id });
       const done = { ...rec, source: "oci-layout", environmentVersion: "py@1", config: '{"env":[]}', bytes: 5e9 };
-      await store.images.finish(done);
+      assert.deepEqual(await store.images.finish(done), [], "the name's first build supersedes none");
       assert.deepEqual(await store.images.get(org.id, "py"), { ...done, ready: true }, "big sizes survive");
       assert.deepEqual(await store.images.getById("img-c"), { ...rec, id: "img-c", orgId: other.id });
       assert.deepEqual(
@@ -236,11 +237,51 @@ for (const dialect of testDialects) {
       assert.equal(await store.images.usedBy("img-a"), 1);
       assert.equal(await store.units.delete(org.id, "img-user"), true);
       assert.equal(await store.images.usedBy("img-a"), 0);
-      await store.images.setReady("img-a", false);
+      await store.images.hide("img-a");
       assert.equal(await store.images.get(org.id, "py"), undefined, "hidden while being deleted");
       assert.equal(await store.images.delete("img-a"), true);
       assert.equal(await store.images.delete("img-a"), false);
       assert.ok((await store.images.all()).some((i) => i.id === "img-c" && !i.ready));
+    });
+
+    it("images (issue #18): a newer build takes the name, the older one is kept hidden as superseded", async () => {
+      const org = await store.orgs.ensure("img-builds", limits);
+      const build = (id: string) => ({
+        id,
+        orgId: org.id,
+        name: "app",
+        source: `recipe:${id}`,
+        environmentVersion: `app@${id}`,
+        config: "{}",
+        bytes: 1,
+        ready: false,
+        createdAt: new Date().toISOString(),
+        supersededAt: null,
+      });
+      await store.images.insert(build("img-b1"));
+      await store.images.finish(build("img-b1"));
+      await store.images.insert(build("img-b2"));
+      await assert.rejects(store.images.insert(build("img-b3")), ImageExistsError, "one draft of a name at a time");
+      assert.equal((await store.images.get(org.id, "app"))?.id, "img-b1", "the draft does not take the name");
+      assert.deepEqual(await store.images.finish(build("img-b2")), ["img-b1"]);
+      assert.equal((await store.images.get(org.id, "app"))?.id, "img-b2");
+      assert.deepEqual(
+        (await store.images.list(org.id)).map((i) => i.id),
+        ["img-b2"],
+        "only the name's build is listed",
+      );
+      const old = await store.images.getById("img-b1");
+      assert.ok(old?.ready && old.supersededAt !== null, "the older build stays, ready and superseded");
+      assert.deepEqual(
+        (await store.images.superseded()).filter((i) => i.orgId === org.id).map((i) => i.id),
+        ["img-b1"],
+      );
+      // A delete of the current build hides it while a new draft of the name is under way.
+      await store.images.insert(build("img-b3"));
+      await store.images.hide("img-b2");
+      assert.equal(await store.images.get(org.id, "app"), undefined);
+      assert.deepEqual(await store.images.finish(build("img-b3")), [], "a hidden build is not superseded again");
+      assert.equal((await store.images.get(org.id, "app"))?.id, "img-b3");
     });
 
     it("revokes an organization's token unless it is its last admin one, concurrent revokes included", async () => {

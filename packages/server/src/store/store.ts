@@ -183,21 +183,27 @@ export interface TemplateStore {
   delete(id: string): Promise<boolean>;
 }
 
+/** A build of that image name is under way (one draft per name at a time). */
 export class ImageExistsError extends Error {
   constructor(readonly imageName: string) {
-    super(`an image named '${imageName}' already exists`);
+    super(`a build of image '${imageName}' is under way`);
   }
 }
 
 /** Issue #18: organization images. Reads by organization see ready images only. */
 export interface ImageStore {
-  /** Inserts an image (not ready yet); ImageExistsError when the organization has one of that name. */
+  /** Inserts an image build (not ready yet); ImageExistsError while another build of the name is not ready. */
   insert(image: ImageRecord): Promise<void>;
-  /** Writes what the import found (source, config, size, version) and shows the image. */
-  finish(image: ImageRecord): Promise<void>;
-  /** Shows (ready) or hides (half-made, or being deleted) an image. */
-  setReady(id: string, ready: boolean): Promise<void>;
-  /** The organization's ready image of that name. */
+  /**
+   * Writes what the import or build found (source, config, size, version) and shows it as the
+   * name's build; the name's build until then is superseded (its id returned) in the same transaction.
+   */
+  finish(image: ImageRecord): Promise<string[]>;
+  /** Hides an image being deleted (not ready, superseded): the start's sweep finishes a delete a crash cut. */
+  hide(id: string): Promise<void>;
+  /** Builds a newer one superseded (ready, hidden), kept while units or templates use them. */
+  superseded(): Promise<ImageRecord[]>;
+  /** The organization's current build of that name. */
   get(orgId: string, name: string): Promise<ImageRecord | undefined>;
   /** An image by id, ready or not (a unit's boot reads its image's config). */
   getById(id: string): Promise<ImageRecord | undefined>;

@@ -253,6 +253,29 @@ describe("images", { timeout: 300_000 }, () => {
     assert.ok(!existsSync(join(importedDir, id)), "its subvolume is gone");
     assert.equal((await s.api("DELETE", "/v1/images/base", { token })).status, 400, "the base image is the host's");
     const up = await s.api("POST", "/v1/units/on-app/upgrade", { token, json: { version: "latest" } });
-    assert.equal(up.status, 400, "upgrade moves base-image units only");
+    assert.equal(up.status, 200, up.text);
+    assert.equal(up.body.status, "up_to_date", "its image has no newer build (upgrade.test.ts moves one)");
+  });
+
+  it("the name again: 409 unless replace=true, which makes the archive the image's newer build", async () => {
+    const archive = await appArchive("oci-layout");
+    const first = events((await importArchive("app-v", archive)).text).at(-1);
+    assert.equal(first?.type, "complete");
+    const c = await s.api("POST", "/v1/units", { token, json: { name: "on-v1", image: "app-v" } });
+    assert.equal(c.status, 201, c.text);
+    assert.equal((await importArchive("app-v", archive)).status, 409);
+    const again = await s.api("POST", "/v1/images?name=app-v&replace=true", {
+      token,
+      body: archive,
+      headers: { "content-type": "application/x-tar" },
+    });
+    const newer = events(again.text).at(-1);
+    assert.equal(newer?.type, "complete", again.text);
+    assert.notEqual(newer?.image?.id, first?.image?.id);
+    assert.equal((await s.api("GET", "/v1/images/app-v", { token })).body.id, newer?.image?.id);
+    assert.ok((await readdir(importedDir)).includes(String(first?.image?.id)), "the unit's build is kept");
+    assert.equal((await s.api("DELETE", "/v1/units/on-v1", { token })).status, 204);
+    assert.ok(!(await readdir(importedDir)).includes(String(first?.image?.id)), "then removed with its last unit");
+    assert.equal((await s.api("DELETE", "/v1/images/app-v", { token })).status, 204);
   });
 });

@@ -30,7 +30,8 @@ export class RecipeBuilds {
   constructor(
     private readonly store: Store,
     private readonly node: UnitNode,
-    private readonly exists: (name: string) => ApiError,
+    /** The 409 of a build of that name already under way. */
+    private readonly building: (name: string) => ApiError,
   ) {}
 
   /** Checks the recipe and the name; the build itself is `run`. */
@@ -41,7 +42,7 @@ export class RecipeBuilds {
     const source = `recipe:${recipeHash(recipe, base.builtAt)}`;
     const existing = await this.store.images.get(org.id, recipe.name);
     if (existing?.source === source) return { cached: existing, run: async () => existing };
-    if (existing) throw this.exists(recipe.name);
+    // Another recipe (or an import) under this name: this build becomes the name's newer one.
     return {
       run: (hooks) => this.build(org, recipe, source, hooks),
     };
@@ -65,7 +66,7 @@ export class RecipeBuilds {
         }),
       });
     } catch (err) {
-      if (err instanceof ImageExistsError) throw this.exists(recipe.name);
+      if (err instanceof ImageExistsError) throw this.building(recipe.name);
       throw err;
     } finally {
       const unit = builder;

@@ -116,7 +116,7 @@ describe("image recipes", { timeout: 300_000 }, () => {
     );
   });
 
-  it("the same recipe again is answered from the cache; another recipe under its name is 409", async () => {
+  it("the same recipe again is answered from the cache; another recipe under its name is a newer build", async () => {
     const t0 = performance.now();
     const r = await build(RECIPE);
     const done = events(r.text).at(-1);
@@ -124,9 +124,15 @@ describe("image recipes", { timeout: 300_000 }, () => {
     assert.equal(done?.cached, true);
     assert.equal(done?.image?.id, imageId);
     assert.ok(performance.now() - t0 < 2000, "no build");
-    const other = await build({ ...RECIPE, steps: ["true"] });
-    assert.equal(other.status, 409, other.text);
-    assert.equal(other.body.code, "UMS_IMAGE_EXISTS");
+    const other = await build({ ...RECIPE, steps: ["true"], user: "root" });
+    const newer = events(other.text).at(-1);
+    assert.equal(newer?.type, "complete", other.text);
+    assert.notEqual(newer?.image?.id, imageId);
+    assert.equal((await s.api("GET", "/v1/images/tools", { token })).body.id, newer?.image?.id);
+    // The unit made from the first build keeps it (its user, its files).
+    assert.equal(await sh("from-recipe", "id -un"), "dev");
+    assert.ok((await readdir(importedDir)).includes(imageId), "the older build is kept while a unit uses it");
+    imageId = String(newer?.image?.id);
   });
 
   it("a failing step stops the build with its output; bad recipes are 400; nothing is left", async () => {

@@ -102,7 +102,7 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
       schema: {
         tags,
         summary:
-          "Build an organization image from a recipe: Debian packages on top of the base image's, files, shell steps run as root in a unit of the organization, env, user and workdir. Cached by the recipe's content: the same recipe answers the image it built. A bad recipe or a taken name is answered at once (400, 409); then the answer is NDJSON (spec 6.1 events): `info` lines (the steps' output too), `complete` with the image, or `error` with its `code`",
+          "Build an organization image from a recipe: Debian packages on top of the base image's, files, shell steps run as root in a unit of the organization, env, user and workdir. Cached by the recipe's content: the same recipe answers the image it built. A recipe under the name of an image the organization has makes a newer build of it (units made from the older one keep it until they are upgraded). A bad recipe, the name `base` or a build of the name under way is answered at once (400, 409); then the answer is NDJSON (spec 6.1 events): `info` lines (the steps' output too), `complete` with the image, or `error` with its `code`",
         body: ImageRecipe,
         response: { ...commonErrors, 403: ErrorBody, 409: ErrorBody },
       },
@@ -136,7 +136,7 @@ export function imageRoutes(app: ApiInstance, images: ImageService): void {
       // image archive, an unsupported format) is a plain 400, a name taken a 409.
       async (req, reply) =>
         streamImageWork(reply, req.auth.org, "imported", { eager: false }, async (hooks) => ({
-          image: await images.import(req.auth.org, req.query.name, req.raw, hooks),
+          image: await images.import(req.auth.org, req.query.name, req.raw, { ...hooks, replace: !!req.query.replace }),
         })),
     );
   });

@@ -37,10 +37,13 @@ export class ImageService {
     private readonly store: Store,
     private readonly node: UnitNode,
   ) {
-    this.recipes = new RecipeBuilds(store, node, (name) => ImageService.exists(name));
+    this.recipes = new RecipeBuilds(store, node, (name) => ImageService.building(name));
   }
 
-  /** Checks an image recipe (400) and its name (409), then builds it when `run` is called (recipe-build.ts). */
+  /**
+   * Checks an image recipe (400) and its name (409 for `base`), then builds it when `run` is called
+   * (recipe-build.ts): under a name the organization has, a newer build of it.
+   */
   async prepareBuild(org: OrgRecord, recipe: ImageRecipe): Promise<PreparedBuild> {
     if (recipe.name === BASE_IMAGE_NAME) throw ImageService.exists(recipe.name);
     return this.recipes.prepare(org, recipe);
@@ -50,14 +53,21 @@ export class ImageService {
     return new ApiError(404, ErrorCode.ImageNotFound, `image '${name}' not found; GET /v1/images lists them`);
   }
 
-  private static exists(name: string): ApiError {
+  private static exists(name: string, why: "taken" | "building" = "taken"): ApiError {
     return new ApiError(
       409,
       ErrorCode.ImageExists,
       name === BASE_IMAGE_NAME
         ? `'${name}' is the host's base image; choose another name`
-        : `an image named '${name}' already exists (imported, or built from another recipe); delete it or choose another name`,
+        : why === "building"
+          ? `a build of image '${name}' is under way; wait for it to end, then try again`
+          : `an image named '${name}' already exists; import with replace=true (ums image import --replace) to make this archive its newer build, or choose another name`,
     );
+  }
+
+  /** A build of the name is under way (the store allows one draft per name). */
+  static building(name: string): ApiError {
+    return ImageService.exists(name, "building");
   }
 
   /** The organization's image of that name; another organization's answers 404 exactly as a missing one. */
@@ -65,22 +75,25 @@ export class ImageService {
     return requireImage(this.store, org, name);
   }
 
-  /** Refuses a name that is taken before the archive is read (the store's unique key decides a race). */
-  async assertFree(org: OrgRecord, name: string): Promise<void> {
-    if (name === BASE_IMAGE_NAME || (await this.store.images.get(org.id, name))) throw ImageService.exists(name);
+  /** Refuses a name that is taken (unless replaced) before the archive is read; the store's key decides a race of two builds. */
+  async assertFree(org: OrgRecord, name: string, replace = false): Promise<void> {
+    if (name === BASE_IMAGE_NAME || (!replace && (await this.store.images.get(org.id, name)))) {
+      throw ImageService.exists(name);
+    }
   }
 
+  /** An import; with `replace`, under a taken name it is that image's newer build. */
   async import(
     org: OrgRecord,
     name: string,
     body: Readable,
-    hooks: { progress: Progress; signal?: AbortSignal },
+    hooks: { progress: Progress; signal?: AbortSignal; replace?: boolean },
   ): Promise<ImageRecord> {
-    await this.assertFree(org, name);
+    await this.assertFree(org, name, hooks.replace);
     try {
       return await this.node.importImage(org, name, body, hooks);
     } catch (err) {
-      if (err instanceof ImageExistsError) throw ImageService.exists(name);
+      if (err instanceof ImageExistsError) throw ImageService.building(name);
       throw err;
     }
   }

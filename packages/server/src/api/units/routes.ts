@@ -153,10 +153,11 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
     {
       schema: {
         tags,
-        summary: "Move a unit to an environment version ('latest' or v<major>.<minor>.<patch>-rc<N>)",
+        summary:
+          "Move a unit to an environment version ('latest' or v<major>.<minor>.<patch>-rc<N>); a unit made from an organization image moves to the newest build of it ('latest' or its NAME@ID), its system files replaced only when it changed none of them (409 UMS_UPGRADE_REFUSED lists what it changed; docs/IMAGES.md has the rule), its state saved first as a checkpoint",
         params: UnitParams,
         body: UpgradeRequest,
-        response: { 200: UpgradeResponse, ...commonErrors, ...notFound },
+        response: { 200: UpgradeResponse, ...commonErrors, ...notFound, 409: ErrorBody },
       },
     },
     async (req) => units.upgrade(req.auth.org, req.params.name, req.body.version),

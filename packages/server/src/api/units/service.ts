@@ -314,13 +314,33 @@ export class UnitService {
     return result(health.status, health.reason);
   }
 
-  async upgrade(org: OrgRecord, name: string, version: string): Promise<UpgradeResponse> {
-    const unit = await this.require(org, name);
-    if (unit.imageId !== null) {
+  /**
+   * Issue #18: a unit made from an organization image moves to the newest build of that image
+   * (`latest`, or that build's `<name>@<id>`) where that is safe (runtime/runc/upgrade.ts); the
+   * unit's state is saved as a checkpoint first.
+   */
+  private async upgradeImage(org: OrgRecord, unit: UnitRecord, version: string): Promise<UpgradeResponse> {
+    const mine = await this.store.images.getById(unit.imageId ?? "");
+    const imageName = mine?.name ?? unit.imageVersion?.split("@")[0] ?? "";
+    const newest = await this.store.images.get(org.id, imageName);
+    if (!newest) {
       throw ApiError.validation([
-        `version: unit '${name}' was created from an organization image, not the base image; upgrade moves base-image units only: create a unit from a newer import instead`,
+        `version: image '${imageName}' that unit '${unit.name}' was made from has no build to upgrade to (it was deleted)`,
       ]);
     }
+    if (version !== "latest" && version !== newest.environmentVersion) {
+      throw ApiError.validation([
+        `version: '${version}' is not the newest build of image '${imageName}'; available: latest, ${newest.environmentVersion}`,
+      ]);
+    }
+    if (newest.id === unit.imageId) return { name: unit.name, status: "up_to_date" };
+    await this.node.upgrade(org, unit, newest, () => {});
+    return { name: unit.name, status: "upgraded" };
+  }
+
+  async upgrade(org: OrgRecord, name: string, version: string): Promise<UpgradeResponse> {
+    const unit = await this.require(org, name);
+    if (unit.imageId !== null) return this.upgradeImage(org, unit, version);
     const target = version === "latest" ? ENVIRONMENT_VERSION : version;
     if (!new RegExp(ENVIRONMENT_VERSION_PATTERN).test(target)) {
       throw ApiError.validation([

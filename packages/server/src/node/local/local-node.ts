@@ -101,8 +101,9 @@ export class LocalNode implements UnitNode {
     return this.lifecycle.templates.publish(source, checkpoint, what);
   }
 
-  deleteTemplate(template: TemplateRecord): Promise<void> {
-    return this.lifecycle.templates.delete(template);
+  async deleteTemplate(template: TemplateRecord): Promise<void> {
+    await this.lifecycle.templates.delete(template);
+    if (template.imageId !== null) await this.lifecycle.images.pruneQuietly();
   }
 
   importImage(
@@ -147,8 +148,10 @@ export class LocalNode implements UnitNode {
     return this.lifecycle.templates.fill(template, unit);
   }
 
-  destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T> {
-    return this.lifecycle.destroy(unit, drop);
+  async destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T> {
+    const dropped = await this.lifecycle.destroy(unit, drop);
+    if (unit.imageId !== null) await this.lifecycle.images.pruneQuietly();
+    return dropped;
   }
 
   health(unit: UnitRecord): Promise<UnitHealth> {
@@ -200,6 +203,12 @@ export class LocalNode implements UnitNode {
     progress: Progress,
   ): Promise<CheckpointRecord> {
     return timed("restore", this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress));
+  }
+
+  async upgrade(org: OrgRecord, unit: UnitRecord, to: ImageRecord, progress: Progress): Promise<CheckpointRecord> {
+    const backup = await this.lifecycle.checkpoints.upgrade(org, unit, to, progress);
+    await this.lifecycle.images.pruneQuietly();
+    return backup;
   }
 
   deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {

@@ -11,6 +11,8 @@ import { writeFileDurably } from "../../util/durable-file.js";
 export interface RestoreJournal {
   readonly checkpoint: string;
   readonly phase: "replacing" | "replaced";
+  /** An upgrade (upgrade.ts): the image build whose system files the new disk has. */
+  readonly image?: { readonly id: string; readonly version: string };
 }
 
 const FILE = "restore.json";
@@ -30,7 +32,15 @@ export async function readJournal(dir: string): Promise<RestoreJournal | undefin
   try {
     const entry = JSON.parse(await readFile(join(dir, FILE), "utf8")) as Partial<RestoreJournal>;
     if (typeof entry.checkpoint !== "string") return undefined;
-    return { checkpoint: entry.checkpoint, phase: entry.phase === "replaced" ? "replaced" : "replacing" };
+    const image =
+      typeof entry.image?.id === "string" && typeof entry.image.version === "string"
+        ? { id: entry.image.id, version: entry.image.version }
+        : undefined;
+    return {
+      checkpoint: entry.checkpoint,
+      phase: entry.phase === "replaced" ? "replaced" : "replacing",
+      ...(image && { image }),
+    };
   } catch {
     return undefined;
   }

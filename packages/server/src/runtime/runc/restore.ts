@@ -43,24 +43,40 @@ export async function completeRestore(paths: UnitPaths, id: string): Promise<voi
  * rootfs while rootfs.old exists is the new copy); returns the checkpoint of one that is
  * `replaced`, to be rolled forward by the caller.
  */
-async function settleRestore(paths: UnitPaths, id: string): Promise<string | undefined> {
-  const { disk: dir, rootfs } = paths.unit(id);
-  let forward: string | undefined;
+async function settleRestore(paths: UnitPaths, id: string): Promise<Settled | undefined> {
+  const { disk: dir } = paths.unit(id);
+  let forward: Settled | undefined;
   if (hasJournal(dir)) {
     const entry = await readJournal(dir);
     if (entry?.phase === "replaced") {
-      forward = entry.checkpoint;
+      forward = { checkpoint: entry.checkpoint, ...(entry.image && { image: entry.image }) };
     } else {
-      if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
-      if (existsSync(join(dir, "rootfs.old"))) {
-        if (existsSync(rootfs)) await deleteSubvolume(rootfs);
-        await rename(join(dir, "rootfs.old"), rootfs);
-      }
-      await removeJournal(dir);
+      await rollBackReplace(paths, id);
     }
   }
   await removeJournalLeftover(dir);
   return forward;
+}
+
+/** What an interrupted restore or upgrade had put in place: the caller records it. */
+export interface Settled {
+  readonly checkpoint: string;
+  /** An upgrade's: the image build the unit is on now. */
+  readonly image?: { readonly id: string; readonly version: string };
+}
+
+/**
+ * Undoes a restore or upgrade that is still `replacing`: whatever is at rootfs while rootfs.old
+ * exists is the new copy. Also what an upgrade that failed part way does at once.
+ */
+export async function rollBackReplace(paths: UnitPaths, id: string): Promise<void> {
+  const { disk: dir, rootfs } = paths.unit(id);
+  if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
+  if (existsSync(join(dir, "rootfs.old"))) {
+    if (existsSync(rootfs)) await deleteSubvolume(rootfs);
+    await rename(join(dir, "rootfs.old"), rootfs);
+  }
+  await removeJournal(dir);
 }
 
 /**
@@ -71,8 +87,8 @@ async function settleRestore(paths: UnitPaths, id: string): Promise<string | und
 export async function recoverDisks(
   paths: UnitPaths,
   known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
-): Promise<{ unitId: string; checkpoint: string }[]> {
-  const forward: { unitId: string; checkpoint: string }[] = [];
+): Promise<({ unitId: string } & Settled)[]> {
+  const forward: ({ unitId: string } & Settled)[] = [];
   let ids: string[] = [];
   try {
     ids = await readdir(paths.unitsDir);
@@ -82,8 +98,8 @@ export async function recoverDisks(
     if (!existsSync(unit.checkpoints) && !hasJournal(unit.disk)) continue;
     const wanted = await known(id);
     if (!wanted) continue; // another server's unit on a shared pool
-    const checkpoint = await settleRestore(paths, id);
-    if (checkpoint !== undefined) forward.push({ unitId: id, checkpoint });
+    const settled = await settleRestore(paths, id);
+    if (settled !== undefined) forward.push({ unitId: id, ...settled });
     await removeUnknownCheckpoints(paths, id, wanted);
   }
   return forward;

@@ -15,7 +15,7 @@ import type {
   UnitStats,
   UsageSources,
 } from "../runtime.js";
-import { enableSimpleQuota, filesystemUuid, sweepQgroups } from "../storage/btrfs.js";
+import { deleteSubvolume, enableSimpleQuota, filesystemUuid, sweepQgroups } from "../storage/btrfs.js";
 import { bootUnit } from "./boot.js";
 import { CGROUP_ROOT, cgroupHasTasks, cgroupStats, killCgroup, removeCgroups, setFrozen } from "./cgroups.js";
 import { deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
@@ -34,6 +34,7 @@ import { createDisk, deletingDisks, destroyDisk, forgetDisk, forkDisk, limitDisk
 import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
+import { changedSystemPaths, layoutProblems, snapshotForCheck, upgradeDisk } from "./upgrade.js";
 
 /** Units as runc containers on btrfs snapshots (docs/ARCHITECTURE.md sections 1 and 4). */
 export class RuncRuntime implements UnitRuntime {
@@ -311,6 +312,29 @@ export class RuncRuntime implements UnitRuntime {
     await restoreDisk(this.paths, id, cpId);
   }
 
+  async upgradeCheck(
+    id: string,
+    imageId: string,
+    cpId?: string,
+  ): Promise<{ paths: string[]; count: number; problems: string[] }> {
+    const build = importedPath(this.paths, imageId);
+    if (!existsSync(build)) {
+      return { paths: [], count: 0, problems: ["the files of the build the unit was made from are gone"] };
+    }
+    const snap = cpId ? this.paths.checkpoint(id, cpId) : await snapshotForCheck(this.paths, id);
+    try {
+      const changed = await changedSystemPaths(build, snap);
+      return { ...changed, problems: await layoutProblems(snap, "the unit") };
+    } finally {
+      if (!cpId) await deleteSubvolume(snap);
+    }
+  }
+
+  async upgradeDisk(id: string, cpId: string, image: { id: string; version: string }): Promise<void> {
+    if ((await this.state(id)) !== "stopped") throw new Error("upgradeDisk needs a stopped unit");
+    await upgradeDisk(this.paths, id, cpId, image);
+  }
+
   async completeRestore(id: string): Promise<void> {
     await completeRestore(this.paths, id);
   }
@@ -398,7 +422,7 @@ export class RuncRuntime implements UnitRuntime {
 
   async recover(
     known: (unitId: string) => Promise<ReadonlySet<string> | undefined>,
-  ): Promise<{ unitId: string; checkpoint: string }[]> {
+  ): Promise<{ unitId: string; checkpoint: string; image?: { id: string; version: string } }[]> {
     return recoverDisks(this.paths, known);
   }
 

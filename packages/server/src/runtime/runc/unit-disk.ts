@@ -122,7 +122,13 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   try {
     cps = await readdir(checkpoints);
   } catch {}
-  for (const sub of [...cps.map((cp) => join("checkpoints", cp)), "rootfs", "rootfs.old", "rootfs.new"]) {
+  for (const sub of [
+    ...cps.map((cp) => join("checkpoints", cp)),
+    "rootfs",
+    "rootfs.old",
+    "rootfs.new",
+    "rootfs.check",
+  ]) {
     if (existsSync(join(dir, sub))) await deleteSubvolume(join(dir, sub));
   }
   for (const name of await readdir(dir)) {

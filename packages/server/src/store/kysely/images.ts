@@ -15,6 +15,7 @@ function fromRow(r: ImagesTable): ImageRecord {
     bytes: Number(r.bytes),
     ready: Number(r.ready) === 1,
     createdAt: r.created_at,
+    supersededAt: r.superseded_at ?? null,
   });
 }
 
@@ -35,6 +36,7 @@ export function imageStore(db: Kysely<Database>, adapter: DialectAdapter): Image
             bytes: i.bytes,
             ready: i.ready ? 1 : 0,
             created_at: i.createdAt,
+            superseded_at: null,
           })
           .execute();
       } catch (err) {
@@ -43,22 +45,42 @@ export function imageStore(db: Kysely<Database>, adapter: DialectAdapter): Image
       }
     },
     async finish(i) {
-      await db
-        .updateTable("images")
-        .set({
-          source: i.source,
-          environment_version: i.environmentVersion,
-          config: i.config,
-          bytes: i.bytes,
-          ready: 1,
-        })
-        .where("id", "=", i.id)
-        .execute();
+      // One transaction: the name's build until now is superseded as this one is shown.
+      return db.transaction().execute(async (trx) => {
+        const now = new Date().toISOString();
+        const older = await trx
+          .updateTable("images")
+          .set({ superseded_at: now })
+          .where((eb) =>
+            eb.and([
+              eb("org_id", "=", i.orgId),
+              eb("name", "=", i.name),
+              eb("ready", "=", 1),
+              eb("superseded_at", "is", null),
+              eb("id", "!=", i.id),
+            ]),
+          )
+          .returning("id")
+          .execute();
+        await trx
+          .updateTable("images")
+          .set({
+            source: i.source,
+            environment_version: i.environmentVersion,
+            config: i.config,
+            bytes: i.bytes,
+            ready: 1,
+          })
+          .where("id", "=", i.id)
+          .execute();
+        return older.map((r) => r.id);
+      });
     },
-    async setReady(id, ready) {
+    async hide(id) {
+      // Not ready, and out of the name's current build: a draft of the name may be under way.
       await db
         .updateTable("images")
-        .set({ ready: ready ? 1 : 0 })
+        .set((eb) => ({ ready: 0, superseded_at: eb.fn.coalesce("superseded_at", eb.val(new Date().toISOString())) }))
         .where("id", "=", id)
         .execute();
     },
@@ -66,7 +88,14 @@ export function imageStore(db: Kysely<Database>, adapter: DialectAdapter): Image
       const row = await db
         .selectFrom("images")
         .selectAll()
-        .where((eb) => eb.and({ org_id: orgId, name, ready: 1 }))
+        .where((eb) =>
+          eb.and([
+            eb("org_id", "=", orgId),
+            eb("name", "=", name),
+            eb("ready", "=", 1),
+            eb("superseded_at", "is", null),
+          ]),
+        )
         .executeTakeFirst();
       return row && fromRow(row);
     },
@@ -78,8 +107,17 @@ export function imageStore(db: Kysely<Database>, adapter: DialectAdapter): Image
       const rows = await db
         .selectFrom("images")
         .selectAll()
-        .where((eb) => eb.and({ org_id: orgId, ready: 1 }))
+        .where((eb) => eb.and([eb("org_id", "=", orgId), eb("ready", "=", 1), eb("superseded_at", "is", null)]))
         .orderBy("name")
+        .execute();
+      return rows.map(fromRow);
+    },
+    async superseded() {
+      const rows = await db
+        .selectFrom("images")
+        .selectAll()
+        .where((eb) => eb.and([eb("ready", "=", 1), eb("superseded_at", "is not", null)]))
+        .orderBy("id")
         .execute();
       return rows.map(fromRow);
     },

@@ -1,4 +1,4 @@
-import { type Kysely, type Migration, type MigrationProvider, Migrator } from "kysely";
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from "kysely";
 
 /**
  * One set of migrations for every dialect. Only portable types (text, integer) are used so the
@@ -265,6 +265,38 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable("units").addColumn("image_version", "text").execute();
       await db.schema.alterTable("templates").addColumn("image_id", "text").execute();
       await db.schema.createIndex("units_image").on("units").column("image_id").execute();
+    },
+  },
+  "0014_image_builds": {
+    async up(db: Kysely<unknown>) {
+      // Issue #18: an image name has builds. The newest ready one is the name's (superseded_at
+      // null); an older one stays, hidden, while units or templates made from it exist, so that
+      // `upgrade` can compare a unit with the build it came from. One draft and one current build
+      // per name: the table is made again without 0013's unique key (SQLite cannot drop one).
+      await db.schema
+        .createTable("images_v2")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("org_id", "text", (c) => c.notNull().references("orgs.id").onDelete("cascade"))
+        .addColumn("name", "text", (c) => c.notNull())
+        .addColumn("source", "text", (c) => c.notNull())
+        .addColumn("environment_version", "text", (c) => c.notNull())
+        .addColumn("config", "text", (c) => c.notNull())
+        .addColumn("bytes", "bigint", (c) => c.notNull().defaultTo(0))
+        .addColumn("ready", "integer", (c) => c.notNull().defaultTo(0))
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("superseded_at", "text")
+        .execute();
+      await sql`insert into images_v2 (id, org_id, name, source, environment_version, config, bytes, ready, created_at)
+        select id, org_id, name, source, environment_version, config, bytes, ready, created_at from images`.execute(db);
+      await db.schema.dropTable("images").execute();
+      await db.schema.alterTable("images_v2").renameTo("images").execute();
+      await db.schema
+        .createIndex("images_org_name_build")
+        .on("images")
+        .columns(["org_id", "name", "ready"])
+        .unique()
+        .where(sql.ref("superseded_at"), "is", null)
+        .execute();
     },
   },
   "0010_unit_usage": {

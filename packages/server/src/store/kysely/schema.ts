@@ -129,6 +129,7 @@ export interface ImagesTable {
   bytes: number | string;
   ready: number;
   created_at: string;
+  superseded_at: string | null;
 }
 
 export interface ConnectorsTable {

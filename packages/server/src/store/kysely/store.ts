@@ -238,6 +238,8 @@ const UNIT_PATCH_COLUMNS = {
   status: "status",
   lastRunningAt: "last_running_at",
   lastWarmingAt: "last_warming_at",
+  imageId: "image_id",
+  imageVersion: "image_version",
 } as const satisfies { readonly [K in Exclude<keyof UnitPatch, "labels">]-?: keyof UnitsTable };
 
 function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
