@@ -1,0 +1,38 @@
+// Migrations over data an older ums left (SQLite here; store.test.ts runs the latest schema on every
+// dialect): 0014 makes the images table again without 0013's unique key, rows kept.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import SQLite from "better-sqlite3";
+import { Kysely, SqliteDialect, sql } from "kysely";
+import { migrateTo, migrateToLatest } from "./migrations.js";
+
+describe("migrations", () => {
+  it("0014 keeps the images 0013 had and allows a newer build of a name beside the superseded one", async () => {
+    const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new SQLite(":memory:") }) });
+    try {
+      await migrateTo(db, "0013_images");
+      await sql`insert into orgs (id, slug, max_units, running_limit, warm_limit, created_at)
+        values ('org-1', 'one', 10, 5, 5, '2026-01-01T00:00:00Z')`.execute(db);
+      await sql`insert into images (id, org_id, name, source, environment_version, config, bytes, ready, created_at)
+        values ('img-old', 'org-1', 'app', 'docker-save', 'app@old', '{}', 5000000000, 1, '2026-01-01T00:00:00Z')`.execute(
+        db,
+      );
+      await migrateToLatest(db);
+      const rows = await sql<{ id: string; bytes: number; superseded_at: string | null }>`
+        select id, bytes, superseded_at from images`.execute(db);
+      assert.deepEqual(rows.rows, [{ id: "img-old", bytes: 5000000000, superseded_at: null }]);
+      const add = (id: string, ready: number, superseded: string | null) =>
+        sql`insert into images (id, org_id, name, source, environment_version, config, bytes, ready, created_at, superseded_at)
+          values (${id}, 'org-1', 'app', 'x', 'app@x', '{}', 1, ${ready}, '2026-01-02T00:00:00Z', ${superseded})`.execute(
+          db,
+        );
+      await assert.rejects(add("img-twin", 1, null), /UNIQUE/, "one current build per name");
+      await add("img-draft", 0, null);
+      await assert.rejects(add("img-draft2", 0, null), /UNIQUE/, "one draft per name");
+      await add("img-older", 1, "2026-01-02T00:00:00Z");
+      await add("img-oldest", 1, "2026-01-01T00:00:00Z");
+    } finally {
+      await db.destroy();
+    }
+  });
+});
