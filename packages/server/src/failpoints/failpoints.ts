@@ -33,6 +33,10 @@ export const FAILPOINTS = Object.freeze([
   "template.snapshotted",
   "template.hidden",
   "template.files-deleted",
+  "upgrade.checked",
+  "upgrade.new-made",
+  "upgrade.new-moved",
+  "upgrade.swapped",
 ] as const);
 
 export type Failpoint = (typeof FAILPOINTS)[number];

@@ -159,8 +159,10 @@ export class CheckpointWork {
             await this.control.ensureRunningLocked(org, (await this.store.units.getById(unit.id)) ?? fresh);
             throw err;
           }
+          failpoint("upgrade.checked");
           progress(`giving unit '${unit.name}' the system files of ${to.environmentVersion}`);
           await this.runtime.upgradeDisk(unit.id, backup.checkpoint.id, { id: to.id, version: to.environmentVersion });
+          failpoint("upgrade.swapped");
           await this.store.units.update(unit.orgId, unit.name, {
             imageId: to.id,
             imageVersion: to.environmentVersion,

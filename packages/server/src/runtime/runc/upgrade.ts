@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { lstat, rename } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
+import { failpoint } from "../../failpoints/failpoints.js";
 import { run } from "../exec/host-command.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { writeJournal } from "./checkpoint-journal.js";
@@ -169,8 +170,10 @@ export async function upgradeDisk(
   await writeJournal(dir, { checkpoint: cpId, phase: "replacing", image });
   try {
     await makeUpgraded(paths, id, src, build, fresh);
+    failpoint("upgrade.new-made");
     if (existsSync(rootfs)) await rename(rootfs, join(dir, "rootfs.old"));
     await rename(fresh, rootfs);
+    failpoint("upgrade.new-moved");
   } catch (err) {
     await rollBackReplace(paths, id);
     throw err;
