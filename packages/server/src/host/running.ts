@@ -14,7 +14,7 @@ export async function serversOn(dataDir: string): Promise<number[]> {
     const argv = (await readFile(join(dir, "cmdline"), "utf8").catch(() => "")).split("\0");
     const at = argv.indexOf("serve");
     if (at < 1 || !argv.slice(0, at).some((a) => /(?:^|\/)(?:ums|ums\.mjs|main\.js)$/.test(a))) continue;
-    const flag = argv.findIndex((a) => a === "--data-dir");
+    const flag = argv.indexOf("--data-dir");
     const inline = argv.find((a) => a.startsWith("--data-dir="))?.slice("--data-dir=".length);
     let dir0 = flag >= 0 ? argv[flag + 1] : inline;
     if (!dir0) {

@@ -16,7 +16,7 @@ import {
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
 import type { UnitNode } from "../../node/unit-node.js";
-import type { CheckpointRecord, ImageRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
+import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import { requireImage } from "../images/service.js";

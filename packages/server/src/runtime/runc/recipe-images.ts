@@ -1,13 +1,15 @@
 import { constants } from "node:fs";
-import { lchown, lstat, mkdir, open, readdir, readFile, rm } from "node:fs/promises";
+import { lchown, lstat, mkdir, open, readdir, readFile, rm, utimes } from "node:fs/promises";
 import { join } from "node:path";
 import type { ImageConfig, ImageRecipe } from "@ums/protocol";
 import { buildImage } from "../image/build.js";
 import { imageConfigFor } from "../image/image-config.js";
+import { imagePaths } from "../image/image-store.js";
 import { entryComponents, ImageArchiveError, resolveEntry } from "../image/oci/index.js";
 import { IMAGE_PACKAGES, type ImageVariant } from "../image/packages.js";
 import { fileBytes, fileMode, fileOwner, packageImageName } from "../image/recipe.js";
-import { setReadonly, snapshot } from "../storage/btrfs.js";
+import { deleteSubvolume, isSubvolume, setReadonly, snapshot } from "../storage/btrfs.js";
+import { withFileLock } from "../storage/lock.js";
 import { importedDir, importedPath, removeImported } from "./imported-images.js";
 import type { UnitPaths } from "./unit-paths.js";
 
@@ -41,7 +43,7 @@ async function recipeBase(
   };
   const all = [...new Set([...(manifest.packages ?? IMAGE_PACKAGES[manifest.variant]), ...packages])];
   let last = -1;
-  return buildImage({
+  const built = await buildImage({
     pool: ctx.poolDir,
     name: packageImageName(all),
     variant: manifest.variant,
@@ -54,6 +56,47 @@ async function recipeBase(
       progress(`packages: ${p.message}`);
     },
   });
+  // Used now: the manifest's mtime keeps it from prunePackageImages for a day.
+  const now = new Date();
+  await utimes(`${built}.json`, now, now).catch(() => {});
+  return built;
+}
+
+/** Package sets kept however long unused: the most recently used ones. */
+const KEEP_PACKAGE_IMAGES = 3;
+/** A package set unused this long (and not among the most recent) is removed. */
+const PACKAGE_IMAGE_IDLE_MS = 24 * 3600_000;
+
+/**
+ * The package sets recipes are built on (`images/pkgs-<hash>`, a build of the base image with more
+ * packages) are a cache: an image made from one is a snapshot of its own and needs it no more.
+ * Keeps `inUse`, the most recently used few, and any used within a day (its manifest's mtime is
+ * when it was last used: `recipeBase` touches it); removes the rest, each under its build's lock
+ * (never one being built). Returns the names removed.
+ */
+export async function prunePackageImages(poolDir: string, inUse: string, now = Date.now()): Promise<string[]> {
+  const images = join(poolDir, "images");
+  const sets: { name: string; usedAt: number }[] = [];
+  for (const name of await readdir(images)) {
+    if (!/^pkgs-[0-9a-f]{16}$/.test(name)) continue;
+    const st = await lstat(join(images, `${name}.json`)).catch(() => undefined);
+    if (st?.isFile()) sets.push({ name, usedAt: st.mtimeMs });
+  }
+  sets.sort((a, b) => b.usedAt - a.usedAt);
+  const removed: string[] = [];
+  for (const [i, set] of sets.entries()) {
+    if (i < KEEP_PACKAGE_IMAGES || join(images, set.name) === inUse) continue;
+    if (now - set.usedAt < PACKAGE_IMAGE_IDLE_MS) continue;
+    const paths = imagePaths(poolDir, set.name);
+    await withFileLock(paths.lock, async () => {
+      // The manifest first: without it the set is not a cached build any more.
+      await rm(paths.manifest, { force: true });
+      if (await isSubvolume(paths.path)) await deleteSubvolume(paths.path);
+    });
+    await rm(paths.lock, { force: true });
+    removed.push(set.name);
+  }
+  return removed;
 }
 
 /** Writes a recipe's files into `root` (a tree no unit has run on), every path resolved inside it. */
@@ -102,6 +145,13 @@ export async function draftRecipeImage(
   await removeImported(ctx.paths, imageId);
   const root = importedPath(ctx.paths, imageId);
   await snapshot(base, root, { readonly: false });
+  if (base !== ctx.imagePath) {
+    const gone = await prunePackageImages(ctx.poolDir, base).catch((err: unknown) => {
+      progress(`older package sets could not be removed: ${err instanceof Error ? err.message : String(err)}`);
+      return [] as string[];
+    });
+    if (gone.length > 0) progress(`removed ${gone.length} package set${gone.length === 1 ? "" : "s"} unused for a day`);
+  }
   if ((recipe.files ?? []).length > 0) {
     progress(`writing ${recipe.files?.length} files`);
     await writeFiles(ctx, root, recipe);
