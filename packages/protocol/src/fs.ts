@@ -97,7 +97,7 @@ export type FsReadQuery = Static<typeof FsReadQuery>;
 
 export const FsWriteQuery = Type.Object(
   {
-    path: FsPath("File to write (created or truncated)"),
+    path: FsPath("File to write (created, or replaced whole once the body has arrived)"),
     workingDir: WorkingDir,
     mode: Type.Optional(OctalMode),
     mkdir: Flag("Create missing parent directories"),

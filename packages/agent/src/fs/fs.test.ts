@@ -1,12 +1,24 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, chownSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import WebSocket from "ws";
 import { type RunningAgent, startAgent } from "../testing/harness.js";
+import { isWriteTemp } from "./write.js";
 
 // The agent's /fs routes, run by the real bundle as root with the unit user 1000: asRoot work in the
 // agent, the rest in the unit user's worker process (worker.ts).
@@ -34,6 +46,29 @@ function call(
 }
 
 const q = (o: Record<string, string>) => new URLSearchParams(o).toString();
+
+/** The temporary files of writes in progress in `dir` (write.ts). */
+const temps = (dir: string) => readdirSync(dir).filter((n) => isWriteTemp(n));
+
+/**
+ * A PUT /fs/write whose client announces `total` bytes, sends `sent` of them, waits until the agent has
+ * its temporary file in `dir`, and then goes away.
+ */
+async function cutShortWrite(agent: RunningAgent, path: string, dir: string, total: number, sent: number) {
+  const req = request({
+    socketPath: agent.socket,
+    method: "PUT",
+    path: `/fs/write?${path}`,
+    headers: { "content-type": "application/octet-stream", "content-length": total },
+  });
+  req.on("error", () => {});
+  req.write(Buffer.alloc(sent, "n"));
+  for (let i = 0; i < 200 && temps(dir).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  const seen = temps(dir);
+  req.destroy();
+  for (let i = 0; i < 200 && temps(dir).length > 0; i++) await new Promise((r) => setTimeout(r, 10));
+  return seen;
+}
 
 describe("agent filesystem routes", { skip: !isRoot && "needs root (runs the worker as uid 1000)" }, () => {
   let agent: RunningAgent;
@@ -215,6 +250,114 @@ describe("agent filesystem routes", { skip: !isRoot && "needs root (runs the wor
     assert.equal(badMode.status, 400);
   });
 
+  it("replaces a file whole or not at all: a body cut short leaves it as it was, and no temporary file", async () => {
+    for (const as of ["user", "root"]) {
+      const file = join(home, `whole-${as}.txt`);
+      const put = (body: string) => call(agent, "PUT", `/fs/write?${q({ path: file, as })}`, body);
+      assert.equal((await put("acknowledged\n")).status, 200);
+      const before = statSync(file);
+      const seen = await cutShortWrite(agent, q({ path: file, as }), home, 1024 * 1024, 64 * 1024);
+      assert.equal(seen.length, 1, `${as}: the body went to a temporary file: ${seen}`);
+      assert.match(seen[0] ?? "", new RegExp(`^\\.whole-${as}\\.txt\\.ums-write-[0-9a-f]{16}$`));
+      assert.deepEqual(temps(home), [], `${as}: the temporary file is removed`);
+      assert.equal(readFileSync(file, "utf8"), "acknowledged\n", `${as}: the file is as it was`);
+      assert.equal(statSync(file).ino, before.ino);
+      // a new file cut short is not made at all
+      const fresh = join(home, `fresh-${as}.txt`);
+      await cutShortWrite(agent, q({ path: fresh, as }), home, 100_000, 10);
+      assert.throws(() => statSync(fresh), /ENOENT/);
+      assert.deepEqual(temps(home), []);
+      // a complete write replaces it (a new inode), and answers as before
+      const w = await put("new");
+      assert.equal(w.status, 200, w.text);
+      assert.deepEqual(w.json(), { path: file, size: 3, mode: "0644" });
+      assert.equal(readFileSync(file, "utf8"), "new");
+      assert.notEqual(statSync(file).ino, before.ino);
+    }
+  });
+
+  it("keeps the owner and mode of the file it replaces; mode= is exact", async () => {
+    const file = join(home, "kept.txt");
+    writeFileSync(file, "old");
+    chownSync(file, 1234, 1234);
+    chmodSync(file, 0o640);
+    const w = await call(agent, "PUT", `/fs/write?${q({ path: file, as: "root" })}`, "new content");
+    assert.deepEqual(w.json(), { path: file, size: 11, mode: "0640" });
+    const st = statSync(file);
+    assert.deepEqual([st.uid, st.gid, st.mode & 0o7777], [1234, 1234, 0o640]);
+    const m = await call(agent, "PUT", `/fs/write?${q({ path: file, as: "root", mode: "0604" })}`, "x");
+    assert.equal(m.json().mode, "0604");
+    assert.deepEqual([statSync(file).uid, statSync(file).mode & 0o7777], [1234, 0o604]);
+    // the unit user's own file, written by the unit user
+    const mine = join(home, "mine.txt");
+    writeFileSync(mine, "old");
+    chownSync(mine, 1000, 1000);
+    chmodSync(mine, 0o640);
+    assert.equal((await call(agent, "PUT", `/fs/write?${q({ path: mine })}`, "new")).json().mode, "0640");
+    assert.deepEqual([statSync(mine).uid, statSync(mine).gid], [1000, 1000]);
+  });
+
+  it("writes in place what a replacement would change: hard links, another owner's file, a mount point", async () => {
+    const a = join(home, "linked-a");
+    const b = join(home, "linked-b");
+    writeFileSync(a, "old");
+    chownSync(a, 1000, 1000);
+    linkSync(a, b);
+    const ino = statSync(a).ino;
+    const w = await call(agent, "PUT", `/fs/write?${q({ path: a })}`, "both");
+    assert.equal(w.status, 200, w.text);
+    assert.equal(statSync(a).ino, ino, "the same inode");
+    assert.equal(readFileSync(b, "utf8"), "both", "every name sees the new content");
+    // a file of root's the unit user may write (0666): it cannot give a new file to root, so in place
+    const shared = join(home, "shared");
+    writeFileSync(shared, "old old old");
+    chmodSync(shared, 0o666);
+    const s = await call(agent, "PUT", `/fs/write?${q({ path: shared })}`, "new");
+    assert.equal(s.status, 200, s.text);
+    assert.deepEqual([statSync(shared).uid, statSync(shared).mode & 0o777], [0, 0o666]);
+    assert.equal(readFileSync(shared, "utf8"), "new");
+    // a file bound over another (as runc binds /etc/hosts): rename(2) over a mount point is EBUSY
+    const src = join(agent.dir, "bind-src");
+    const bound = join(home, "bound");
+    writeFileSync(src, "old");
+    writeFileSync(bound, "hidden");
+    execFileSync("mount", ["--bind", src, bound]);
+    try {
+      const b = await call(agent, "PUT", `/fs/write?${q({ path: bound, as: "root" })}`, "through the mount");
+      assert.equal(b.status, 200, b.text);
+      assert.equal(readFileSync(src, "utf8"), "through the mount");
+    } finally {
+      execFileSync("umount", [bound]);
+    }
+    assert.equal(readFileSync(bound, "utf8"), "hidden");
+    assert.deepEqual(temps(home), []);
+  });
+
+  it("refuses FIFOs, devices and directories, and replaces the target of a symlink, not the link", async () => {
+    execFileSync("mkfifo", [join(home, "fifo")]);
+    const fifo = await call(agent, "PUT", `/fs/write?${q({ path: join(home, "fifo"), as: "root" })}`, "x");
+    assert.equal(fifo.status, 400);
+    assert.ok(["ENXIO", "EINVAL"].includes(fifo.json().code as string), fifo.text); // ENXIO: no reader
+    execFileSync("mknod", [join(home, "null"), "c", "1", "3"]); // a /dev/null of the test's own
+    const dev = await call(agent, "PUT", `/fs/write?${q({ path: join(home, "null"), as: "root" })}`, "x");
+    assert.equal(dev.json().code, "EINVAL");
+    assert.ok(lstatSync(join(home, "null")).isCharacterDevice());
+    assert.equal((await call(agent, "PUT", `/fs/write?${q({ path: home })}`, "x")).json().code, "EISDIR");
+    mkdirSync(join(home, "real"));
+    chownSync(join(home, "real"), 1000, 1000);
+    writeFileSync(join(home, "real", "t"), "old");
+    chownSync(join(home, "real", "t"), 1000, 1000);
+    symlinkSync("real/t", join(home, "to-t"));
+    symlinkSync("real", join(home, "to-real"));
+    for (const via of ["to-t", "to-real/t"]) {
+      const w = await call(agent, "PUT", `/fs/write?${q({ path: join(home, via) })}`, via);
+      assert.equal(w.status, 200, w.text);
+      assert.equal(readFileSync(join(home, "real", "t"), "utf8"), via);
+    }
+    assert.ok(lstatSync(join(home, "to-t")).isSymbolicLink(), "the link is still a link");
+    assert.deepEqual(temps(join(home, "real")), []);
+  });
+
   it("reports watch events over its websocket", async () => {
     mkdirSync(join(home, "w"));
     const ws = new WebSocket(`ws+unix://${agent.socket}:/fs/watch`);
@@ -229,6 +372,33 @@ describe("agent filesystem routes", { skip: !isRoot && "needs root (runs the wor
     await wait((e) => e.type === "subscribed");
     writeFileSync(join(home, "w", "a"), "1");
     await wait((e) => e.event === "create" && e.path === join(home, "w", "a"));
+    // a write through the API: its temporary file is never reported; a replacement is a modify
+    const put = (body: string) =>
+      call(agent, "PUT", `/fs/write?${q({ path: join(home, "w", "b"), as: "root" })}`, body);
+    assert.equal((await put("1")).status, 200);
+    await wait((e) => e.event === "create" && e.path === join(home, "w", "b"));
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal((await put("22")).status, 200);
+    await wait((e) => e.event === "modify" && e.path === join(home, "w", "b"));
+    // a subscription to the file itself follows it through its replacements
+    ws.send(JSON.stringify({ type: "subscribe", path: join(home, "w", "b") }));
+    await wait((e) => e.type === "subscribed" && JSON.stringify(e.paths) === JSON.stringify([join(home, "w", "b")]));
+    const from = got.length;
+    for (const body of ["333", "4444"]) {
+      const n = got.length;
+      assert.equal((await put(body)).status, 200);
+      for (let i = 0; i < 50 && got.length === n; i++) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 150));
+    }
+    assert.ok(
+      got.slice(from).filter((e) => e.event === "modify" && e.path === join(home, "w", "b")).length >= 4, // both subscriptions
+      JSON.stringify(got.slice(from)),
+    );
     ws.close();
+    assert.ok(!got.some((e) => typeof e.path === "string" && isWriteTemp(e.path.split("/").pop() ?? "")));
+    assert.ok(
+      got.every((e) => e.event !== "rename" && e.event !== "delete"),
+      JSON.stringify(got),
+    );
   });
 });

@@ -135,6 +135,11 @@ export function onReservedMount(mounts: readonly Mount[], mountId: number, real:
 
 const mountIdOf = (fdinfo: string): number => Number(/^mnt_id:\s*(\d+)$/m.exec(fdinfo)?.[1] ?? -1);
 
+/** The id of the mount a descriptor is on (/proc/self/fdinfo/N `mnt_id`); -1 when it cannot be read. */
+export async function fdMountId(fd: number): Promise<number> {
+  return mountIdOf(await readFile(`/proc/self/fdinfo/${fd}`, "utf8").catch(() => ""));
+}
+
 /** The real path of a descriptor; a deleted file's " (deleted)" suffix is kept (it never makes a path allowed). */
 const procPath = (fd: number) => `/proc/self/fd/${fd}`;
 

@@ -1,30 +1,20 @@
-import { createReadStream, createWriteStream } from "node:fs";
-import { type FileHandle, mkdir } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { dirname, isAbsolute } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson, validation } from "../http/respond.js";
-import { FsOpError, fsFailure, statusOf, toFsError } from "./errors.js";
+import { fsFailure, statusOf, toFsError } from "./errors.js";
 import { Guard } from "./guard.js";
-import {
-  chmodOp,
-  chownOp,
-  copyOp,
-  deleteOp,
-  list,
-  octal,
-  openForRead,
-  openForWrite,
-  parseMode,
-  renameOp,
-} from "./ops.js";
+import { chmodOp, chownOp, copyOp, deleteOp, list, octal, openForRead, parseMode, renameOp } from "./ops.js";
+import { writeFileFrom } from "./write.js";
 
 // The agent's filesystem routes (the host validated the request and resolved `workingDir`; paths are
 // absolute here). They run in whichever process has the identity asked for (see worker.ts):
 //   GET  /fs/list?path&recursive          → {path, entries, count}
 //   GET  /fs/read?path                    → the bytes, streamed, with content-length
-//   PUT  /fs/write?path&mode&mkdir        → body streamed into the file → {path, size, mode}
+//   PUT  /fs/write?path&mode&mkdir        → body streamed into the file, replaced whole (write.ts) → {path, size, mode}
 //   POST /fs/chmod {path, mode, recursive}
 //   POST /fs/chown {path, uid, gid, recursive}
 //   POST /fs/copy {source, dest, recursive, preserveAttrs}
@@ -165,6 +155,7 @@ async function readOp(path: string, res: ServerResponse): Promise<void> {
   }
 }
 
+/** PUT /fs/write: the body becomes the file's content whole, or the file is left as it was (write.ts). */
 async function writeOp(
   path: string,
   req: IncomingMessage,
@@ -174,24 +165,12 @@ async function writeOp(
   const g = new Guard();
   if (mkdirParents) await g.mkdirs(dirname(path), (p) => mkdir(p));
   const { dir, name } = await g.parent(path, "open", { rootCode: "EISDIR" });
-  let fh: FileHandle;
   try {
-    fh = await openForWrite(g, dir, name, path, mode ?? 0o644);
-  } finally {
-    await dir.close();
-  }
-  try {
-    // A FIFO with a reader opens even with O_NONBLOCK; writes to it would then fail or stall: refused.
-    if ((await fh.stat()).isFIFO()) throw new FsOpError("EINVAL", path, `EINVAL: cannot write a FIFO, '${path}'`);
-    await fh.truncate(0); // only now that it is checked: open(O_TRUNC) would have cut a file it may not touch
-    if (mode !== null) await fh.chmod(mode); // exact, whatever the umask or an earlier mode
-    const out = createWriteStream("", { fd: fh.fd, autoClose: false, highWaterMark: 256 * 1024 });
-    await pipeline(req, out);
-    const st = await fh.stat();
+    const st = await writeFileFrom(g, dir, name, path, req, mode);
     return { path, size: st.size, mode: octal(st.mode) };
   } catch (err) {
     throw fsFailure(err, path, "write");
   } finally {
-    await fh.close().catch(() => {});
+    await dir.close();
   }
 }

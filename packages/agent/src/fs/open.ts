@@ -34,15 +34,53 @@ export async function openForWrite(
   shown: string,
   mode: number,
 ): Promise<FileHandle> {
+  const t = await resolveForWrite(g, dir0, name0, shown, mode);
+  if (t.dir !== dir0) await t.dir.close();
+  // With a mode the file is created when missing: a null handle cannot come back (kept for the type).
+  if (!t.fh) throw fsFailure({ code: "ENOENT" }, shown, "open");
+  return t.fh;
+}
+
+/** Where a write lands: the directory and name a symlink chain ends at, and the file there if any. */
+export interface WriteTarget {
+  /** The directory that holds `name`: the caller's, or one a symlink led to (the caller closes that one). */
+  readonly dir: Pinned;
+  readonly name: string;
+  /** The existing object opened for writing and checked; null when there is none (and `mode` was null). */
+  readonly fh: FileHandle | null;
+}
+
+/**
+ * Follows `name` in `dir0` to the object a write of it reaches, as openForWrite does: with `mode`, a
+ * missing file is created (open O_CREAT); with null, nothing is created and `fh` is null then, the
+ * directory and name being where the file would be (a dangling symlink's target). Every hop's
+ * directory is pinned and checked; the last component is never followed by the open (O_NOFOLLOW).
+ */
+export async function resolveForWrite(
+  g: Guard,
+  dir0: Pinned,
+  name0: string,
+  shown: string,
+  mode: number | null,
+): Promise<WriteTarget> {
   let dir = dir0;
   let name = name0;
+  let done = false;
   try {
     for (let hops = 0; ; hops++) {
       let fh: FileHandle;
       try {
-        fh = await open(dir.at(name), O_WRITE, mode);
+        fh =
+          mode === null
+            ? await open(dir.at(name), O_WRITE & ~constants.O_CREAT)
+            : await open(dir.at(name), O_WRITE, mode);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== "ELOOP" || hops >= MAX_HOPS) throw fsFailure(err, shown, "open");
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === "ENOENT" && mode === null) {
+          done = true;
+          return { dir, name, fh: null };
+        }
+        if (code !== "ELOOP" || hops >= MAX_HOPS) throw fsFailure(err, shown, "open");
         const target = await at(shown, "open", () => readlink(dir.at(name)));
         const next = await g.parent(isAbsolute(target) ? target : join(dir.real, target), "open", {
           rootCode: "EISDIR",
@@ -59,10 +97,11 @@ export async function openForWrite(
         await fh.close().catch(() => {});
         throw err;
       }
-      return fh;
+      done = true;
+      return { dir, name, fh };
     }
   } finally {
-    if (dir !== dir0) await dir.close();
+    if (!done && dir !== dir0) await dir.close();
   }
 }
 

@@ -1,12 +1,13 @@
 import { closeSync, type FSWatcher, fstatSync, lstatSync, readdirSync, type Stats, watch } from "node:fs";
 import type { IncomingMessage } from "node:http";
-import { isAbsolute, join, resolve } from "node:path";
+import { basename, isAbsolute, join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
 import type { FsWatchEvent } from "@ums/protocol";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { type RawData, type WebSocket, WebSocketServer } from "ws";
 import { FsOpError } from "./errors.js";
 import { pinSync } from "./guard.js";
+import { isWriteTemp } from "./write.js";
 
 // File watch websocket (GET /fs/watch): the client subscribes to paths, recursive or not; the agent
 // watches them with inotify (node's fs.watch, one watch per directory: a recursive subscription adds the
@@ -15,6 +16,10 @@ import { pinSync } from "./guard.js";
 // inotify reports a rename as a "moved from" and a "moved to" that fs.watch does not pair, so the agent
 // pairs them by inode: a path that disappeared and one that appeared with its inode within 100 ms are one
 // rename (`oldPath` → `path`). Watches run as the agent (the unit's root).
+// A file write (PUT /fs/write, write.ts) makes a hidden temporary file and renames it over its target:
+// the temporary file is never reported, and a path that is replaced by something renamed over it from
+// where no event was seen (such a temporary file, or a place outside the watch) is a "modify" of it
+// ("create" when it was not there). A subscription to that file itself follows it to the new file.
 // Client messages: {"type":"subscribe","path"|"paths","workingDir"?,"recursive"?}, {"type":"unsubscribe",…}.
 
 const MAX_DIRS = 4096;
@@ -78,6 +83,7 @@ export class PathWatch {
         names = readdirSync(`/proc/self/fd/${fd}`);
       } catch {}
       for (const n of names) {
+        if (isWriteTemp(n)) continue; // a write in progress (write.ts)
         const st = lstatOrNull(`/proc/self/fd/${fd}/${n}`);
         if (!st) continue;
         const p = join(dir, n);
@@ -105,6 +111,23 @@ export class PathWatch {
     this.watchers.set(path, w);
   }
 
+  /** The subscribed file was replaced by a new one (its inode): the watch moves to the new file. */
+  private rewatchRoot(): void {
+    this.watchers.get(this.root)?.close();
+    this.watchers.delete(this.root);
+    let fd: number;
+    try {
+      fd = pinSync(this.root, "read", { follow: true }).fd;
+    } catch {
+      return; // gone again, or now reserved: no longer watched
+    }
+    try {
+      this.watchOne(this.root, fd, false);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
   private dropDir(dir: string): void {
     for (const [p, w] of this.watchers) {
       if (p === dir || p.startsWith(`${dir}/`)) {
@@ -128,6 +151,7 @@ export class PathWatch {
 
   private onChange(kind: string, p: string): void {
     if (this.closed) return;
+    if (p !== this.root && isWriteTemp(basename(p))) return; // a write in progress (write.ts)
     const st = lstatOrNull(p);
     if (kind === "change") {
       if (!st) return;
@@ -152,6 +176,10 @@ export class PathWatch {
         clearTimeout(moved.timer);
         this.pendingDelete.delete(st.ino);
         this.send("rename", p, st.isDirectory(), moved.path);
+      } else if (before) {
+        // Replaced (a file write's rename, write.ts): the path's content changed.
+        if (p === this.root && !before.isDir && !st.isDirectory()) this.rewatchRoot();
+        if (!this.modifyTimers.has(p)) this.send("modify", p, st.isDirectory());
       } else {
         this.send("create", p, st.isDirectory());
       }

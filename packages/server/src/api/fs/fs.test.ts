@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
 import { describe, it } from "node:test";
 import WebSocket from "ws";
 import { FS_BASE, fsUnit, HOME, qs } from "../../testing/fs-unit.js";
@@ -216,12 +217,89 @@ describe("filesystem API", () => {
       assert.equal(w.status, 200, w.text);
       assert.equal(readFileSync(marker, "utf8"), secret);
       assert.equal(await sh(`cat ${marker}`), "overwritten");
+      // the file it leads to is replaced, in its own directory: the link stays a link
+      assert.equal(await sh(`test -L ${HOME}/link && echo link`), "link\n");
+      // and through a linked directory: the unit's /tmp again, never the host's
+      const viaDir = await write(`tmplink/ums-host-secret-${process.pid}`, "again", { asRoot: true });
+      assert.equal(viaDir.status, 200, viaDir.text);
+      assert.equal(readFileSync(marker, "utf8"), secret);
+      assert.equal(await sh(`cat ${marker}; ls -A /tmp ${HOME} | grep -c ums-write-`), "again0\n");
       const cp = await post("copy", { source: "link", dest: "/tmp/copied", asRoot: true });
       assert.equal(cp.status, 200, cp.text);
       assert.equal(readFileSync(marker, "utf8"), secret);
     } finally {
       rmSync(marker, { force: true });
     }
+  });
+
+  /** The temporary files of writes in progress (agent fs/write.ts) in the unit's `dir`. */
+  const temps = async (dir: string) =>
+    (await sh(`ls -A ${dir}`, "root")).split("\n").filter((n) => /\.ums-write-[0-9a-f]{16}$/.test(n));
+
+  it("a write cut short (the client gone halfway) leaves the file as it was, and no temporary file", async () => {
+    const original = "acknowledged content\n".repeat(100);
+    assert.equal((await write("keep/me.txt", original, { mkdir: true })).status, 200);
+    const inode = await sh(`stat -c %i ${HOME}/keep/me.txt`);
+    const url = new URL(u.s.url);
+    for (const framing of ["content-length", "chunked"] as const) {
+      const req = request({
+        host: url.hostname,
+        port: url.port,
+        method: "PUT",
+        path: `${base}/write?${qs({ path: "keep/me.txt", workingDir: HOME })}`,
+        headers: {
+          authorization: `Bearer ${u.token}`,
+          "content-type": "application/octet-stream",
+          ...(framing === "content-length" ? { "content-length": String(8 * 1024 * 1024) } : {}),
+        },
+      });
+      req.on("error", () => {});
+      req.write(Buffer.alloc(256 * 1024, "x")); // half a body (of an announced 8 MiB, or chunked with no end)
+      let seen: string[] = [];
+      for (let i = 0; i < 100 && seen.length === 0; i++) {
+        seen = await temps(`${HOME}/keep`);
+        if (seen.length === 0) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(seen.length, 1, `${framing}: the body goes to a temporary file beside the target`);
+      req.destroy();
+      for (let i = 0; i < 100 && (await temps(`${HOME}/keep`)).length > 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.deepEqual(await temps(`${HOME}/keep`), [], `${framing}: the temporary file is removed`);
+      const r = await read("keep/me.txt");
+      assert.equal(r.status, 200);
+      assert.equal(r.text, original, `${framing}: the file is as it was`);
+      assert.equal(await sh(`stat -c %i ${HOME}/keep/me.txt`), inode, "the very same file");
+    }
+    // the next write replaces it whole
+    const w = await write("keep/me.txt", "new");
+    assert.deepEqual(w.body, { path: `${HOME}/keep/me.txt`, size: 3, mode: "0644" });
+    assert.equal((await read("keep/me.txt")).text, "new");
+  });
+
+  it("overwriting a file keeps its owner and mode; with mode= the mode is exact", async () => {
+    await sh(
+      `mkdir -p /srv/own && printf old > /srv/own/f && chown 1234:2345 /srv/own/f && chmod 0640 /srv/own/f && ` +
+        `printf old > ${HOME}/own.txt && chown 1000:1000 ${HOME}/own.txt && chmod 0640 ${HOME}/own.txt`,
+      "root",
+    );
+    const before = await sh("stat -c %i /srv/own/f");
+    const w = await write("/srv/own/f", "new content", { asRoot: true });
+    assert.equal(w.status, 200, w.text);
+    assert.deepEqual(w.body, { path: "/srv/own/f", size: 11, mode: "0640" });
+    assert.equal(await sh("stat -c '%u %g %a' /srv/own/f; cat /srv/own/f", "root"), "1234 2345 640\nnew content");
+    assert.notEqual(await sh("stat -c %i /srv/own/f"), before, "replaced by a new file (atomic)");
+    const m = await write("/srv/own/f", "exact", { asRoot: true, mode: "0600" });
+    assert.equal(m.body.mode, "0600");
+    assert.equal(await sh("stat -c '%u %g %a' /srv/own/f", "root"), "1234 2345 600\n");
+    // the unit user's own file, written as the unit user
+    const mine = await write("own.txt", "mine");
+    assert.deepEqual(mine.body, { path: `${HOME}/own.txt`, size: 4, mode: "0640" });
+    assert.equal(await sh(`stat -c '%u %g %a' ${HOME}/own.txt`), "1000 1000 640\n");
+    assert.equal((await write("own.txt", "mine", { mode: "0604" })).body.mode, "0604");
+    assert.equal(await sh(`stat -c '%u %g %a' ${HOME}/own.txt`), "1000 1000 604\n");
+    assert.deepEqual([...(await temps("/srv/own")), ...(await temps(HOME))], []);
+    await sh("rm -r /srv/own", "root");
   });
 
   it("watches paths: create, modify, rename and delete events", async () => {

@@ -74,7 +74,7 @@ export function fsTransferRoutes(app: ApiInstance, room: FsRoom): void {
     raw.put(
       "/:name/fs/write",
       fsRoute(
-        "Write a file from the raw request body (streamed); creates or truncates it",
+        "Write a file from the raw request body (streamed); creates it, or replaces it whole once the body has arrived complete (a written temporary file renamed over it: a cut-short upload leaves the file as it was; a file with other hard links, or a mount point, is written in place)",
         FsWriteQuery,
         FsWriteResponse,
       ),

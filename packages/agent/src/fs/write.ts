@@ -1,0 +1,253 @@
+import { randomBytes } from "node:crypto";
+import { constants, readFileSync, type Stats } from "node:fs";
+import { type FileHandle, open, rename, unlink } from "node:fs/promises";
+import type { Readable } from "node:stream";
+import { at } from "./common.js";
+import { FsOpError, fsFailure } from "./errors.js";
+import { fdMountId, type Guard, type Pinned } from "./guard.js";
+import { resolveForWrite } from "./open.js";
+
+// PUT /fs/write: a file's new content replaces the old one whole, or not at all.
+//
+// The body is streamed into a temporary file made in the target's own directory (the pinned, checked
+// directory of guard.ts, so a symlink planted meanwhile leads nowhere else), flushed to disk, and renamed
+// over the target only once the body has ended complete. A client or server that goes away halfway, a
+// full disk or any other failure removes the temporary file: the file that was there (content already
+// acknowledged to someone) is untouched. The temporary file is hidden and unique
+// (`.<name>.ums-write-<16 hex>`), made with O_EXCL (never an existing object, never through a symlink),
+// mode 0600 until it is complete; file watches do not report it (watch.ts).
+//
+// What a replacement keeps of the file it replaces: its owner and group (fchown of the temporary file)
+// and its mode (fchmod), unless `mode` is given: then exactly that mode. A new file gets 0644 less the
+// umask (as open(O_CREAT, 0644) made it) or exactly `mode`. Not kept: extended attributes (ACLs, file
+// capabilities), which node cannot copy; a write that must keep them has to be made in place (below).
+//
+// Written in place instead (truncated, then the body streamed in, as before: not atomic), where a
+// replacement would change what the file is:
+//   - a file with more than one hard link: renaming a new inode over one name would detach that name
+//     from the others (they would keep the old content). In place, every name sees the new content, as
+//     a write through any of them always did;
+//   - a file that is a mount point (a file bound over another, like /etc/hosts in many containers):
+//     rename(2) over it fails with EBUSY, after the body has been read;
+//   - a file whose owner this identity cannot give the new file (the unit user writing a file of
+//     root's it may write to) or in a directory where it cannot make one (EACCES, EPERM, EROFS): the
+//     write is allowed, the replacement is not.
+// The rest is refused, as before: a directory (EISDIR), a FIFO or any other special file (EINVAL), and
+// everything guard.ts refuses (reserved paths; a symlink is followed one checked hop at a time, and it
+// is the file it leads to that is replaced, in that file's directory, never the link).
+
+/** The marker of a temporary file of a write in progress. */
+export const WRITE_TEMP_MARK = ".ums-write-";
+const TEMP_RE = /^\.(?:.*\.)?ums-write-[0-9a-f]{16}$/s;
+const NAME_MAX = 255;
+const S_ISUID = 0o4000;
+const S_ISGID = 0o2000;
+
+/** The temporary name of a write of `name`: `.<name>.ums-write-<random>`, shorter when `name` is long. */
+export function tempName(name: string, random: string = randomBytes(8).toString("hex")): string {
+  const full = `.${name}${WRITE_TEMP_MARK}${random}`;
+  return Buffer.byteLength(full) <= NAME_MAX ? full : `${WRITE_TEMP_MARK}${random}`;
+}
+
+/** Whether `name` (a directory entry's name) is a write's temporary file. */
+export const isWriteTemp = (name: string): boolean => TEMP_RE.test(name);
+
+/** What a write does with the object it reaches. */
+export type WritePlan =
+  | { readonly kind: "replace" }
+  | { readonly kind: "in-place"; readonly why: "hard links" | "mount point" }
+  | { readonly kind: "refuse"; readonly code: "EISDIR" | "EINVAL"; readonly what: string };
+
+/** What the write of `target` (its fstat, null when there is none) does: see the top of this file. */
+export function planWrite(
+  target: Pick<Stats, "isFile" | "isDirectory" | "isFIFO" | "nlink"> | null,
+  sameMountAsDir: boolean,
+): WritePlan {
+  if (!target) return { kind: "replace" };
+  if (target.isDirectory()) return { kind: "refuse", code: "EISDIR", what: "is a directory" };
+  // A FIFO with a reader opens even with O_NONBLOCK; writes to it would then fail or stall.
+  if (target.isFIFO()) return { kind: "refuse", code: "EINVAL", what: "cannot write a FIFO" };
+  if (!target.isFile()) return { kind: "refuse", code: "EINVAL", what: "cannot write a special file" };
+  if (target.nlink > 1) return { kind: "in-place", why: "hard links" };
+  if (!sameMountAsDir) return { kind: "in-place", why: "mount point" };
+  return { kind: "replace" };
+}
+
+/**
+ * The mode of the written file: `asked` exactly; else the replaced file's, less what writing it in place
+ * would have cleared (the kernel drops set-user-ID, and set-group-ID with group execute, when a process
+ * without CAP_FSETID writes a file); else 0644 less the umask.
+ */
+export function finalMode(
+  asked: number | null,
+  replaced: Pick<Stats, "mode"> | null,
+  umask: number,
+  privileged: boolean,
+): number {
+  if (asked !== null) return asked;
+  if (!replaced) return 0o644 & ~umask;
+  const mode = replaced.mode & 0o7777;
+  if (privileged) return mode;
+  return mode & ~(S_ISUID | (mode & 0o010 ? S_ISGID : 0)); // 0o010: group execute
+}
+
+let umaskCache: number | undefined;
+/** This process's umask, read without changing it (process.umask() with no argument is deprecated). */
+function umask(): number {
+  if (umaskCache === undefined) {
+    let text = "";
+    try {
+      text = readFileSync("/proc/self/status", "utf8");
+    } catch {}
+    const m = /^Umask:\s*([0-7]+)$/m.exec(text);
+    umaskCache = m?.[1] ? Number.parseInt(m[1], 8) : 0o022;
+  }
+  return umaskCache;
+}
+
+/** Codes of a temporary file that cannot be made where the target can still be written in place. */
+const NO_TEMP_HERE = new Set(["EACCES", "EPERM", "EROFS"]);
+const O_TEMP = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
+/**
+ * Streams `body` into `fh` (at its offset 0 onwards); fails unless the body ended complete. The body is
+ * read as it is written (each chunk written before the next is read: the client's own pace), through
+ * the FileHandle: no stream owns or closes the descriptor, and its close waits for a write under way.
+ * A failure leaves the body undestroyed: the error can still be answered (the rest is discarded).
+ */
+async function receive(body: Readable, fh: FileHandle): Promise<void> {
+  let at = 0;
+  for await (const chunk of body.iterator({ destroyOnReturn: false })) {
+    const buf = typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Uint8Array);
+    for (let off = 0; off < buf.length; ) {
+      const { bytesWritten } = await fh.write(buf, off, buf.length - off, at);
+      off += bytesWritten;
+      at += bytesWritten;
+    }
+  }
+  if ((body as { complete?: boolean }).complete === false) {
+    throw Object.assign(new Error("the request body ended before its end"), { code: "ECONNRESET" });
+  }
+}
+
+/** Makes the temporary file of a write of `name` in `dir`, checked like any file opened for writing. */
+async function makeTemp(g: Guard, dir: Pinned, name: string, shown: string): Promise<{ fh: FileHandle; name: string }> {
+  for (let tries = 0; ; tries++) {
+    const tmp = tempName(name);
+    let fh: FileHandle;
+    try {
+      fh = await open(dir.at(tmp), O_TEMP, 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "EEXIST" && tries < 8) continue;
+      throw fsFailure(err, shown, "open");
+    }
+    try {
+      await g.check(fh.fd, "write", shown);
+    } catch (err) {
+      await unlink(dir.at(tmp)).catch(() => {});
+      await fh.close().catch(() => {});
+      throw err;
+    }
+    return { fh, name: tmp };
+  }
+}
+
+/** Flushes a directory's entries (a rename in it) to disk; best effort (the identity may not read it). */
+async function syncDir(dir: Pinned): Promise<void> {
+  const d = await open(dir.proc, constants.O_RDONLY | constants.O_DIRECTORY).catch(() => null);
+  if (!d) return;
+  await d.sync().catch(() => {});
+  await d.close().catch(() => {});
+}
+
+/**
+ * The replacement: a temporary file beside the target, renamed over it once complete. Null when it
+ * cannot be made here (no temporary file allowed in the directory, or the owner cannot be kept) and
+ * the caller is to write in place; nothing of the body has been read then.
+ */
+async function replace(
+  g: Guard,
+  dir: Pinned,
+  name: string,
+  shown: string,
+  body: Readable,
+  target: Stats | null,
+  mode: number | null,
+): Promise<Stats | null> {
+  let tmp: { fh: FileHandle; name: string };
+  try {
+    tmp = await makeTemp(g, dir, name, shown);
+  } catch (err) {
+    if (target && err instanceof FsOpError && NO_TEMP_HERE.has(err.code)) return null;
+    throw err;
+  }
+  let renamed = false;
+  try {
+    if (target) {
+      const own = await at(shown, "fstat", () => tmp.fh.stat());
+      if (own.uid !== target.uid || own.gid !== target.gid) {
+        try {
+          await tmp.fh.chown(target.uid, target.gid);
+        } catch (err) {
+          // EPERM: not this identity's to give; EINVAL: an owner the unit's user namespace cannot map.
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code === "EPERM" || code === "EINVAL") return null;
+          throw fsFailure(err, shown, "chown");
+        }
+      }
+    }
+    await at(shown, "write", () => receive(body, tmp.fh));
+    // After the chown (which clears set-ID bits), and only now: 0600 while the content is incomplete.
+    await at(shown, "chmod", () => tmp.fh.chmod(finalMode(mode, target, umask(), process.getuid?.() === 0)));
+    await at(shown, "fsync", () => tmp.fh.sync());
+    const done = await at(shown, "fstat", () => tmp.fh.stat());
+    // rename(2) never follows the last component: whatever is at `name` now is replaced, never a file a
+    // symlink there would lead to. Both names are looked up in the pinned directory.
+    await at(shown, "rename", () => rename(dir.at(tmp.name), dir.at(name)));
+    renamed = true;
+    await syncDir(dir);
+    return done;
+  } finally {
+    if (!renamed) await unlink(dir.at(tmp.name)).catch(() => {});
+    await tmp.fh.close().catch(() => {});
+  }
+}
+
+/**
+ * Writes `body` as the content of `name` in the pinned directory `dir` (`shown`: the path as asked,
+ * for errors), replacing the file atomically where that keeps what the file is (top of this file).
+ * `mode`: the exact mode of the result; null keeps the replaced file's (a new file: 0644 less the
+ * umask). Returns the fstat of the written file. Throws FsOpError.
+ */
+export async function writeFileFrom(
+  g: Guard,
+  dir: Pinned,
+  name: string,
+  shown: string,
+  body: Readable,
+  mode: number | null,
+): Promise<Stats> {
+  const t = await resolveForWrite(g, dir, name, shown, null);
+  try {
+    const target = t.fh ? await at(shown, "fstat", () => (t.fh as FileHandle).stat()) : null;
+    const sameMount = t.fh ? (await fdMountId(t.fh.fd)) === (await fdMountId(t.dir.fd)) : true;
+    const plan = planWrite(target, sameMount);
+    if (plan.kind === "refuse") throw new FsOpError(plan.code, shown, `${plan.code}: ${plan.what}, '${shown}'`);
+    if (plan.kind === "replace") {
+      const done = await replace(g, t.dir, t.name, shown, body, target, mode);
+      if (done) return done;
+    }
+    // In place (see the top): only an existing file gets here (a new one is always a replacement).
+    const fh = t.fh;
+    if (!fh) throw new FsOpError("EIO", shown, `EIO: operation failed, write '${shown}'`);
+    await at(shown, "write", async () => {
+      await fh.truncate(0); // only now that it is checked: open(O_TRUNC) would have cut a file it may not touch
+      if (mode !== null) await fh.chmod(mode); // exact, whatever the umask or an earlier mode
+      await receive(body, fh);
+    });
+    return await at(shown, "fstat", () => fh.stat());
+  } finally {
+    await t.fh?.close().catch(() => {});
+    if (t.dir !== dir) await t.dir.close();
+  }
+}
