@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -241,6 +241,25 @@ describe("btrfs pool", { skip: root ? false : "needs root" }, () => {
     assert.ok(await stat(again.imagesDir));
     await closePool(again);
     assert.equal(findmnt(pool.path), "");
+    assert.equal(execFileSync("losetup", ["-j", backingFile], { encoding: "utf8" }).trim(), "");
+  });
+
+  it("closePool of a pool a process still sits in waits, then detaches it lazily (a stray shell fails no run)", async () => {
+    const busy = await openPool({ dataDir: dir });
+    const squatter = spawn("sleep", ["30"], { cwd: busy.path, stdio: "ignore" });
+    try {
+      const t0 = performance.now();
+      await closePool(busy);
+      assert.ok(performance.now() - t0 >= 4000, "it waited for the pool to be let go");
+      assert.equal(findmnt(busy.path), "", "no longer mounted there");
+    } finally {
+      squatter.kill("SIGKILL");
+    }
+    await new Promise((r) => squatter.once("exit", r));
+    // Once its last user is gone the loop device goes too (losetup --detach set it to autoclear).
+    for (let i = 0; i < 50 && execFileSync("losetup", ["-j", backingFile], { encoding: "utf8" }).trim() !== ""; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
     assert.equal(execFileSync("losetup", ["-j", backingFile], { encoding: "utf8" }).trim(), "");
   });
 });
