@@ -13,8 +13,16 @@ export function sendError(err: unknown, request: FastifyRequest, reply: FastifyR
   const answer = errorAnswer(err);
   const code = (answer.body as { code?: unknown }).code;
   if (typeof code === "string") request.errorCode = code;
-  if (answer.internal) request.log.error({ err }, "internal error");
+  // A client that went away before its body ended (a cut-short upload) is no fault of the server's.
+  if (answer.internal && clientGone(err, request)) request.log.info({ err: String(err) }, "the client went away");
+  else if (answer.internal) request.log.error({ err }, "internal error");
   reply.headers(answer.headers);
   // Serialised here, not by the route's response schema: an error body must never fail to serialise.
   return reply.code(answer.status).type("application/json; charset=utf-8").serializer(JSON.stringify).send(answer.body);
+}
+
+/** The request's body ended early because its client closed the connection (Node's "aborted" ECONNRESET). */
+function clientGone(err: unknown, request: FastifyRequest): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === "ECONNRESET" && (request.raw.destroyed || request.raw.readableAborted);
 }
