@@ -12,34 +12,33 @@ import type { UnitTable } from "./unit-table.js";
 /** The lock of an image's files (a key of the units' mutex that no unit id can take). */
 export const lockOf = (i: Pick<ImageRecord, "id">) => `image:${i.id}`;
 
-/** The upload is written in writes of this size: one per chunk of the request (64 KiB) costs a thread-pool round trip each. */
-const UPLOAD_WRITE = 4 * 1024 * 1024;
-/** Write buffers of finished uploads, used again (fresh memory costs a page fault per 4 KiB). */
-const spareBuffers: Buffer[] = [];
+/**
+ * The upload is written in writes of this size, not in one per chunk of the request (64 KiB): each
+ * write is a round trip to the thread pool.
+ */
+const UPLOAD_WRITE = 1024 * 1024;
 
 /**
- * Writes the request body `body` to the new file `path`, gathered in writes of {@link UPLOAD_WRITE}
- * bytes (one in flight while the next is gathered). Rejects when the body fails (the client left
- * halfway) or `signal` aborts; the caller removes the file.
+ * Writes the request body `body` to the new file `path` in writes of {@link UPLOAD_WRITE} bytes,
+ * gathered in two buffers used in turn (one is written while the other fills). Rejects when the
+ * body fails (the client left halfway) or `signal` aborts; the caller removes the file.
  */
 async function receiveUpload(body: Readable, path: string, signal?: AbortSignal): Promise<void> {
   const fh = await open(path, "w", 0o600);
-  const buffers = [
-    spareBuffers.pop() ?? Buffer.allocUnsafe(UPLOAD_WRITE),
-    spareBuffers.pop() ?? Buffer.allocUnsafe(UPLOAD_WRITE),
-  ];
-  let fill = buffers[0] as Buffer;
+  const one = Buffer.allocUnsafe(UPLOAD_WRITE);
+  const other = Buffer.allocUnsafe(UPLOAD_WRITE);
+  let fill = one; // the buffer being filled
   let used = 0;
-  let writing: Promise<unknown> = Promise.resolve();
+  let writing: Promise<void> = Promise.resolve(); // the write of the other one
   const flush = async (): Promise<void> => {
-    await writing; // its buffer is the other one: free again once it is written
+    await writing;
     const buf = fill;
     const n = used;
     writing = (async () => {
       for (let off = 0; off < n; ) off += (await fh.write(buf, off, n - off)).bytesWritten;
     })();
-    writing.catch(() => {}); // awaited below (or in the next flush)
-    fill = buf === buffers[0] ? (buffers[1] as Buffer) : (buffers[0] as Buffer);
+    writing.catch(() => {}); // awaited by the next flush, or at the end
+    fill = buf === one ? other : one;
     used = 0;
   };
   try {
@@ -50,15 +49,14 @@ async function receiveUpload(body: Readable, path: string, signal?: AbortSignal)
         const n = chunk.copy(fill, used, off);
         used += n;
         off += n;
-        if (used === fill.length) await flush();
+        if (used === UPLOAD_WRITE) await flush();
       }
     }
     if (used > 0) await flush();
     await writing;
   } finally {
-    await writing.catch(() => {}); // no write may be in flight when the file is closed
+    await writing.catch(() => {}); // no write in flight when the file is closed
     await fh.close();
-    for (const b of buffers) if (spareBuffers.length < 4) spareBuffers.push(b);
   }
 }
 

@@ -348,6 +348,124 @@ describe("applyLayer", { skip: process.getuid?.() === 0 ? false : "needs root (c
     });
   });
 
+  describe("replacing what a path went through (parent directories resolved once per layer)", () => {
+    it("a directory replaced by a symlink to /, after a whiteout or at once: later entries follow the symlink", async () => {
+      const root = await freshRoot();
+      const marker = `pwned-${randomBytes(6).toString("hex")}`;
+      await apply(root, [
+        { name: "a/", type: "directory" },
+        { name: "a/x", data: "in a" },
+        { name: ".wh.a", data: "" },
+        { name: "a", type: "symlink", linkname: "/" },
+        { name: "a/y", data: "y" },
+        { name: `a/tmp/${marker}`, data: "owned" },
+        { name: "b/", type: "directory" },
+        { name: "b/x", data: "in b" },
+        { name: "b", type: "symlink", linkname: "/tmp" }, // replaces the directory b itself
+        { name: `b/${marker}-2`, data: "owned" },
+      ]);
+      assert.equal(await readlink(join(root, "a")), "/");
+      assert.equal(await readFile(join(root, "y"), "utf8"), "y", "a/y is the root's /y");
+      assert.equal(await readFile(join(root, "tmp", marker), "utf8"), "owned");
+      assert.equal(await readFile(join(root, "tmp", `${marker}-2`), "utf8"), "owned");
+      assert.equal(await readlink(join(root, "b")), "/tmp");
+      assert.equal(await exists(join("/y")), false);
+      assert.equal(await exists(join("/tmp", marker)), false);
+      assert.equal(await exists(join("/tmp", `${marker}-2`)), false);
+    });
+
+    it("a directory replaced by a symlink to a host directory: nothing is written there", async () => {
+      const root = await freshRoot();
+      const out = await outside();
+      const before = await stat(out);
+      await apply(root, [
+        { name: "d/", type: "directory" },
+        { name: "d/sub/", type: "directory" },
+        { name: "d/sub/x", data: "x" },
+        { name: "d", type: "symlink", linkname: out },
+        { name: "d/victim", data: "overwritten", mode: 0o4777 },
+        { name: "d/sub/y", data: "y" },
+        { name: "d/.wh.victim", data: "" },
+        { name: "d/new/", type: "directory", mode: 0o777 },
+      ]);
+      assert.equal(await readFile(join(out, "victim"), "utf8"), "precious");
+      assert.deepEqual(await readdir(out), ["victim"]);
+      const after = await stat(out);
+      assert.deepEqual([after.mode, after.uid, after.mtimeMs], [before.mode, before.uid, before.mtimeMs]);
+      assert.equal(await exists(join(root, out, "victim")), false, "written inside the root, then whited out");
+      assert.equal(await readFile(join(root, out, "sub/y"), "utf8"), "y");
+      assert.ok((await lstat(join(root, out, "new"))).isDirectory());
+    });
+
+    it("a directory replaced by a file, then made again; a file where a directory was is not a directory", async () => {
+      const root = await freshRoot();
+      await apply(root, [
+        { name: "d/", type: "directory", mode: 0o700 },
+        { name: "d/x", data: "x" },
+        { name: "d", data: "a file now" },
+        { name: "d/", type: "directory", mode: 0o750 },
+        { name: "d/y", data: "y" },
+      ]);
+      assert.deepEqual(await readdir(join(root, "d")), ["y"]);
+      assert.equal((await lstat(join(root, "d"))).mode & 0o7777, 0o750);
+      const root2 = await freshRoot();
+      await rejectsWith(
+        apply(root2, [
+          { name: "d/", type: "directory" },
+          { name: "d/x", data: "x" },
+          { name: "d", data: "a file now" },
+          { name: "d/y", data: "y" },
+        ]),
+        /entry 'd\/y': 'd' is not a directory/,
+      );
+    });
+
+    it("symlinks replaced: by another symlink, by a directory; a symlink on the way whited out", async () => {
+      const root = await freshRoot();
+      await apply(root, [
+        { name: "one/", type: "directory" },
+        { name: "two/", type: "directory" },
+        { name: "l", type: "symlink", linkname: "one" },
+        { name: "l/a", data: "a" },
+        { name: "l", type: "symlink", linkname: "/two" },
+        { name: "l/b", data: "b" },
+        { name: "l/", type: "directory" },
+        { name: "l/c", data: "c" },
+        { name: "up/", type: "directory" },
+        { name: "up/s", type: "symlink", linkname: "../one" },
+        { name: "up/s/d", data: "d" },
+        { name: "up/.wh.s", data: "" },
+        { name: "up/s/e", data: "e" },
+      ]);
+      assert.deepEqual((await readdir(join(root, "one"))).sort(), ["a", "d"]);
+      assert.deepEqual(await readdir(join(root, "two")), ["b"]);
+      assert.deepEqual(await readdir(join(root, "l")), ["c"]);
+      assert.ok((await lstat(join(root, "up/s"))).isDirectory(), "made again as a directory");
+      assert.deepEqual(await readdir(join(root, "up/s")), ["e"]);
+    });
+
+    it("an opaque directory's pruning and a whiteout of a directory on the way", async () => {
+      const root = await freshRoot();
+      await apply(root, [
+        { name: "o/old/", type: "directory" },
+        { name: "o/old/f", data: "lower" },
+        { name: "p/q/", type: "directory" },
+      ]);
+      await apply(root, [
+        { name: "link", type: "symlink", linkname: "o/old" },
+        { name: "o/.wh..wh..opq", data: "" }, // removes o/old, which link went through
+        { name: "link/g", data: "upper" },
+        { name: "via", type: "symlink", linkname: "p/q" },
+        { name: "via/h", data: "h" },
+        { name: "p/.wh.q", data: "" },
+        { name: "via/i", data: "i" },
+      ]);
+      assert.deepEqual(await readdir(join(root, "o")), ["old"]);
+      assert.deepEqual(await readdir(join(root, "o/old")), ["g"], "made again, without the lower file");
+      assert.deepEqual(await readdir(join(root, "p/q")), ["i"]);
+    });
+  });
+
   describe("bad data", () => {
     it("garbage, truncated tar, truncated gzip and zstd are ImageArchiveErrors", async () => {
       const root = await freshRoot();
@@ -366,6 +484,28 @@ describe("applyLayer", { skip: process.getuid?.() === 0 ? false : "needs root (c
       await apply(root, gzip(tar), { expectDiffId: `sha256:${sha256(tar)}` });
       assert.equal(await readFile(join(root, "g"), "utf8"), "gz");
       await rejectsWith(apply(root, tar, { expectDiffId: `sha256:${"0".repeat(64)}` }), /does not match its diff_id/);
+    });
+
+    it("stops between entries when aborted, with the abort's error", async () => {
+      const root = await freshRoot();
+      const tar = await makeTar(Array.from({ length: 200 }, (_, i) => ({ name: `f${i}`, data: "x".repeat(1000) })));
+      const ac = new AbortController();
+      const input = Readable.from(
+        (async function* () {
+          yield tar.subarray(0, 64 * 1024);
+          // Aborted once the first entries are written.
+          for (let i = 0; i < 1000 && (await readdir(root)).length === 0; i++) {
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+          ac.abort();
+          yield tar.subarray(64 * 1024);
+        })(),
+      );
+      await assert.rejects(applyLayer(root, input, { ...opts, signal: ac.signal }), { name: "AbortError" });
+      const written = (await readdir(root)).length;
+      assert.ok(written > 0 && written < 200, `${written} entries written`);
+      await apply(root, [{ name: "g", data: "x" }]); // the next layer is applied as usual
+      assert.equal(await readFile(join(root, "g"), "utf8"), "x");
     });
 
     it("passes errors of the input through as they are", async () => {

@@ -12,6 +12,7 @@ import {
   blob,
   dockerSaveArchive,
   gzip,
+  imageConfig,
   makeTar,
   OCI_LAYER_GZIP,
   ociLayoutArchive,
@@ -203,6 +204,116 @@ describe("image archives", { skip: process.getuid?.() === 0 ? false : "needs roo
     );
     assert.ok((await readdir(c.root)).includes("etc"), "layer 1 was applied, layer 2 not");
     assert.equal(await lstat(join(c.root, "app")).catch(() => "absent"), "absent");
+  });
+
+  describe("large files, read where they are in the archive and hashed while the layers are applied", () => {
+    const bigLayer = async (seed: string) =>
+      makeTar([
+        { name: "big/", type: "directory" },
+        { name: `big/${seed}.bin`, data: randomBytes(3 * 1024 * 1024) },
+        { name: "big/small", data: seed },
+      ]);
+
+    it("imports them; the work directory holds empty stand-ins", async () => {
+      const l1 = await bigLayer("one");
+      const l2 = await bigLayer("two");
+      for (const data of [
+        await dockerSaveArchive({ layers: [l1, l2] }, { gzipLayers: [false, true] }),
+        await ociLayoutArchive({ layers: [l1, l2] }, { singleManifest: true }),
+      ]) {
+        const c = await place(data);
+        const done = await importIt(c);
+        assert.equal(done.layers, 2);
+        assert.deepEqual((await readdir(join(c.root, "big"))).sort(), ["one.bin", "small", "two.bin"]);
+        assert.equal((await lstat(join(c.root, "big/two.bin"))).size, 3 * 1024 * 1024);
+        const work = await readdir(c.work, { recursive: true, withFileTypes: true });
+        const sizes = await Promise.all(
+          work.filter((e) => e.isFile()).map(async (e) => (await lstat(join(e.parentPath, e.name))).size),
+        );
+        assert.ok(sizes.length > 0);
+        assert.deepEqual(new Set(sizes), new Set([0]), "nothing copied");
+      }
+    });
+
+    it("a large blob or layer that does not match its digest, used or not, even before another problem", async () => {
+      const l1 = await bigLayer("one");
+      const flip = (b: Buffer) => {
+        const copy = Buffer.from(b);
+        const at = copy.length - 100_000;
+        copy[at] = (copy[at] ?? 0) ^ 0xff;
+        return copy;
+      };
+      // A gzip layer of the image, corrupt.
+      const corruptLayer = await ociLayoutArchive(
+        { layers: [l1] },
+        {
+          singleManifest: true,
+          edit: (items) => {
+            const layer = items.find((i) => Buffer.isBuffer(i.data) && i.data.length > 1024 * 1024);
+            assert.ok(layer && Buffer.isBuffer(layer.data));
+            layer.data = flip(layer.data);
+          },
+        },
+      );
+      await rejectsWith(importIt(await place(corruptLayer)), /^blob sha256:[0-9a-f]{64} does not match its digest/);
+      // A blob no image uses, corrupt; then a layer in zstd (refused when the manifest is read).
+      const unused = blob(randomBytes(2 * 1024 * 1024));
+      const extra = { ...unused.item, data: flip(unused.item.data as Buffer) };
+      for (const zstd of [false, true]) {
+        const data = await ociLayoutArchive(
+          { layers: [l1] },
+          {
+            singleManifest: true,
+            ...(zstd && { layerMediaType: "application/vnd.oci.image.layer.v1.tar+zstd" }),
+            edit: (items) => items.splice(2, 0, extra),
+          },
+        );
+        await rejectsWith(
+          importIt(await place(data)),
+          new RegExp(`^blob ${unused.digest} does not match its digest \\(its content is sha256:`),
+        );
+      }
+      // An uncompressed docker save layer that is not its diff_id.
+      const other = await bigLayer("other");
+      const save = await dockerSaveArchive({ layers: [l1] });
+      assert.equal(other.length, l1.length);
+      const swapped = Buffer.from(save);
+      other.copy(swapped, save.indexOf(l1)); // the same archive, another layer.tar of the same size
+      await rejectsWith(
+        importIt(await place(swapped)),
+        /^layer 1 \([0-9a-f]{64}\/layer.tar\) does not match its diff_id in the image config/,
+      );
+    });
+
+    it("a layer that is a symlink to another one, in the archive", async () => {
+      const layer = await bigLayer("one");
+      const diff = `sha256:${sha256(layer)}`;
+      const config = imageConfig({ layers: [layer, layer] });
+      const configName = `${sha256(config)}.json`;
+      const data = await makeTar([
+        { name: "first/", type: "directory" },
+        { name: "first/layer.tar", data: layer },
+        { name: "second/", type: "directory" },
+        { name: "second/layer.tar", type: "symlink", linkname: "../first/layer.tar" },
+        { name: configName, data: config },
+        {
+          name: "manifest.json",
+          data: JSON.stringify([{ Config: configName, Layers: ["first/layer.tar", "second/layer.tar"] }]),
+        },
+      ]);
+      const c = await place(data);
+      const done = await importIt(c);
+      assert.equal(done.layers, 2);
+      assert.equal(diff, JSON.parse(config.toString()).rootfs.diff_ids[1]);
+      assert.equal((await lstat(join(c.root, "big/one.bin"))).size, 3 * 1024 * 1024);
+    });
+
+    it("an archive that ends inside a large file", async () => {
+      const data = await dockerSaveArchive({ layers: [await bigLayer("one")] });
+      for (const at of [1024 * 1024 + 3, 2 * 1024 * 1024, 3 * 1024 * 1024 - 512]) {
+        await rejectsWith(importIt(await place(data.subarray(0, at))), /the archive is truncated/);
+      }
+    });
   });
 
   describe("refuses", () => {

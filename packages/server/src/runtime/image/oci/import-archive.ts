@@ -1,7 +1,7 @@
-import { constants, createReadStream } from "node:fs";
+import { constants } from "node:fs";
 import { lstat, open, readdir } from "node:fs/promises";
-import { type ApplyStats, addStats, applyLayer, emptyStats } from "./apply-layer.js";
-import { type OciArchive, type OciImageConfig, readOciArchive } from "./archive.js";
+import { type ApplyStats, addStats, emptyStats, LayerWorker } from "./apply-layer.js";
+import { type OciArchive, type OciImageConfig, readArchive } from "./archive.js";
 import { withContext } from "./errors.js";
 
 export interface ImportProgress {
@@ -42,6 +42,11 @@ export interface ImportOciArchiveResult {
  * root itself is owned by the image's root (uidShift) with mode 0755 unless a layer says otherwise.
  * Problems of the archive are an ImageArchiveError ("layer 2: entry 'x' ..."); on any error the
  * root is left as it is, for the caller to remove.
+ *
+ * Of an uncompressed archive (docker save makes those) nothing is copied: the work directory gets
+ * empty stand-ins of its files, the layers are read where they are in `archive`, which must stay as
+ * it is until the import is done. Its large files are hashed while the layers are applied: the
+ * import fails, with the digest's error, if one does not match.
  */
 export async function importOciArchive(
   archive: string,
@@ -54,45 +59,69 @@ export async function importOciArchive(
   const report = (p: ImportProgress) => opts.onProgress?.(p);
 
   report({ layer: 0, layers: 0, message: "reading the archive" });
-  const image = await readOciArchive(archive, opts.workDir, { signal: opts.signal });
-  const layers = image.layers.length;
-
-  const fh = await open(root, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  const worker = LayerWorker.take(); // one thread for all the layers (a new one starts while the archive is read)
   try {
-    await fh.chown(opts.uidShift, opts.uidShift);
-    await fh.chmod(0o755);
-  } finally {
-    await fh.close();
-  }
+    // Its layers are read where they are in the archive (an uncompressed one): not copied first.
+    const image = await readArchive(archive, opts.workDir, { signal: opts.signal, inPlace: true });
+    const layers = image.layers.length;
 
-  const stats = emptyStats();
-  for (const [i, layer] of image.layers.entries()) {
-    opts.signal?.throwIfAborted();
-    const mib = (layer.size / 1024 / 1024).toFixed(1);
-    report({
-      layer: i + 1,
-      layers,
-      message: `applying layer ${i + 1}/${layers} (${mib} MiB${layer.compression === "gzip" ? ", gzip" : ""})`,
-    });
+    // The archive's large files are hashed while the layers are applied. A digest that does not
+    // match stops the import, with its own error: the one reading the archive would have given, had
+    // it hashed them first.
+    const stop = new AbortController();
+    const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
+    const verified = image.verify();
+    verified.catch(() => stop.abort());
+    const stats = emptyStats();
     try {
-      const layerStats = await applyLayer(root, createReadStream(layer.path), {
-        uidShift: opts.uidShift,
-        uidRange: opts.uidRange,
-        expectDiffId: layer.diffId,
-        signal: opts.signal,
-      });
-      addStats(stats, layerStats);
+      const fh = await open(root, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      try {
+        await fh.chown(opts.uidShift, opts.uidShift);
+        await fh.chmod(0o755);
+      } finally {
+        await fh.close();
+      }
+      for (const [i, layer] of image.layers.entries()) {
+        signal.throwIfAborted();
+        const mib = (layer.size / 1024 / 1024).toFixed(1);
+        report({
+          layer: i + 1,
+          layers,
+          message: `applying layer ${i + 1}/${layers} (${mib} MiB${layer.compression === "gzip" ? ", gzip" : ""})`,
+        });
+        try {
+          const layerStats = await worker.apply(
+            root,
+            { file: layer.path, offset: layer.offset, size: layer.size },
+            {
+              uidShift: opts.uidShift,
+              uidRange: opts.uidRange,
+              // An uncompressed layer's digest is its diff_id: readArchive checks it (image.verify).
+              // A gzip one's diff_id is checked as it is applied.
+              expectDiffId: layer.compression === "none" ? undefined : layer.diffId,
+              signal,
+            },
+          );
+          addStats(stats, layerStats);
+        } catch (err) {
+          throw withContext(err, `layer ${i + 1}`);
+        }
+      }
     } catch (err) {
-      throw withContext(err, `layer ${i + 1}`);
+      await verified; // its error first
+      throw err;
     }
+    await verified;
+    report({ layer: layers, layers, message: `imported ${layers} layers, ${stats.entries} entries` });
+    return {
+      config: image.config,
+      format: image.format,
+      layers,
+      stats,
+      reference: image.reference,
+      platform: image.platform,
+    };
+  } finally {
+    await worker.release();
   }
-  report({ layer: layers, layers, message: `imported ${layers} layers, ${stats.entries} entries` });
-  return {
-    config: image.config,
-    format: image.format,
-    layers,
-    stats,
-    reference: image.reference,
-    platform: image.platform,
-  };
 }

@@ -4,7 +4,15 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { suiteTempDir } from "../../../testing/temp-dir.js";
 import { ImageArchiveError } from "./errors.js";
-import { entryComponents, existingDir, resolveDir, resolveEntry, resolveInRoot } from "./scoped-path.js";
+import {
+  entryComponents,
+  existingDir,
+  resolveDir,
+  resolveDirSync,
+  resolveEntry,
+  resolveFromSync,
+  resolveInRoot,
+} from "./scoped-path.js";
 
 describe("entryComponents", () => {
   it("drops leading '/' and './', '.' and empty components", () => {
@@ -138,6 +146,60 @@ describe("resolveDir and resolveEntry", () => {
     assert.equal(await existingDir(root, "l/b"), undefined);
     assert.equal(await existingDir(root, "l"), undefined);
     assert.equal(await existingDir(root, "a/nope"), undefined);
+  });
+
+  it("resolveDirSync and resolveFromSync (from a resolved prefix) say what resolveDir says", async () => {
+    const root = await freshRoot();
+    await mkdir(join(root, "real/inner/deep"), { recursive: true });
+    await symlink("b", join(root, "a"));
+    await symlink("/c/d", join(root, "b"));
+    await mkdir(join(root, "c"));
+    await symlink("../real/inner", join(root, "c/d"));
+    await symlink("../../../..", join(root, "real/up"));
+    await writeFile(join(root, "file"), "x");
+    // A chain of 30 links: 40 at most in all, however the path is cut.
+    for (let i = 0; i < 30; i++) await symlink(i === 0 ? "real" : `l${i - 1}`, join(root, `l${i}`));
+    await symlink("/l29", join(root, "real/back"));
+    const paths = [
+      ["a", "deep"],
+      ["a", ".."],
+      ["real", "up", "c", "d", "deep"],
+      ["real", "inner", "..", "..", "a"],
+      ["l29", "inner"],
+      ["l29", "back", "inner"], // 31 + 31 links: too many
+      ["file", "x"],
+      ["nope", "x"],
+    ];
+    const outcome = async (f: () => Promise<unknown> | unknown) => {
+      try {
+        return { ok: await f() };
+      } catch (err) {
+        return { error: (err as Error).message };
+      }
+    };
+    for (const path of paths) {
+      const want = await outcome(() => resolveDir(root, path));
+      assert.deepEqual(await outcome(() => resolveDirSync(root, path)), want, path.join("/"));
+      for (let n = 1; n < path.length; n++) {
+        const visited: string[] = [];
+        const prefix = await outcome(() =>
+          resolveFromSync(root, { dir: [], links: 0 }, path.slice(0, n), { visit: (r) => visited.push(r) }),
+        );
+        if ("error" in prefix) {
+          assert.equal(prefix.error, want.error, `${path.join("/")}: its start fails as it does`);
+          continue;
+        }
+        const from = prefix.ok as ReturnType<typeof resolveFromSync>;
+        if (from === undefined) continue;
+        assert.ok(visited.length >= path.slice(0, n).filter((c) => c !== "..").length, "each name looked at");
+        const got = await outcome(() => resolveFromSync(root, from, path.slice(n))?.dir);
+        assert.deepEqual(got, want, `${path.join("/")} from ${path.slice(0, n).join("/")}`);
+      }
+    }
+    assert.match(
+      (await outcome(() => resolveDir(root, ["l29", "back", "inner"]))).error ?? "",
+      /too many levels of symbolic links/,
+    );
   });
 
   it("resolveInRoot reads a path as a process chrooted in the root would", async () => {

@@ -1,3 +1,4 @@
+import { lstatSync, readlinkSync } from "node:fs";
 import { lstat, readlink } from "node:fs/promises";
 import { join } from "node:path";
 import { ImageArchiveError, quote } from "./errors.js";
@@ -20,8 +21,17 @@ export const MAX_SYMLINKS = 40;
  */
 export function entryComponents(name: string): string[] {
   if (name.includes("\0")) throw new ImageArchiveError(`entry ${quote(name)} has a NUL byte in its name`);
-  const parts = name.split("/").filter((p) => p !== "" && p !== ".");
-  if (parts.includes("..")) throw new ImageArchiveError(`entry ${quote(name)} leaves the image (a '..' in its name)`);
+  const parts: string[] = [];
+  for (let start = 0; start <= name.length; ) {
+    let end = name.indexOf("/", start);
+    if (end < 0) end = name.length;
+    if (end > start) {
+      const p = name.slice(start, end);
+      if (p === "..") throw new ImageArchiveError(`entry ${quote(name)} leaves the image (a '..' in its name)`);
+      if (p !== ".") parts.push(p);
+    }
+    start = end + 1;
+  }
   return parts;
 }
 
@@ -33,6 +43,69 @@ export interface ResolveOptions {
   mkdir?: (path: string, components: readonly string[]) => Promise<void>;
   /** Symlinks to follow at most; default {@link MAX_SYMLINKS}. */
   maxLinks?: number;
+}
+
+/** What an lstat found, as a resolution needs it: undefined when nothing is there. */
+type Kind = "directory" | "symlink" | "other" | undefined;
+
+/** A host operation a resolution needs, and what it gives back (see {@link resolveSteps}). */
+type Step =
+  | { op: "lstat"; path: string; rel: string } // → Kind
+  | { op: "readlink"; path: string } // → the link's target
+  | { op: "mkdir"; path: string; components: string[] }; // → nothing
+
+function kindOf(st: { isDirectory(): boolean; isSymbolicLink(): boolean } | undefined): Kind {
+  if (st === undefined) return undefined;
+  return st.isDirectory() ? "directory" : st.isSymbolicLink() ? "symlink" : "other";
+}
+
+/**
+ * The resolution of {@link resolveDir}, as a generator of the host operations it needs: one
+ * algorithm, driven with promises ({@link resolveDir}) or synchronously ({@link resolveDirSync}).
+ */
+function* resolveSteps(
+  root: string,
+  components: readonly string[],
+  maxLinks: number,
+  mkdir: boolean,
+  start: Resolved = { dir: [], links: 0 },
+): Generator<Step, Resolved | undefined, unknown> {
+  const todo = components.slice().reverse(); // a stack: the next component is the last element
+  const cur = start.dir.slice();
+  let links = start.links;
+  for (let c = todo.pop(); c !== undefined; c = todo.pop()) {
+    if (c === "" || c === ".") continue;
+    if (c === "..") {
+      cur.pop(); // at the root, ".." is the root
+      continue;
+    }
+    const path = join(root, ...cur, c);
+    const kind = (yield { op: "lstat", path, rel: cur.length === 0 ? c : `${cur.join("/")}/${c}` }) as Kind;
+    if (kind === undefined) {
+      if (!mkdir) return undefined;
+      cur.push(c);
+      yield { op: "mkdir", path, components: cur.slice() };
+    } else if (kind === "symlink") {
+      if (++links > maxLinks) {
+        throw new ImageArchiveError(`too many levels of symbolic links at ${quote([...cur, c].join("/"))}`);
+      }
+      const target = (yield { op: "readlink", path }) as string;
+      if (target.startsWith("/")) cur.length = 0;
+      const parts = target.split("/");
+      for (let i = parts.length - 1; i >= 0; i--) todo.push(parts[i] as string);
+    } else if (kind === "directory") {
+      cur.push(c);
+    } else {
+      throw new ImageArchiveError(`${quote([...cur, c].join("/"))} is not a directory`);
+    }
+  }
+  return { dir: cur, links };
+}
+
+/** A directory reached by a resolution: its components below the root, and the symlinks followed on the way. */
+export interface Resolved {
+  dir: string[];
+  links: number;
 }
 
 /**
@@ -47,42 +120,73 @@ export async function resolveDir(
   components: readonly string[],
   opts: ResolveOptions = {},
 ): Promise<string[] | undefined> {
-  const maxLinks = opts.maxLinks ?? MAX_SYMLINKS;
-  const todo = components.slice().reverse(); // a stack: the next component is the last element
-  const cur: string[] = [];
-  let links = 0;
-  for (let c = todo.pop(); c !== undefined; c = todo.pop()) {
-    if (c === "" || c === ".") continue;
-    if (c === "..") {
-      cur.pop(); // at the root, ".." is the root
-      continue;
-    }
-    const path = join(root, ...cur, c);
-    let st: Awaited<ReturnType<typeof lstat>>;
-    try {
-      st = await lstat(path);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-      if (!opts.mkdir) return undefined;
-      cur.push(c);
-      await opts.mkdir(path, cur.slice());
-      continue;
-    }
-    if (st.isSymbolicLink()) {
-      if (++links > maxLinks) {
-        throw new ImageArchiveError(`too many levels of symbolic links at ${quote([...cur, c].join("/"))}`);
-      }
-      const target = await readlink(path);
-      if (target.startsWith("/")) cur.length = 0;
-      const parts = target.split("/");
-      for (let i = parts.length - 1; i >= 0; i--) todo.push(parts[i] as string);
-    } else if (st.isDirectory()) {
-      cur.push(c);
+  const steps = resolveSteps(root, components, opts.maxLinks ?? MAX_SYMLINKS, opts.mkdir !== undefined);
+  for (let r = steps.next(); ; ) {
+    if (r.done) return r.value?.dir;
+    const step = r.value;
+    if (step.op === "lstat") {
+      const st = await lstat(step.path).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === "ENOENT") return undefined;
+        throw err;
+      });
+      r = steps.next(kindOf(st));
+    } else if (step.op === "readlink") {
+      r = steps.next(await readlink(step.path));
     } else {
-      throw new ImageArchiveError(`${quote([...cur, c].join("/"))} is not a directory`);
+      await opts.mkdir?.(step.path, step.components);
+      r = steps.next();
     }
   }
-  return cur;
+}
+
+/** Options of {@link resolveDirSync}: those of {@link resolveDir}, synchronous. */
+export interface ResolveSyncOptions {
+  /** Called for a missing directory, which it must create; without it the result is undefined. */
+  mkdir?: (path: string, components: readonly string[]) => void;
+  /** Symlinks to follow at most; default {@link MAX_SYMLINKS}. */
+  maxLinks?: number;
+  /**
+   * Called with every path (below the root, "/"-joined) the resolution looked at: the directories
+   * it went through (those it made too) and the symlinks it followed. A resolution stays right as
+   * long as none of them is removed or replaced.
+   */
+  visit?: (rel: string) => void;
+}
+
+/** {@link resolveDir} with synchronous calls (for a worker thread, where blocking is fine). */
+export function resolveDirSync(
+  root: string,
+  components: readonly string[],
+  opts: ResolveSyncOptions = {},
+): string[] | undefined {
+  return resolveFromSync(root, { dir: [], links: 0 }, components, opts)?.dir;
+}
+
+/**
+ * {@link resolveDirSync} of `components` from `start`, where a resolution of the components before
+ * them got: resolving a path goes component after component, so it is the same as resolving them all
+ * from the root (the symlinks followed before count toward `maxLinks`).
+ */
+export function resolveFromSync(
+  root: string,
+  start: Resolved,
+  components: readonly string[],
+  opts: ResolveSyncOptions = {},
+): Resolved | undefined {
+  const steps = resolveSteps(root, components, opts.maxLinks ?? MAX_SYMLINKS, opts.mkdir !== undefined, start);
+  for (let r = steps.next(); ; ) {
+    if (r.done) return r.value;
+    const step = r.value;
+    if (step.op === "lstat") {
+      opts.visit?.(step.rel);
+      r = steps.next(kindOf(lstatSync(step.path, { throwIfNoEntry: false })));
+    } else if (step.op === "readlink") {
+      r = steps.next(readlinkSync(step.path));
+    } else {
+      opts.mkdir?.(step.path, step.components);
+      r = steps.next();
+    }
+  }
 }
 
 /** Where an entry goes: its parent resolved inside the root, its own name not followed. */
@@ -135,6 +239,33 @@ export async function existingDir(root: string, rel: string): Promise<string | u
       }
       throw err;
     }
+  }
+  return path;
+}
+
+/**
+ * {@link existingDir} with synchronous calls; `known` (optional) remembers the answer for each
+ * directory checked (rel → real directory or not), for checking many paths in a row.
+ */
+export function existingDirSync(root: string, rel: string, known?: Map<string, boolean>): string | undefined {
+  let path = root;
+  let sub = "";
+  for (const c of rel.split("/")) {
+    if (c === "") continue;
+    if (c === "." || c === "..") return undefined;
+    path = join(path, c);
+    sub = sub === "" ? c : `${sub}/${c}`;
+    let isDir = known?.get(sub);
+    if (isDir === undefined) {
+      try {
+        isDir = lstatSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOTDIR") throw err;
+        isDir = false;
+      }
+      known?.set(sub, isDir);
+    }
+    if (!isDir) return undefined;
   }
   return path;
 }

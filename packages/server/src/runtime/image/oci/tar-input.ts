@@ -2,38 +2,27 @@ import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
-import { extract } from "tar-stream";
 import { ImageArchiveError } from "./errors.js";
+import { TarEvent, TarFormatError, type TarHeader, TarParser } from "./tar-parser.js";
+
+export type { TarHeader } from "./tar-parser.js";
 
 /**
- * A tar header as tar-stream gives it (its own typing says less: `type` is null for a type it does not
- * know), with the PAX records of the entry. tar-stream applies PAX path, linkpath and size itself.
+ * What is done with an entry's data ({@link ReadTarOptions.onEntry}); what it lacks is skipped. A
+ * method may return a promise, waited for before the archive is read on.
  */
-export interface TarHeader {
-  name: string;
-  size: number;
-  mode?: number;
-  mtime?: Date;
-  type:
-    | "file"
-    | "link"
-    | "symlink"
-    | "directory"
-    | "block-device"
-    | "character-device"
-    | "fifo"
-    | "contiguous-file"
-    | null;
-  linkname?: string | null;
-  uid?: number;
-  gid?: number;
-  pax?: Record<string, string> | null;
-}
-
-/** A tar entry: its header and its data (read it, or it is skipped). */
-export interface TarEntry {
-  header: TarHeader;
-  body: AsyncIterable<Buffer>;
+export interface EntrySink {
+  /**
+   * A piece of the entry's data: a view of the input's memory, valid until this call (or the
+   * promise it returns) is done: copy what is kept longer.
+   */
+  data?(chunk: Buffer): void | Promise<void>;
+  /** Instead of `data`, if it has it: the piece is bytes `start` to `end` of `buf` (no view made). */
+  dataRange?(buf: Buffer, start: number, end: number): void;
+  /** All of the entry's data was given. */
+  end?(): void | Promise<void>;
+  /** The entry will not be completed (an error, an abort): release what it holds. Must not throw. */
+  abort?(): void;
 }
 
 export type Compression = "none" | "gzip" | "zstd" | "xz" | "bzip2";
@@ -55,8 +44,14 @@ export function unsupportedCompression(what: string, compression: Compression): 
   );
 }
 
-/** Reads the first `n` bytes of `input` (fewer if it is shorter) and gives back a stream of all of it. */
-async function peek(input: AsyncIterable<Buffer | string>, n: number): Promise<{ head: Buffer; stream: Readable }> {
+/**
+ * Reads the first `n` bytes of `input` (fewer if it is shorter) and gives back all of it, as an
+ * iterable (read once; it closes the input when it ends, or is ended early), or closes it (`close`).
+ */
+async function peek(
+  input: AsyncIterable<Buffer | string>,
+  n: number,
+): Promise<{ head: Buffer; chunks: AsyncGenerator<Buffer>; close: () => Promise<void> }> {
   const it = input[Symbol.asyncIterator]();
   const chunks: Buffer[] = [];
   let size = 0;
@@ -68,7 +63,7 @@ async function peek(input: AsyncIterable<Buffer | string>, n: number): Promise<{
         done = true;
         break;
       }
-      const chunk = typeof r.value === "string" ? Buffer.from(r.value) : r.value;
+      const chunk = Buffer.from(r.value); // a copy: the input may use its memory again
       chunks.push(chunk);
       size += chunk.length;
     }
@@ -76,7 +71,7 @@ async function peek(input: AsyncIterable<Buffer | string>, n: number): Promise<{
     await it.return?.();
     throw err;
   }
-  const head = Buffer.concat(chunks);
+  const head = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
   async function* all(): AsyncGenerator<Buffer> {
     try {
       if (head.length > 0) yield head;
@@ -88,13 +83,27 @@ async function peek(input: AsyncIterable<Buffer | string>, n: number): Promise<{
       await it.return?.();
     }
   }
-  return { head, stream: Readable.from(all(), { objectMode: false }) };
+  const close = async () => {
+    await it.return?.();
+  };
+  return { head, chunks: all(), close };
 }
 
 /** Closes `input` (a stream: its file) when it will not be read. */
 export function destroyInput(input: unknown): void {
   const destroy = (input as { destroy?: unknown } | null)?.destroy;
   if (typeof destroy === "function") destroy.call(input);
+}
+
+/** The error for tar data a {@link TarParser} refused: truncated, or not a tar archive. */
+export function tarFormatProblem(what: string, err: TarFormatError): ImageArchiveError {
+  const truncated = /unexpected end/i.test(err.message);
+  return new ImageArchiveError(
+    truncated ? `${what} is truncated` : `${what} is not a valid tar archive (${err.message})`,
+    {
+      cause: err,
+    },
+  );
 }
 
 function isZlibError(err: unknown): boolean {
@@ -105,92 +114,109 @@ function isZlibError(err: unknown): boolean {
 export interface ReadTarOptions {
   /** What the data is, for messages: "the archive", "the layer". */
   what: string;
-  /** Called for each entry in turn; its data need not be read (what is left is skipped). */
-  onEntry: (entry: TarEntry) => Promise<void>;
-  signal?: AbortSignal;
+  /** Called for each entry in turn, with its header; what it returns is given the entry's data. */
+  onEntry: (header: TarHeader) => EntrySink | undefined | Promise<EntrySink | undefined>;
+  /** Throws to stop (an abort): called before the input is read, before each entry and each piece of data. */
+  checkAbort?: () => void;
+  /** Whether the data is hashed for the diff_id it returns (default true). */
+  hash?: boolean;
+}
+
+/** Output chunks of gunzip: large ones, fewer round trips. */
+const GUNZIP_CHUNK = 256 * 1024;
+
+function isPromise<T>(v: T | Promise<T>): v is Promise<T> {
+  return typeof (v as { then?: unknown } | undefined)?.then === "function";
 }
 
 /**
- * Reads the tar archive `input` (plain or gzip, told by its first bytes) entry by entry, streaming.
- * Returns the sha256 digest (`sha256:<hex>`) of the plain tar data and its compression. Corrupt data
- * (bad gzip, bad tar headers, truncated) and zstd/xz/bzip2 compression are an
- * {@link ImageArchiveError}; errors of `onEntry` and of reading `input` propagate as they are.
- * `input` is read to its end or destroyed (closed), whatever happens.
+ * Reads the tar archive `input` (plain or gzip, told by its first bytes) entry by entry, streaming:
+ * the entries of each chunk of input are handled synchronously, one after the other, unless a
+ * handler returns a promise. `input` may use a chunk's memory again once the next one is asked for. Returns the sha256 digest (`sha256:<hex>`) of the plain tar data (unless `opts.hash` is false) and
+ * its compression. Corrupt data (bad gzip, bad tar headers, truncated) and zstd/xz/bzip2 compression
+ * are an {@link ImageArchiveError}; errors of `onEntry` (and of its sinks) and of reading `input`
+ * propagate as they are. `input` is read to its end or destroyed (closed), whatever happens.
  */
 export async function readTar(
   input: AsyncIterable<Buffer | string>,
   opts: ReadTarOptions,
-): Promise<{ diffId: string; compression: "none" | "gzip" }> {
-  if (opts.signal?.aborted) {
+): Promise<{ diffId: string | undefined; compression: "none" | "gzip" }> {
+  try {
+    opts.checkAbort?.();
+  } catch (err) {
     destroyInput(input);
-    opts.signal.throwIfAborted();
+    throw err;
   }
-  const { head, stream } = await peek(input, 6);
+  const { head, chunks, close } = await peek(input, 6);
   const compression = sniffCompression(head);
   if (compression !== "none" && compression !== "gzip") {
-    stream.destroy();
+    await close();
     throw unsupportedCompression(opts.what, compression);
   }
-  const hash = createHash("sha256");
+  const hash = opts.hash === false ? undefined : createHash("sha256");
   let feedError: unknown;
-  let extractError: unknown;
+  let formatError: TarFormatError | undefined;
   let entryError: unknown;
 
   const consume = async (chunks: AsyncIterable<Buffer>): Promise<void> => {
-    const ex = extract();
-    ex.on("error", (err: unknown) => {
-      extractError ??= err;
-    });
-    // After "close", a parse error of the extractor has been seen ("error" comes first).
-    const closed = new Promise<void>((resolve) => ex.once("close", () => resolve()));
-    const waitDrain = () =>
-      new Promise<void>((resolve) => {
-        const done = () => {
-          ex.off("drain", done);
-          ex.off("close", done);
-          resolve();
-        };
-        ex.on("drain", done);
-        ex.on("close", done);
-      });
-    const feeding = (async () => {
-      try {
-        for await (const chunk of chunks) {
-          if (ex.destroyed) return; // the reader gave up: stop reading the input
-          hash.update(chunk);
-          if (!ex.write(chunk) && !ex.destroyed) await waitDrain();
-        }
-        ex.end(undefined);
-      } catch (err) {
-        if (ex.destroyed) return; // what the reader's giving up did to the input: not the problem
-        feedError = err;
-        ex.destroy(err as Error);
-      }
-    })();
+    const parser = new TarParser();
+    let sink: EntrySink | undefined;
+    let inEntry = false;
+    let reading = true; // false while a chunk is handled: an error then is not the input's
+    let inHandler = false; // an error then is the entry's
     try {
-      for await (const entry of ex) {
-        opts.signal?.throwIfAborted();
-        try {
-          await opts.onEntry({ header: entry.header as unknown as TarHeader, body: entry as AsyncIterable<Buffer> });
-        } catch (err) {
-          entryError = err;
-          throw err;
+      for await (const chunk of chunks) {
+        reading = false;
+        hash?.update(chunk);
+        parser.push(chunk);
+        // The handlers are called as they are, no promise in between unless they return one.
+        for (let ev = parser.next(); ev !== TarEvent.Need; ev = parser.next()) {
+          if (ev !== TarEvent.End) opts.checkAbort?.();
+          inHandler = true;
+          if (ev === TarEvent.Entry) {
+            inEntry = true;
+            sink = undefined;
+            const r = opts.onEntry(parser.header);
+            sink = isPromise(r) ? await r : r;
+          } else if (ev === TarEvent.Data) {
+            if (sink?.dataRange) sink.dataRange(parser.dataBuffer, parser.dataStart, parser.dataEnd);
+            else {
+              const r = sink?.data?.(parser.chunk);
+              if (isPromise(r)) await r;
+            }
+          } else {
+            const s = sink;
+            sink = undefined;
+            inEntry = false;
+            const r = s?.end?.();
+            if (isPromise(r)) await r;
+          }
+          inHandler = false;
         }
-        for await (const _ of entry); // skip what onEntry did not read
+        reading = true;
       }
-      await feeding; // done: the extractor ended when the input did
-    } finally {
-      // On a failure, feeding stops at its next chunk (or when the pipeline closes the input): not
-      // waited for, a slow input must not hold the failure up. It never rejects.
-      if (!ex.destroyed) ex.destroy();
-      await closed;
+      reading = false;
+      parser.end();
+    } catch (err) {
+      if (reading) feedError = err;
+      else if (inHandler) entryError = err;
+      else if (err instanceof TarFormatError) formatError = err;
+      if (inEntry) sink?.abort?.();
+      throw err;
     }
-    if (feedError !== undefined) throw feedError;
   };
 
   try {
-    if (compression === "gzip") await pipeline(stream, createGunzip(), consume);
-    else await pipeline(stream, consume);
+    if (compression === "gzip") {
+      // Copied: gunzip may still read a chunk when the next one is asked for.
+      const copies = (async function* () {
+        for await (const c of chunks) yield Buffer.from(c);
+      })();
+      const stream = Readable.from(copies, { objectMode: false });
+      await pipeline(stream, createGunzip({ chunkSize: GUNZIP_CHUNK }), consume);
+    } else {
+      await consume(chunks); // as it is: no stream in between
+    }
   } catch (err) {
     // A problem of an entry (ImageArchiveError) first; else the input's: an entry that fails while
     // reading its data mostly only passes on a failure of the input (with another error object).
@@ -206,15 +232,8 @@ export async function readTar(
     if (isZlibError(err)) {
       throw new ImageArchiveError(`${opts.what} is not valid gzip data (${(err as Error).message})`, { cause: err });
     }
-    if (extractError !== undefined) {
-      const message = (extractError as Error).message ?? String(extractError);
-      const truncated = /unexpected end/i.test(message);
-      throw new ImageArchiveError(
-        truncated ? `${opts.what} is truncated` : `${opts.what} is not a valid tar archive (${message})`,
-        { cause: extractError },
-      );
-    }
+    if (formatError !== undefined) throw tarFormatProblem(opts.what, formatError);
     throw entryError ?? err;
   }
-  return { diffId: `sha256:${hash.digest("hex")}`, compression };
+  return { diffId: hash && `sha256:${hash.digest("hex")}`, compression };
 }
