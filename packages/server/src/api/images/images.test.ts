@@ -41,8 +41,15 @@ describe("images", { timeout: 300_000 }, () => {
             errors?: string[];
           },
       );
-  const leftovers = async () =>
-    (await readdir(importedDir).catch(() => [] as string[])).filter((n) => n.startsWith("."));
+  /**
+   * Uploads and work dirs in the pool's shared `imported` dir, once those of imports that other
+   * test files run at the same time have had 15 s to end: a leak of this test's stays.
+   */
+  const leftovers = async () => {
+    const now = async () => (await readdir(importedDir).catch(() => [] as string[])).filter((n) => n.startsWith("."));
+    for (let i = 0; i < 150 && (await now()).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    return now();
+  };
   const sh = async (unit: string, script: string) => {
     const r = await t.sh(unit, script);
     assert.equal(r.code, 0, `${unit}: ${script}: ${r.err}`);
@@ -223,7 +230,6 @@ describe("images", { timeout: 300_000 }, () => {
       req.write(archive.subarray(0, archive.length >> 1), () => setTimeout(() => req.destroy(), 300));
       req.on("close", () => resolve());
     });
-    for (let i = 0; i < 50 && (await leftovers()).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
     assert.deepEqual(await leftovers(), [], "the upload and the draft went");
     const names = ((await s.api("GET", "/v1/images", { token })).body.images as { name: string }[]).map((i) => i.name);
     assert.ok(!names.includes("halfway"));
