@@ -113,8 +113,9 @@ async function apply(req: ApplyRequest): Promise<ApplyReply> {
 const port = parentPort;
 if (port === null) throw new Error("layer-worker.js runs in a worker thread (apply-layer.ts starts it)");
 port.on("message", (req: ApplyRequest) => {
-  apply(req).then(
-    (reply) => port.postMessage(reply),
-    (err: unknown) => port.postMessage({ type: "failed", error: serializeError(err) } satisfies ApplyReply),
-  );
+  apply(req)
+    .then((reply) => port.postMessage(reply))
+    .catch((err: unknown) => port.postMessage({ type: "failed", error: serializeError(err) } satisfies ApplyReply))
+    // Not even the failure could be sent: the thread ends, which the parent answers (apply-layer.ts "exit").
+    .catch(() => process.exit(1));
 });
