@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { ConflictError, UmsClient, ValidationError } from "@ums/sdk";
+import { ConflictError, UmsClient, Unit, ValidationError } from "@ums/sdk";
 import { dockerSaveArchive, makeTar, tinyRootfs } from "@ums/server/testing";
 import { startUserCli, type UserCli } from "../testing/user-cli.js";
 
@@ -79,5 +79,27 @@ describe("ums image, ums create --image, and the SDK's images", { timeout: 300_0
     });
     const names = (await client.images.list()).map((i) => i.name);
     assert.deepEqual(names, ["base", "r1"]);
+  });
+
+  it("ums upgrade moves a unit to the newer build of its image; one that changed system files is refused", async () => {
+    const recipe = join(cli.home, "up.json");
+    const write = (v: string) =>
+      writeFile(recipe, JSON.stringify({ name: "up", files: [{ path: "/usr/share/up", content: `${v}\n` }] }));
+    await write("1");
+    await cli.ok(["image", "build", recipe]);
+    await cli.ok(["create", "up-a", "--image", "up"]);
+    await cli.ok(["create", "up-b", "--image", "up"]);
+    await cli.ok(["exec", "up-b", "--root", "--", "sh", "-c", "echo mine > /usr/share/mine"]);
+    assert.match(await cli.ok(["upgrade", "up-a"]), /^up-a is up to date \(up@[0-9a-f-]{12}\)\n$/);
+    await write("2");
+    await cli.ok(["image", "build", recipe]);
+    const newest = (await client.images.get("up")).version;
+    assert.equal(await cli.ok(["upgrade", "up-a"]), `upgraded up-a to ${newest}\n`);
+    assert.equal(await cli.ok(["exec", "up-a", "--", "cat", "/usr/share/up"]), "2\n");
+    const refused = await cli.run(["upgrade", "up-b"]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^ums: UMS_UPGRADE_REFUSED: .*\/usr\/share\/mine/s);
+    const b = await Unit.connect("up-b", { client });
+    await assert.rejects(b.upgrade(), ConflictError, "the SDK's error for UMS_UPGRADE_REFUSED");
   });
 });
