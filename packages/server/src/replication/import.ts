@@ -1,0 +1,299 @@
+import { lstat } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { Readable, Transform, type TransformCallback } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { deleteSubvolume, isSubvolume } from "../runtime/storage/btrfs.js";
+import { childFailure, startChild } from "./children.js";
+import { abortError, ReplicationError } from "./errors.js";
+import { assertId, checkpointKeys } from "./keys.js";
+import type { Manifest } from "./manifest.js";
+import { readManifest } from "./manifest-io.js";
+import { type ObjectStore, readAtMost, sha256Hex } from "./object-store.js";
+
+export interface ImportProgress {
+  checkpointId: string;
+  /** Compressed bytes of this checkpoint's stream read and checked so far. */
+  bytes: number;
+  totalBytes: number;
+}
+
+export interface ImportCheckpointOptions {
+  store: ObjectStore;
+  checkpointId: string;
+  /**
+   * Where received checkpoints appear, each as the read-only subvolume `<destDir>/<checkpointId>`
+   * (a unit's checkpoint directory). One import at a time per directory: the caller serialises.
+   */
+  destDir: string;
+  /**
+   * Whether a checkpoint of the chain is on this host already (as the subvolume the incremental
+   * stream after it was sent against, or one received from it). Default: `<destDir>/<id>` is a subvolume.
+   */
+  isPresent?: ((checkpointId: string) => Promise<boolean>) | undefined;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((p: ImportProgress) => void) | undefined;
+}
+
+export interface ImportResult {
+  /** The manifest of the checkpoint asked for. */
+  manifest: Manifest;
+  /** `<destDir>/<checkpointId>`. */
+  path: string;
+  /** The checkpoints received by this call, oldest first (empty when it was present). */
+  received: string[];
+}
+
+/**
+ * Restores checkpoint `checkpointId` from the store on this host: reads its manifest's chain and
+ * receives, oldest first, every checkpoint after the newest one present, each streamed part by
+ * part from the store (sha256 checked before a byte of the part goes on) through `zstd -d` into
+ * `btrfs receive --chroot` of `destDir`. A checkpoint whose receive fails (checksum, truncated
+ * part, receive error, abort) leaves no subvolume; those received before it stay (they are whole).
+ */
+export async function importCheckpoint(opts: ImportCheckpointOptions): Promise<ImportResult> {
+  const checkpointId = assertId(opts.checkpointId, "checkpoint id");
+  const destDir = resolve(opts.destDir);
+  const { store, signal } = opts;
+  const isPresent = opts.isPresent ?? ((id: string) => isSubvolume(join(destDir, id)));
+  const target = await readManifest(store, checkpointId, { signal });
+  const chain = target.chain;
+  let start = chain.length;
+  while (start > 0 && !(await isPresent(chain[start - 1] as string))) start--;
+  const received: string[] = [];
+  for (let i = start; i < chain.length; i++) {
+    const id = chain[i] as string;
+    const manifest = id === checkpointId ? target : await readManifest(store, id, { signal });
+    // Each link's own chain must be the start of the target's: a store cannot splice chains.
+    if (manifest.chain.length !== i + 1 || manifest.chain.some((c, j) => c !== chain[j])) {
+      throw new ReplicationError("INVALID_MANIFEST", `the chain of ${id} is not the start of ${checkpointId}'s`);
+    }
+    if (manifest.unitId !== target.unitId) {
+      throw new ReplicationError("INVALID_MANIFEST", `${id} is another unit's checkpoint than ${checkpointId}`);
+    }
+    if (i > 0 && i === start && !(await isPresent(chain[i - 1] as string))) {
+      throw new ReplicationError("PARENT_MISSING", `${id} needs ${chain[i - 1]} on this host`);
+    }
+    await receiveOne(store, manifest, destDir, signal, opts.onProgress);
+    received.push(id);
+  }
+  return { manifest: target, path: join(destDir, checkpointId), received };
+}
+
+const STREAM_MAGIC = Buffer.from("btrfs-stream\0", "latin1");
+const CMD_SUBVOL = 1;
+const CMD_SNAPSHOT = 2;
+const ATTR_PATH = 15;
+/** The first command (subvol or snapshot) is small: its path, uuid, ctransid and perhaps a clone source. */
+const MAX_FIRST_COMMAND = 64 * 1024;
+
+/**
+ * Passes a decompressed send stream on, counting its bytes, after checking its first command: the
+ * subvolume it creates must be `name` (so receive can only make `<destDir>/<name>`), a full stream
+ * for a checkpoint without parent and a snapshot of its parent otherwise.
+ */
+class StreamCheck extends Transform {
+  bytes = 0;
+  private head: Buffer[] | undefined = [];
+  private headBytes = 0;
+
+  constructor(
+    private readonly name: string,
+    private readonly incremental: boolean,
+  ) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length;
+    if (!this.head) {
+      cb(null, chunk);
+      return;
+    }
+    this.head.push(chunk);
+    this.headBytes += chunk.length;
+    const all = Buffer.concat(this.head, this.headBytes);
+    let verdict: "wait" | "ok";
+    try {
+      verdict = this.inspect(all);
+    } catch (err) {
+      cb(err as Error);
+      return;
+    }
+    if (verdict === "wait") {
+      cb();
+      return;
+    }
+    this.head = undefined;
+    cb(null, all);
+  }
+
+  override _flush(cb: TransformCallback): void {
+    cb(this.head ? new ReplicationError("RECEIVE_FAILED", "the send stream ends before its first command") : null);
+  }
+
+  private inspect(b: Buffer): "wait" | "ok" {
+    const bad = (why: string) => new ReplicationError("RECEIVE_FAILED", `not the expected send stream: ${why}`);
+    const hdr = STREAM_MAGIC.length + 4;
+    if (b.length < hdr + 10) return "wait";
+    if (!b.subarray(0, STREAM_MAGIC.length).equals(STREAM_MAGIC)) throw bad("no btrfs-stream header");
+    const version = b.readUInt32LE(STREAM_MAGIC.length);
+    if (version < 1 || version > 3) throw bad(`version ${version}`);
+    const len = b.readUInt32LE(hdr);
+    const cmd = b.readUInt16LE(hdr + 4);
+    if (len > MAX_FIRST_COMMAND) throw bad("first command too long");
+    if (b.length < hdr + 10 + len) return "wait";
+    if (cmd !== (this.incremental ? CMD_SNAPSHOT : CMD_SUBVOL)) throw bad(`first command ${cmd}`);
+    let path: string | undefined;
+    for (let o = hdr + 10; o + 4 <= hdr + 10 + len; ) {
+      const type = b.readUInt16LE(o);
+      const tlen = b.readUInt16LE(o + 2);
+      if (o + 4 + tlen > hdr + 10 + len) throw bad("attribute runs past its command");
+      if (type === ATTR_PATH) path = b.toString("utf8", o + 4, o + 4 + tlen);
+      o += 4 + tlen;
+    }
+    if (path !== this.name) throw bad(`it makes subvolume ${JSON.stringify(path)}, not ${this.name}`);
+    return "ok";
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw err;
+  }
+}
+
+/** Receives one checkpoint's stream as `<destDir>/<id>`; nothing is left of it if that fails. */
+async function receiveOne(
+  store: ObjectStore,
+  manifest: Manifest,
+  destDir: string,
+  signal: AbortSignal | undefined,
+  onProgress: ImportCheckpointOptions["onProgress"],
+): Promise<void> {
+  const id = manifest.checkpointId;
+  const keys = checkpointKeys(id);
+  const path = join(destDir, id);
+  if (await exists(path)) throw new ReplicationError("EXISTS", `${path} exists already`);
+  const head = await store.headObject(keys.stream, { signal });
+  if (!head) throw new ReplicationError("NOT_FOUND", `the stream of ${id} is not in the store`);
+  if (head.size !== manifest.compressedBytes) {
+    throw new ReplicationError(
+      "TRUNCATED",
+      `the stream of ${id} is ${head.size} bytes, its manifest says ${manifest.compressedBytes}`,
+    );
+  }
+  if (signal?.aborted) throw abortError(signal, `import of ${id}`);
+
+  const inner = new AbortController();
+  const fail = (err: unknown) => {
+    if (!inner.signal.aborted) inner.abort(err);
+  };
+  const onAbort = () => fail(abortError(signal, `import of ${id}`));
+  signal?.addEventListener("abort", onAbort, { once: true });
+
+  const zstd = startChild("zstd", ["-d", "-q", "-c"], ["pipe", "pipe", "pipe"]);
+  // --chroot: whatever the stream says, receive cannot write outside destDir; -e: it stops at the
+  // stream's end marker (one subvolume); --max-errors 1: at the first error.
+  const receive = startChild("btrfs", ["receive", "-e", "--chroot", "-E", "1", destDir], ["pipe", "ignore", "pipe"]);
+  const killAll = () => {
+    zstd.kill();
+    receive.kill();
+  };
+  inner.signal.addEventListener("abort", killAll, { once: true });
+
+  // Each part is read whole (at most the manifest's part size), checked, then passed on; the next
+  // one is fetched meanwhile.
+  const total = manifest.compressedBytes;
+  const fetchPart = async (index: number, offset: number): Promise<Buffer> => {
+    const part = manifest.parts[index];
+    if (!part) throw new ReplicationError("INVALID_MANIFEST", `no part ${index + 1}`);
+    const body = await store.getObject(keys.stream, { signal: inner.signal, range: { offset, length: part.size } });
+    const bytes = await readAtMost(
+      body,
+      part.size,
+      `part ${index + 1} of ${id} is longer than ${part.size} bytes`,
+      "TRUNCATED",
+    );
+    if (bytes.length !== part.size) {
+      throw new ReplicationError("TRUNCATED", `part ${index + 1} of ${id} has ${bytes.length} bytes, not ${part.size}`);
+    }
+    if (sha256Hex(bytes) !== part.sha256) {
+      throw new ReplicationError("CHECKSUM_MISMATCH", `part ${index + 1} of ${id} does not match its sha256`);
+    }
+    return bytes;
+  };
+  async function* checkedParts(): AsyncGenerator<Buffer> {
+    let offset = 0;
+    let next: Promise<Buffer> | undefined;
+    try {
+      for (let i = 0; i < manifest.parts.length; i++) {
+        const current = next ?? fetchPart(i, offset);
+        offset += manifest.parts[i]?.size ?? 0;
+        next = i + 1 < manifest.parts.length ? fetchPart(i + 1, offset) : undefined;
+        // Kept from rejecting unhandled while `current` is awaited; awaited itself next round.
+        next?.catch(() => {});
+        const bytes = await current;
+        onProgress?.({ checkpointId: id, bytes: offset, totalBytes: total });
+        yield bytes;
+      }
+    } finally {
+      if (next)
+        await next.then(
+          () => {},
+          () => {},
+        );
+    }
+  }
+
+  const check = new StreamCheck(id, manifest.parentCheckpointId !== null);
+  const exited = (child: typeof zstd, label: string) =>
+    child.exit.then((e) => {
+      const why = childFailure(label, e);
+      if (why) {
+        const code = /cannot find parent subvolume/i.test(e.stderr) ? "PARENT_MISSING" : "RECEIVE_FAILED";
+        const err = new ReplicationError(code, why);
+        fail(err);
+        throw err;
+      }
+    });
+  const tasks = [
+    exited(zstd, "zstd -d"),
+    exited(receive, "btrfs receive"),
+    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+    pipeline(Readable.from(checkedParts()), zstd.proc.stdin!, { signal: inner.signal }).catch((err: unknown) => {
+      fail(err);
+      throw err;
+    }),
+    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+    pipeline(zstd.proc.stdout!, check, receive.proc.stdin!, { signal: inner.signal }).catch((err: unknown) => {
+      fail(err);
+      throw err;
+    }),
+  ];
+  let ok = false;
+  try {
+    const results = await Promise.allSettled(tasks);
+    if (signal?.aborted) throw abortError(signal, `import of ${id}`);
+    if (inner.signal.aborted) throw inner.signal.reason;
+    for (const r of results) if (r.status === "rejected") throw r.reason;
+    if (check.bytes !== manifest.uncompressedBytes) {
+      throw new ReplicationError(
+        "TRUNCATED",
+        `the stream of ${id} is ${check.bytes} bytes uncompressed, its manifest says ${manifest.uncompressedBytes}`,
+      );
+    }
+    if (!(await isSubvolume(path))) throw new ReplicationError("RECEIVE_FAILED", `btrfs receive made no ${path}`);
+    ok = true;
+  } finally {
+    killAll();
+    await Promise.all([zstd.exit, receive.exit]);
+    signal?.removeEventListener("abort", onAbort);
+    // The path did not exist before, and the stream could only make `<destDir>/<id>`: what is
+    // there now is this receive's partial subvolume.
+    if (!ok && (await isSubvolume(path))) await deleteSubvolume(path);
+  }
+}

@@ -1,0 +1,168 @@
+// Test helpers of the replication tests: an S3-compatible server on loopback, a scratch directory
+// on the shared btrfs test pool, trees to compare, and the child processes still running.
+import { execFileSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, rmdir } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import S3rver from "s3rver";
+import { testImage } from "../runtime/image/test-image.js";
+import { createSubvolume, deleteSubvolume, isSubvolume, snapshot } from "../runtime/storage/btrfs.js";
+import { S3ObjectStore } from "./object-store.js";
+
+export interface TestS3 {
+  store: S3ObjectStore;
+  /** The server's files (to corrupt a stored object behind its back). */
+  dir: string;
+  endpoint: string;
+  bucket: string;
+  stop(): Promise<void>;
+}
+
+/** s3rver on 127.0.0.1, a free port, its files in a temp dir; `stop` removes everything. */
+export async function startTestS3(): Promise<TestS3> {
+  const dir = await mkdtemp(join(tmpdir(), "ums-s3-"));
+  const bucket = "ums-test";
+  const server = new S3rver({
+    address: "127.0.0.1",
+    port: 0,
+    silent: true,
+    directory: dir,
+    configureBuckets: [{ name: bucket, configs: [] }],
+  });
+  let info: AddressInfo;
+  try {
+    info = (await server.run()) as AddressInfo;
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const endpoint = `http://127.0.0.1:${info.port}`;
+  const store = new S3ObjectStore({
+    endpoint,
+    region: "us-east-1",
+    bucket,
+    forcePathStyle: true,
+    keyPrefix: "ums/",
+    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+  });
+  return {
+    store,
+    dir,
+    endpoint,
+    bucket,
+    stop: async () => {
+      store.destroy();
+      await server.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A directory of its own on the shared test pool (btrfs), for subvolumes; `remove` deletes them all. */
+export async function poolScratch(prefix: string): Promise<{ dir: string; remove(): Promise<void> }> {
+  const image = await testImage();
+  const base = join(image.pool.path, "replication-tests");
+  await mkdir(base, { recursive: true });
+  const dir = await mkdtemp(join(base, `${prefix}-`));
+  return {
+    dir,
+    remove: async () => {
+      await removeTree(dir);
+      await rmdir(base).catch(() => {}); // another suite's scratch may still be in it
+    },
+  };
+}
+
+/** Deletes every subvolume under `dir` (found within 3 levels), then the directory. */
+export async function removeTree(dir: string): Promise<void> {
+  const walk = async (d: string, depth: number): Promise<void> => {
+    let entries: string[];
+    try {
+      entries = await readdir(d);
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = join(d, e);
+      if (await isSubvolume(p)) await deleteSubvolume(p);
+      else if (depth < 3 && (await lstat(p).catch(() => undefined))?.isDirectory()) await walk(p, depth + 1);
+    }
+  };
+  if (await isSubvolume(dir)) await deleteSubvolume(dir);
+  else await walk(dir, 0);
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** A file of `bytes` random (incompressible) bytes, written without holding it all in memory. */
+export function randomFile(path: string, bytes: number): void {
+  execFileSync("dd", ["if=/dev/urandom", `of=${path}`, "bs=1M", `count=${Math.ceil(bytes / 2 ** 20)}`, "status=none"]);
+}
+
+export function setXattr(path: string, name: string, value: string): void {
+  execFileSync("python3", [
+    "-c",
+    "import os,sys; os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode(), follow_symlinks=False)",
+    path,
+    name,
+    value,
+  ]);
+}
+
+function xattrs(path: string): string {
+  return execFileSync(
+    "python3",
+    [
+      "-c",
+      "import os,sys; p=sys.argv[1]; print(sorted((n, os.getxattr(p, n, follow_symlinks=False).hex()) for n in os.listxattr(p, follow_symlinks=False)))",
+      path,
+    ],
+    { encoding: "utf8" },
+  ).trim();
+}
+
+/** Every entry under `root`: type, mode, owner, size, content hash, link target, xattrs. */
+export async function describeTree(root: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (rel: string) => {
+    const abs = join(root, rel);
+    const st = await lstat(abs);
+    let what = `${rel || "."} mode=${st.mode.toString(8)} uid=${st.uid} gid=${st.gid}`;
+    if (st.isFile()) {
+      what += ` size=${st.size} nlink=${st.nlink} sha=${createHash("sha256")
+        .update(await readFile(abs))
+        .digest("hex")
+        .slice(0, 16)}`;
+    } else if (st.isSymbolicLink()) what += ` -> ${await readlink(abs)}`;
+    if (!st.isSymbolicLink()) what += ` x=${xattrs(abs)}`;
+    out.push(what);
+    if (st.isDirectory()) for (const e of (await readdir(abs)).sort()) await walk(join(rel, e));
+  };
+  await walk("");
+  return out;
+}
+
+/** The btrfs/zstd processes this process started that are still there. */
+export async function childTools(): Promise<string[]> {
+  const out: string[] = [];
+  for (const pid of await readdir("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
+    const m = /^\d+ \((.*)\) \S+ (\d+)/.exec(stat);
+    if (m && Number(m[2]) === process.pid && /^(btrfs|zstd)$/.test(m[1] ?? "")) out.push(`${pid} ${m[1]}`);
+  }
+  return out;
+}
+
+/** A fresh writable subvolume at `path`. */
+export async function makeSubvolume(path: string): Promise<void> {
+  await createSubvolume(path);
+}
+
+/** A read-only snapshot of `src` at `dst` (a checkpoint). */
+export async function checkpointOf(src: string, dst: string): Promise<void> {
+  await snapshot(src, dst, { readonly: true });
+}
+
+export const randomId = (prefix: string) => `${prefix}${randomBytes(4).toString("hex")}`;
