@@ -9,7 +9,14 @@ import { abortError, ReplicationError } from "./errors.js";
 import { assertId, checkpointKeys } from "./keys.js";
 import { MANIFEST_FORMAT, MANIFEST_VERSION, MAX_CHAIN, MAX_PART_BYTES, type Manifest } from "./manifest.js";
 import { readManifest } from "./manifest-io.js";
-import { isUploadGone, type ObjectStore, type StoredPart, StreamChangedError, uploadParts } from "./object-store.js";
+import {
+  isUploadGone,
+  type ObjectStore,
+  type StoredPart,
+  StreamChangedError,
+  type UploadPartsResult,
+  uploadParts,
+} from "./object-store.js";
 
 const MiB = 1024 * 1024;
 /** The size of each uploaded part: 10 000 parts (S3's limit) make a 320 GiB compressed stream. */
@@ -90,8 +97,9 @@ async function readState(path: string): Promise<ExportState | undefined> {
   }
 }
 
+let stateWrites = 0;
 async function writeState(path: string, state: ExportState): Promise<void> {
-  const tmp = `${path}.tmp`;
+  const tmp = `${path}.${process.pid}-${++stateWrites}.tmp`;
   await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
   await rename(tmp, path);
 }
@@ -137,7 +145,14 @@ async function exportLocked(
 ): Promise<ExportResult> {
   const { store, signal } = opts;
   const keys = checkpointKeys(checkpointId);
-  const existing = await readManifest(store, checkpointId, { signal, missingOk: true });
+  const sp = statePath(stateDir, checkpointId);
+  // Independent reads, at once: they are most of an incremental export's fixed cost.
+  const [existing, parent, sourceUuid, saved] = await Promise.all([
+    readManifest(store, checkpointId, { signal, missingOk: true }),
+    parentId ? readManifest(store, parentId, { signal, missingOk: true }) : undefined,
+    subvolumeUuid(opts.snapshotPath),
+    readState(sp),
+  ]);
   if (existing) {
     if (existing.unitId !== unitId || existing.parentCheckpointId !== parentId) {
       throw new ReplicationError("EXISTS", `${checkpointId} is in the store already, with another unit or parent`);
@@ -146,31 +161,34 @@ async function exportLocked(
   }
   let chain = [checkpointId];
   if (parentId) {
-    const parent = await readManifest(store, parentId, { signal, missingOk: true });
-    if (!parent)
+    if (!parent) {
       throw new ReplicationError("PARENT_NOT_EXPORTED", `parent ${parentId} is not in the store: export it first`);
+    }
     if (parent.unitId !== unitId) throw new ReplicationError("INVALID_ID", `parent ${parentId} is another unit's`);
     chain = [...parent.chain, checkpointId];
-    if (chain.length > MAX_CHAIN)
+    if (chain.length > MAX_CHAIN) {
       throw new ReplicationError("TOO_LARGE", `chain longer than ${MAX_CHAIN}: export a full one`);
+    }
   }
-  const sourceUuid = await subvolumeUuid(opts.snapshotPath);
 
-  const sp = statePath(stateDir, checkpointId);
-  let state = await readState(sp);
+  let state = saved;
   if (state && (state.key !== keys.stream || state.parentCheckpointId !== parentId || state.partSize !== partSize)) {
     await store.abortMultipartUpload(state.key, state.uploadId, { signal }).catch(() => {}); // best effort
+    await rm(sp, { force: true });
     state = undefined;
   }
-  const resumed = state !== undefined;
+  const resumed = state !== undefined && state.parts.length > 0;
   let uploadedBytes = 0;
   let skippedBytes = 0;
   for (let attempt = 1; ; attempt++) {
-    if (!state) {
+    // The multipart upload (and the state that lets a later call resume it) is made only once a
+    // first whole part is ready: a stream that fits in one part goes with one PutObject.
+    const begin = async (): Promise<string> => {
+      const uploadId = await store.createMultipartUpload(keys.stream, { signal });
       state = {
         version: 1,
         key: keys.stream,
-        uploadId: await store.createMultipartUpload(keys.stream, { signal }),
+        uploadId,
         unitId,
         checkpointId,
         parentCheckpointId: parentId,
@@ -178,16 +196,33 @@ async function exportLocked(
         parts: [],
       };
       await writeState(sp, state);
-    }
-    const current = state;
+      return uploadId;
+    };
+    const stored = state?.parts ?? [];
     try {
-      const sent = await sendToStore(opts, current, (part) => {
-        current.parts = [...current.parts.filter((p) => p.partNumber !== part.partNumber), part];
-        return writeState(sp, current);
-      });
+      // Parts end in any order (two are in flight): the state is written by one write at a time.
+      let writing: Promise<void> = Promise.resolve();
+      const sent = await sendToStore(
+        opts,
+        { key: keys.stream, partSize, stored, upload: state?.uploadId ?? begin },
+        (part) => {
+          const s = state as ExportState;
+          s.parts = [...s.parts.filter((p) => p.partNumber !== part.partNumber), part];
+          const next = writing.then(() => writeState(sp, s));
+          writing = next.catch(() => {});
+          return next;
+        },
+      );
       uploadedBytes += sent.uploadedBytes;
       skippedBytes += sent.skippedBytes;
-      await store.completeMultipartUpload(keys.stream, current.uploadId, sent.parts, { signal });
+      const current = state as ExportState | undefined;
+      if (!sent.single) {
+        if (!current) throw new ReplicationError("STORE_FAILED", "parts were stored without an upload");
+        await store.completeMultipartUpload(keys.stream, current.uploadId, sent.parts, { signal });
+      } else if (current) {
+        // An upload begun by an interrupted call that stored no part: dropped.
+        await store.abortMultipartUpload(current.key, current.uploadId, { signal }).catch(() => {});
+      }
       const head = await store.headObject(keys.stream, { signal });
       const total = sent.parts.reduce((n, p) => n + p.size, 0);
       if (head?.size !== total) {
@@ -222,7 +257,8 @@ async function exportLocked(
         if (err instanceof StreamChangedError) throw new ReplicationError("SEND_FAILED", err.message, { cause: err });
         throw err;
       }
-      await store.abortMultipartUpload(current.key, current.uploadId, { signal }).catch(() => {}); // best effort
+      const current = state as ExportState | undefined;
+      if (current) await store.abortMultipartUpload(current.key, current.uploadId, { signal }).catch(() => {}); // best effort
       await rm(sp, { force: true });
       state = undefined;
     }
@@ -232,16 +268,16 @@ async function exportLocked(
 /** Runs `btrfs send | zstd` into the upload's parts; every child has ended when it settles. */
 async function sendToStore(
   opts: ExportCheckpointOptions,
-  state: ExportState,
+  target: { key: string; partSize: number; stored: readonly StoredPart[]; upload: string | (() => Promise<string>) },
   onStored: (part: StoredPart) => Promise<void>,
-): Promise<{ parts: StoredPart[]; uploadedBytes: number; skippedBytes: number; uncompressedBytes: number }> {
+): Promise<UploadPartsResult & { uncompressedBytes: number }> {
   const { store, signal } = opts;
-  if (signal?.aborted) throw abortError(signal, `export of ${state.checkpointId}`);
+  if (signal?.aborted) throw abortError(signal, `export of ${opts.checkpointId}`);
   const inner = new AbortController();
   const fail = (err: unknown) => {
     if (!inner.signal.aborted) inner.abort(err);
   };
-  const onAbort = () => fail(abortError(signal, `export of ${state.checkpointId}`));
+  const onAbort = () => fail(abortError(signal, `export of ${opts.checkpointId}`));
   signal?.addEventListener("abort", onAbort, { once: true });
 
   const sendArgs = ["send", "-q", ...(opts.parent ? ["-p", resolve(opts.parent.snapshotPath)] : [])];
@@ -281,11 +317,12 @@ async function sendToStore(
       throw err;
     }),
     // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-    uploadParts(store, state.key, state.uploadId, zstd.proc.stdout!, {
-      partSize: state.partSize,
+    uploadParts(store, target.key, target.upload, zstd.proc.stdout!, {
+      partSize: target.partSize,
       concurrency: opts.concurrency,
       signal: inner.signal,
-      stored: state.parts,
+      stored: target.stored,
+      singlePut: true,
       onStored,
       // The last (short) part only once both tools ended well: a stream cut short by a failure
       // must not be stored as if it were whole.
@@ -303,7 +340,7 @@ async function sendToStore(
   ] as const;
   try {
     const results = await Promise.allSettled(tasks);
-    if (signal?.aborted) throw abortError(signal, `export of ${state.checkpointId}`);
+    if (signal?.aborted) throw abortError(signal, `export of ${opts.checkpointId}`);
     if (inner.signal.aborted) throw inner.signal.reason;
     for (const r of results) if (r.status === "rejected") throw r.reason;
     const uploaded = results[3].status === "fulfilled" ? results[3].value : undefined;
