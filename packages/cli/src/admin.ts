@@ -6,9 +6,20 @@ export { doctorCommand } from "./commands/doctor.js";
 export { imageCommand } from "./commands/image.js";
 export { installCommand } from "./commands/install.js";
 export { keysCommand } from "./commands/keys.js";
+export { nodeCommand } from "./commands/node.js";
 export { orgCommand } from "./commands/org.js";
 export { serveCommand } from "./commands/serve.js";
 export { tokenCommand } from "./commands/token.js";
 export { uninstallCommand } from "./commands/uninstall.js";
 
-export const ADMIN_COMMANDS = ["serve", "token", "org", "image", "keys", "doctor", "install", "uninstall"] as const;
+export const ADMIN_COMMANDS = [
+  "serve",
+  "token",
+  "org",
+  "node",
+  "image",
+  "keys",
+  "doctor",
+  "install",
+  "uninstall",
+] as const;

@@ -13,6 +13,7 @@ if (admin) {
   program.addCommand(admin.serveCommand());
   program.addCommand(admin.tokenCommand());
   program.addCommand(admin.orgCommand());
+  program.addCommand(admin.nodeCommand());
   program.addCommand(admin.imageCommand());
   program.addCommand(admin.keysCommand());
   program.addCommand(admin.doctorCommand());

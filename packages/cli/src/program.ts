@@ -34,6 +34,7 @@ export const NOT_USER = [
   "serve",
   "token",
   "org",
+  "node",
   "image",
   "keys",
   "doctor",

@@ -68,6 +68,12 @@ export const ErrorCode = {
    * full: delete checkpoints or units, or grow the pool. Nothing was changed.
    */
   PoolFull: "UMS_POOL_FULL",
+  /**
+   * 503: no node can take the unit now (issue #15): every node is down, cordoned, draining, full or
+   * short of memory or disk; the message counts each. Nothing was created; try again, or the operator
+   * adds or uncordons a node.
+   */
+  NoNode: "UMS_NO_NODE",
   /** 500: a fault of the server; the message never carries internal details. */
   Internal: "UMS_INTERNAL",
   /** 502: the unit runs but nothing listens on its HTTP target port. */

@@ -171,6 +171,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.UnsupportedMediaType]: UmsError,
   [ErrorCode.NotImplemented]: NotImplementedError,
   [ErrorCode.PoolFull]: ServerError,
+  [ErrorCode.NoNode]: ServerError,
   [ErrorCode.Internal]: ServerError,
   [ErrorCode.UnitNoListener]: ServerError,
   [ErrorCode.UnitProxyFailed]: ServerError,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ConfigError, parseDnsServer, parseListen, resolveConfig } from "./config.js";
+import { ConfigError, defaultNodeName, parseDnsServer, parseListen, parseNodeLabels, resolveConfig } from "./config.js";
 
 describe("server configuration", () => {
   it("has the documented defaults", () => {
@@ -134,5 +134,41 @@ describe("server configuration", () => {
     ]) {
       assert.throws(() => resolveConfig(bad, {}), ConfigError, JSON.stringify(bad));
     }
+  });
+
+  it("reads the node options (issue #15): name, labels, unit slots; flags beat env", () => {
+    const d = resolveConfig({}, {}).node;
+    assert.equal(d.name, defaultNodeName());
+    assert.deepEqual(d.labels, {});
+    assert.equal(d.unitSlots, undefined);
+    const env = { UMS_NODE_NAME: "from-env", UMS_NODE_LABELS: "zone=a", UMS_NODE_UNITS: "5" };
+    assert.deepEqual(resolveConfig({}, env).node, { name: "from-env", labels: { zone: "a" }, unitSlots: 5 });
+    assert.deepEqual(resolveConfig({ nodeName: "Flag", nodeLabels: "", nodeUnitSlots: 7 }, env).node, {
+      name: "flag",
+      labels: {},
+      unitSlots: 7,
+    });
+    assert.deepEqual(parseNodeLabels(" zone=a , example.com/gpu=yes,empty= "), {
+      zone: "a",
+      "example.com/gpu": "yes",
+      empty: "",
+    });
+    for (const bad of ["zone", "=a", "Zone=a", "a=b c", "a=1,a=2", `k=${"v".repeat(64)}`]) {
+      assert.throws(() => parseNodeLabels(bad), ConfigError, bad);
+    }
+    for (const bad of [
+      { nodeName: "-x" },
+      { nodeName: "a_b" },
+      { nodeName: "x".repeat(64) },
+      { nodeUnitSlots: 0 },
+      { nodeUnitSlots: "2.5" },
+    ]) {
+      assert.throws(() => resolveConfig(bad, {}), ConfigError, JSON.stringify(bad));
+    }
+    // The host name's first label, made a DNS label.
+    assert.equal(defaultNodeName("Build_Box.example.com"), "build-box");
+    assert.equal(defaultNodeName("ip-10-0-0-1.ec2.internal"), "ip-10-0-0-1");
+    assert.equal(defaultNodeName("___"), "node");
+    assert.equal(defaultNodeName(""), "node");
   });
 });

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { parseDuration } from "@ums/protocol/duration";
 import { DEFAULT_AGENT_TIMEOUTS } from "./agent/deadline.js";
@@ -62,6 +63,16 @@ export interface ServerConfig {
   readonly orgDefaults: { readonly maxUnits: number; readonly runningLimit: number; readonly warmLimit: number };
   /** Issue #17: webhooks may target loopback and private addresses (`--webhooks-allow-private`). */
   readonly webhooksAllowPrivate: boolean;
+  /**
+   * Issue #15: how this host registers as a node (docs/SCALE-OUT.md): its name (unique among the
+   * nodes of the database; default the host name), its labels (`key=value`, matched by placement),
+   * and the most units it holds (undefined: no count limit, only memory and disk).
+   */
+  readonly node: {
+    readonly name: string;
+    readonly labels: Readonly<Record<string, string>>;
+    readonly unitSlots: number | undefined;
+  };
 }
 
 export interface ConfigInput {
@@ -92,6 +103,9 @@ export interface ConfigInput {
   headersTimeout?: string | undefined;
   bodyIdleTimeout?: string | undefined;
   webhooksAllowPrivate?: boolean | undefined;
+  nodeName?: string | undefined;
+  nodeLabels?: string | undefined;
+  nodeUnitSlots?: string | number | undefined;
   /** false: `--no-metrics`. */
   metrics?: boolean | undefined;
   metricsListen?: string | undefined;
@@ -267,6 +281,64 @@ function metricsListen(v: string | undefined): { host: string; port: number } | 
   return Object.freeze(l);
 }
 
+/** A node's name: a DNS label (1-63 of a-z, 0-9, -), as host names are. */
+export function nodeNameProblem(name: string): string | undefined {
+  return /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/.test(name)
+    ? undefined
+    : "must be 1-63 lowercase letters, digits and '-', not starting or ending with '-'";
+}
+
+function nodeName(v: string): string {
+  const name = v.trim().toLowerCase();
+  const problem = nodeNameProblem(name);
+  if (problem) throw new ConfigError(`node name '${v}' ${problem} (set it with --node-name)`);
+  return name;
+}
+
+const LABEL_KEY = /^[a-z0-9](?:[a-z0-9._/-]{0,61}[a-z0-9])?$/;
+const LABEL_VALUE = /^[A-Za-z0-9._-]{0,63}$/;
+
+/** `key=value,key=value` (keys like `zone` or `example.com/gpu`; values may be empty); empty text: none. */
+export function parseNodeLabels(v: string): Readonly<Record<string, string>> {
+  const labels: Record<string, string> = {};
+  for (const part of v.split(",")) {
+    const item = part.trim();
+    if (item === "") continue;
+    const eq = item.indexOf("=");
+    const key = eq < 0 ? item : item.slice(0, eq);
+    const value = eq < 0 ? "" : item.slice(eq + 1);
+    if (eq < 0 || !LABEL_KEY.test(key) || !LABEL_VALUE.test(value)) {
+      throw new ConfigError(
+        `node label '${item}' is not key=value (a key of a-z, 0-9, '.', '/', '-'; a value of up to 63 letters, digits, '.', '_', '-')`,
+      );
+    }
+    if (key in labels) throw new ConfigError(`node label '${key}' is given twice`);
+    labels[key] = value;
+  }
+  return Object.freeze(labels);
+}
+
+/** The default node name: the host name's first label, made a DNS label ("node" if nothing is left). */
+export function defaultNodeName(host: string = hostname()): string {
+  const label = (host.split(".")[0] ?? "")
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .slice(0, 63)
+    .replace(/^-+|-+$/g, "");
+  return label || "node";
+}
+
+function nodeUnitSlots(raw: string | number | undefined): number | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 1_000_000) {
+    throw new ConfigError(
+      `--node-units '${raw}' must be an integer from 1 to 1000000 (the most units this node holds)`,
+    );
+  }
+  return n;
+}
+
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
   const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
@@ -336,5 +408,10 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     orgDefaults: Object.freeze({ maxUnits: 1000, runningLimit: 10, warmLimit: 20 }),
     webhooksAllowPrivate:
       input.webhooksAllowPrivate ?? ["1", "true", "yes"].includes(env.UMS_WEBHOOKS_ALLOW_PRIVATE ?? ""),
+    node: Object.freeze({
+      name: nodeName(input.nodeName ?? (env.UMS_NODE_NAME || defaultNodeName())),
+      labels: parseNodeLabels(input.nodeLabels ?? env.UMS_NODE_LABELS ?? ""),
+      unitSlots: nodeUnitSlots(input.nodeUnitSlots ?? env.UMS_NODE_UNITS),
+    }),
   });
 }

@@ -1,4 +1,5 @@
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
+import { createRequire } from "node:module";
 import { createServer as createNetServer } from "node:net";
 import type { FastifyBaseLogger } from "fastify";
 import type { Logger } from "pino";
@@ -19,7 +20,10 @@ import { metrics } from "./metrics/server-metrics.js";
 import type { NetworkEgress } from "./network/egress.js";
 import type { LocalNode } from "./node/local/local-node.js";
 import { openLocalNode } from "./node/local/open.js";
+import { NodePlacement } from "./node/placement/node-placement.js";
+import { NodeRegistration } from "./node/registry/registration.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
+import { poolPaths } from "./runtime/storage/pool.js";
 import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
 import { closeTracing, openTracing } from "./tracing/tracing.js";
@@ -47,6 +51,12 @@ export interface RunningServer {
   /** The port of `--metrics-listen`, if set. */
   readonly metricsPort: number | undefined;
   close(): Promise<void>;
+}
+
+/** The version of ums this server runs (its package's). */
+function serverVersion(): string {
+  const pkg = createRequire(import.meta.url)("../package.json") as { version?: string };
+  return pkg.version ?? "unknown";
 }
 
 /** Fails at once when the listen address is taken, before the slow parts of a start. */
@@ -126,12 +136,14 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let connectors: Connectors | undefined;
   let app: ApiInstance | undefined;
   let metricsServer: HttpServer | undefined;
+  let registration: NodeRegistration | undefined;
   // Issue #17: spans over OTLP only when OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing loaded otherwise).
   await openTracing(process.env, logger);
   const events = new EventLog(store, logger);
   let webhooks: Webhooks | undefined;
   try {
     await events.start();
+    await NodeRegistration.check({ store, dataDir: config.dataDir, name: config.node.name });
     node = await openLocalNode({
       events: events.emit,
       config,
@@ -142,6 +154,18 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       ...(opts.sweepMs !== undefined && { sweepMs: opts.sweepMs }),
       ...(opts.signal && { signal: opts.signal }),
     });
+    // Issue #15: this host as a node of the database (docs/SCALE-OUT.md).
+    registration = await NodeRegistration.register({
+      store,
+      dataDir: config.dataDir,
+      ...config.node,
+      diskPath: config.poolDir ?? poolPaths(config.dataDir).path,
+      address: "",
+      version: serverVersion(),
+      log: logger,
+    });
+    const localNodeId = registration.node.id;
+    const placement = new NodePlacement(store, (id) => id === localNodeId);
     const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
       ? "127.0.0.1"
       : config.listenHost.includes(":")
@@ -172,6 +196,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       connectors,
       events,
       webhooks,
+      placement,
       ...(opts.mcp && { mcp: opts.mcp }),
       ...(opts.consoleDir !== undefined && { consoleDir: opts.consoleDir }),
     });
@@ -179,7 +204,9 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     await secureDataDir(config.dataDir);
     await app.listen({ host: config.listenHost, port: config.listenPort });
     if (config.metricsListen) metricsServer = await listenMetrics(config.metricsListen.host, config.metricsListen.port);
+    registration.start();
   } catch (err) {
+    await registration?.close();
     webhooks?.close();
     await app?.close().catch(() => {});
     await node?.close().catch(() => {});
@@ -246,6 +273,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const api = app;
   const cn = connectors;
   const hooks = webhooks as Webhooks;
+  const reg = registration as NodeRegistration;
   return {
     url,
     port,
@@ -263,6 +291,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     close() {
       // Units keep running when the server stops (docs/ARCHITECTURE.md section 8).
       closing ??= (async () => {
+        await reg.close();
         await sampler?.stop();
         dropUnitSource();
         if (metricsServer) {

@@ -94,6 +94,18 @@ export function serveCommand(): Command {
       "let webhooks target loopback and private addresses (env UMS_WEBHOOKS_ALLOW_PRIVATE=1; default: public addresses only)",
     )
     .option(
+      "--node-name <name>",
+      "this host's name among the nodes sharing the database (env UMS_NODE_NAME, default the host name)",
+    )
+    .option(
+      "--node-labels <k=v,...>",
+      "labels placement matches, e.g. zone=a,disk=ssd (env UMS_NODE_LABELS, default none)",
+    )
+    .option(
+      "--node-units <n>",
+      "the most units this node holds (env UMS_NODE_UNITS, default no count limit: memory and disk decide)",
+    )
+    .option(
       "--log-format <format>",
       "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
     )
@@ -127,6 +139,9 @@ export function serveCommand(): Command {
         webhooksAllowPrivate?: boolean;
         metrics?: boolean;
         metricsListen?: string;
+        nodeName?: string;
+        nodeLabels?: string;
+        nodeUnits?: string;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts
@@ -143,7 +158,11 @@ export function serveCommand(): Command {
         }
         const { createLogger, installLastResort, resolveConfig, startServer } = await import("@ums/server");
         // commander sets `metrics` true unless --no-metrics: only the flag's false overrides UMS_METRICS.
-        const config = resolveConfig({ ...opts, metrics: opts.metrics === false ? false : undefined });
+        const config = resolveConfig({
+          ...opts,
+          nodeUnitSlots: opts.nodeUnits,
+          metrics: opts.metrics === false ? false : undefined,
+        });
         const format = opts.logFormat ?? process.env.UMS_LOG_FORMAT ?? "auto";
         if (!["auto", "json", "pretty"].includes(format)) {
           throw new UsageError(`--log-format must be auto, json or pretty, got '${format}'`);

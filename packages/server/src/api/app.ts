@@ -12,6 +12,7 @@ import { webhookRoutes } from "../events/webhook-routes.js";
 import type { Webhooks } from "../events/webhooks.js";
 import { KEEP_ALIVE_MS, limitServer, serverOptions, watchBody } from "../http/limits.js";
 import { metrics } from "../metrics/server-metrics.js";
+import type { NodePlacement } from "../node/placement/node-placement.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { addRequestSpans } from "../tracing/request-spans.js";
@@ -83,6 +84,8 @@ export interface AppDeps {
   /** Issue #17: lifecycle events (GET /v1/events) and webhooks. */
   readonly events?: EventLog;
   readonly webhooks?: Webhooks;
+  /** Issue #15: chooses a new unit's node; without it units name none (the OpenAPI document's app). */
+  readonly placement?: NodePlacement;
 }
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -211,6 +214,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     () => (port ||= listenPort(app, deps.config)),
     node,
     deps.events?.emit,
+    deps.placement,
   );
   const tunnels = new TunnelCount();
   await app.register(async (api) => {

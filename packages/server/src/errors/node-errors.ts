@@ -10,7 +10,7 @@ import {
   UnitDeletedError,
   UpgradeRefusedError,
 } from "../lifecycle/errors.js";
-import { UnitUnavailableError } from "../node/errors.js";
+import { NoNodeError, UnitUnavailableError } from "../node/errors.js";
 import { CommandError } from "../runtime/exec/host-command.js";
 import { ImageArchiveError } from "../runtime/image/oci/index.js";
 import { ApiError, isErrno } from "./api-error.js";
@@ -41,6 +41,7 @@ export function fromNodeError(err: unknown): ApiError | undefined {
     return new ApiError(409, ErrorCode.UpgradeRefused, err.message, [...err.reasons]);
   }
   if (err instanceof ImageArchiveError) return new ApiError(400, ErrorCode.ImageInvalid, err.message);
+  if (err instanceof NoNodeError) return new ApiError(503, ErrorCode.NoNode, err.message);
   return undefined;
 }
 

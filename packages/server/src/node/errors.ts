@@ -23,3 +23,6 @@ export class UnitStartError extends UnitUnavailableError {
     });
   }
 }
+
+/** Issue #15: no node can take a unit now; the message counts why of each node (placement.ts). */
+export class NoNodeError extends Error {}

@@ -113,6 +113,8 @@ export interface UnitRecord {
   readonly imageId: string | null;
   /** That image's version (`<name>@<id>`, shown as the unit's `image`), null with the base image. */
   readonly imageVersion: string | null;
+  /** Issue #15: the node that holds the unit's disk (docs/SCALE-OUT.md); null: from before nodes, claimed at start. */
+  readonly nodeId: string | null;
 }
 
 export type NewUnit = Omit<
@@ -128,7 +130,9 @@ export type NewUnit = Omit<
   | "waitForCapacity"
   | "imageId"
   | "imageVersion"
+  | "nodeId"
 > & {
+  readonly nodeId?: string | null;
   readonly imageId?: string | null;
   readonly imageVersion?: string | null;
   readonly resources?: string;
@@ -289,3 +293,41 @@ export interface ConsoleSessionRecord {
   readonly createdAt: string;
   readonly expiresAt: string;
 }
+
+/** Issue #15: whether placement may give a node new units (down is not a state: a stale heartbeat). */
+export type NodeState = "active" | "cordoned" | "draining";
+
+/** What a node has in all. `unitSlots` null: no count limit (memory and disk decide). */
+export interface NodeCapacity {
+  readonly cpus: number;
+  readonly memoryBytes: number;
+  readonly diskBytes: number;
+  readonly unitSlots: number | null;
+}
+
+/** What a node had free at its last heartbeat. */
+export interface NodeFree {
+  readonly memoryBytes: number;
+  readonly diskBytes: number;
+}
+
+/** Issue #15: a host that runs units, as it registered (docs/SCALE-OUT.md). */
+export interface NodeRecord {
+  /** `node-<uuid>`, kept in the node's data dir (`node-id`). */
+  readonly id: string;
+  readonly name: string;
+  /** Where API processes reach the node; empty for a node inside the API's process. */
+  readonly address: string;
+  readonly state: NodeState;
+  readonly capacity: NodeCapacity;
+  readonly free: NodeFree;
+  readonly labels: Readonly<Record<string, string>>;
+  /** The ums version it runs. */
+  readonly version: string;
+  readonly createdAt: string;
+  /** When its process started (registered) last. */
+  readonly startedAt: string;
+  readonly heartbeatAt: string;
+}
+
+export type NewNode = Omit<NodeRecord, "state" | "createdAt" | "heartbeatAt">;

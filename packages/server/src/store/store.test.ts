@@ -6,7 +6,14 @@ import { after, before, describe, it } from "node:test";
 import { testDialects } from "../testing/dialects.js";
 import { openStore } from "./open.js";
 import type { Store } from "./store.js";
-import { ImageExistsError, TemplateExistsError, UnitExistsError, UnitLimitError } from "./store.js";
+import {
+  ImageExistsError,
+  NodeInUseError,
+  NodeNameTakenError,
+  TemplateExistsError,
+  UnitExistsError,
+  UnitLimitError,
+} from "./store.js";
 
 const limits = { maxUnits: 2, runningLimit: 1, warmLimit: 1 };
 
@@ -435,6 +442,99 @@ for (const dialect of testDialects) {
       );
       assert.equal(await store.webhooks.delete(a.id, "whk_1"), true);
       assert.equal((await store.webhooks.list(a.id)).length, 1);
+    });
+
+    it("nodes (issue #15): register and start again by id, a name per node, heartbeats, state, unit counts, claims, removal", async () => {
+      const GiB = 1024 ** 3;
+      const n = (id: string, name: string) => ({
+        id,
+        name,
+        address: "",
+        capacity: { cpus: 2, memoryBytes: 8 * GiB, diskBytes: 100 * GiB, unitSlots: null },
+        free: { memoryBytes: 4 * GiB, diskBytes: 50 * GiB },
+        labels: { zone: "a" },
+        version: "1.0.0",
+        startedAt: "2026-11-28T10:00:00.000Z",
+      });
+      const a = await store.nodes.register(n("node-a", "alpha"), "2026-11-28T10:00:00.000Z");
+      assert.equal(a.state, "active");
+      assert.deepEqual(a.labels, { zone: "a" });
+      assert.equal(a.capacity.unitSlots, null);
+      await assert.rejects(
+        store.nodes.register(n("node-b", "alpha"), "2026-11-28T10:00:01.000Z"),
+        (err: unknown) => err instanceof NodeNameTakenError && err.holder.id === "node-a",
+      );
+      await store.nodes.register(n("node-b", "beta"), "2026-11-28T10:00:01.000Z");
+      // Cordoned, then started again: the operator's state stays; the row is the new start's.
+      assert.equal((await store.nodes.setState("alpha", "cordoned"))?.state, "cordoned");
+      const again = await store.nodes.register(
+        { ...n("node-a", "alpha"), labels: { zone: "b" }, startedAt: "2026-11-28T11:00:00.000Z" },
+        "2026-11-28T11:00:00.000Z",
+      );
+      assert.equal(again.state, "cordoned");
+      assert.deepEqual(again.labels, { zone: "b" });
+      assert.equal(again.createdAt, "2026-11-28T10:00:00.000Z");
+      assert.equal(again.startedAt, "2026-11-28T11:00:00.000Z");
+      assert.equal(
+        await store.nodes.heartbeat("node-a", { memoryBytes: GiB, diskBytes: 2 * GiB }, "2026-11-28T11:00:05.000Z"),
+        true,
+      );
+      const beat = await store.nodes.get("node-a");
+      assert.equal(beat?.heartbeatAt, "2026-11-28T11:00:05.000Z");
+      assert.deepEqual(beat?.free, { memoryBytes: GiB, diskBytes: 2 * GiB });
+      assert.equal(
+        await store.nodes.heartbeat("node-zz", { memoryBytes: 1, diskBytes: 1 }, "2026-11-28T11:00:05.000Z"),
+        false,
+      );
+      assert.deepEqual(
+        (await store.nodes.list()).map((x) => x.name),
+        ["alpha", "beta"],
+      );
+
+      // Units: two of org1 and one of org2 on alpha, one of org1 on beta, one from before nodes.
+      const o1 = await store.orgs.ensure("nodes-one", { ...limits, maxUnits: 10 });
+      const o2 = await store.orgs.ensure("nodes-two", { ...limits, maxUnits: 10 });
+      const mk = (org: string, name: string, nodeId: string | null) =>
+        store.units.create(
+          {
+            id: `unit-${name}`,
+            orgId: org,
+            name,
+            urlLabel: `${name}-nodes`,
+            status: "cold",
+            urlAuth: "unit",
+            privateAccess: null,
+            labels: [],
+            version: null,
+            environmentVersion: null,
+            createdAt: new Date().toISOString(),
+            nodeId,
+          },
+          10,
+        );
+      await mk(o1.id, "n1", "node-a");
+      await mk(o1.id, "n2", "node-a");
+      await mk(o2.id, "n3", "node-a");
+      await mk(o1.id, "n4", "node-b");
+      const old = await mk(o2.id, "n5", null);
+      assert.equal(old.nodeId, null);
+      const use = async (org: string) =>
+        Object.fromEntries((await store.nodes.usage(org)).map((u) => [u.node.name, [u.units, u.orgUnits]]));
+      assert.deepEqual(await use(o1.id), { alpha: [3, 2], beta: [1, 1] });
+      assert.deepEqual(await use(o2.id), { alpha: [3, 1], beta: [1, 0] });
+      // The other tests' units name no node either: all go.
+      assert.ok((await store.nodes.claimUnplaced("node-a")) >= 1);
+      assert.equal((await store.units.get(o2.id, "n5"))?.nodeId, "node-a");
+      assert.equal(await store.nodes.claimUnplaced("node-b"), 0);
+
+      await assert.rejects(
+        store.nodes.remove("beta"),
+        (err: unknown) => err instanceof NodeInUseError && err.units === 1,
+      );
+      await store.units.delete(o1.id, "n4");
+      assert.equal(await store.nodes.remove("beta"), true);
+      assert.equal(await store.nodes.remove("beta"), false);
+      assert.equal(await store.nodes.getByName("beta"), undefined);
     });
 
     it("keeps units' usage samples by step, lists them oldest first and prunes by age (issue #17)", async () => {

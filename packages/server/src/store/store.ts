@@ -7,7 +7,11 @@ import type {
   ConsoleSessionRecord,
   EventRecord,
   ImageRecord,
+  NewNode,
   NewUnit,
+  NodeFree,
+  NodeRecord,
+  NodeState,
   OAuthStateRecord,
   OrgLimits,
   OrgRecord,
@@ -41,6 +45,7 @@ export interface Store {
   readonly events: EventStore;
   readonly webhooks: WebhookStore;
   readonly usage: UsageStore;
+  readonly nodes: NodeStore;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -273,4 +278,50 @@ export interface ConsoleSessionStore {
   ): Promise<{ session: ConsoleSessionRecord; token: TokenRecord; org: OrgRecord } | undefined>;
   /** Removes the session (sign-out); false when there was none. */
   delete(idHash: string): Promise<boolean>;
+}
+
+/** Another node (`holder`) registered under that name. */
+export class NodeNameTakenError extends Error {
+  constructor(readonly holder: NodeRecord) {
+    super(`node name '${holder.name}' is taken by node ${holder.id}`);
+  }
+}
+
+/** Units still name the node: it cannot be removed (move them, or delete them, first). */
+export class NodeInUseError extends Error {
+  constructor(
+    readonly nodeName: string,
+    readonly units: number,
+  ) {
+    super(`node '${nodeName}' still holds ${units} units`);
+  }
+}
+
+/** A node with how many units it holds, and how many of them are one organization's (placement's view). */
+export interface NodeUse {
+  readonly node: NodeRecord;
+  readonly units: number;
+  readonly orgUnits: number;
+}
+
+/** Issue #15: the nodes sharing this database (docs/SCALE-OUT.md). */
+export interface NodeStore {
+  /**
+   * Registers a node, or its new start: inserts its row, or updates the row of its id (its state,
+   * set by an operator, is kept). `NodeNameTakenError` when another node has the name.
+   */
+  register(node: NewNode, at: string): Promise<NodeRecord>;
+  /** Records a heartbeat with what the node has free; false when its row is gone (removed). */
+  heartbeat(id: string, free: NodeFree, at: string): Promise<boolean>;
+  get(id: string): Promise<NodeRecord | undefined>;
+  getByName(name: string): Promise<NodeRecord | undefined>;
+  /** Every node, by name. */
+  list(): Promise<NodeRecord[]>;
+  setState(name: string, state: NodeState): Promise<NodeRecord | undefined>;
+  /** Every node with its unit counts: all units, and `orgId`'s. */
+  usage(orgId: string): Promise<NodeUse[]>;
+  /** Gives the units that name no node (from before issue #15) to node `id`; how many it took. */
+  claimUnplaced(id: string): Promise<number>;
+  /** Removes a node's row (false: none); `NodeInUseError` while units name it. */
+  remove(name: string): Promise<boolean>;
 }

@@ -71,7 +71,7 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
         tags,
         summary: "Create a unit (cold)",
         body: CreateUnitRequest,
-        response: { 201: Unit, ...commonErrors, 403: ErrorBody, 409: ErrorBody },
+        response: { 201: Unit, ...commonErrors, 403: ErrorBody, 409: ErrorBody, 503: ErrorBody },
       },
     },
     async (req, reply) => {

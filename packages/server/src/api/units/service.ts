@@ -15,6 +15,7 @@ import {
 } from "@ums/protocol";
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
+import type { NodePlacement } from "../../node/placement/node-placement.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
@@ -49,6 +50,8 @@ export class UnitService {
     private readonly node: UnitNode,
     /** Issue #17: units created, forked and deleted, policies changed, the unit limit reached. */
     readonly emit: EmitEvent = () => {},
+    /** Issue #15: chooses a new unit's node (docs/SCALE-OUT.md "Placement"). */
+    private readonly placement?: NodePlacement,
   ) {}
 
   /** A name that breaks the naming rules cannot exist: 404 without asking the database. */
@@ -158,6 +161,8 @@ export class UnitService {
       throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
     }
     const resources = await this.configResources(config, origin?.resources ?? "{}");
+    // A fork's data is on its source's node: it goes there (until checkpoints travel, issue #15).
+    const nodeId = (await this.placement?.choose(org, { on: source?.nodeId ?? null })) ?? null;
     let unit: UnitRecord;
     try {
       unit = await this.store.units.create(
@@ -177,6 +182,7 @@ export class UnitService {
           resources,
           storageGb: config?.storage_gb ?? null,
           waitForCapacity: req.wait_for_capacity ?? false,
+          nodeId,
           ...(origin && { privileges: origin.privileges, network: origin.network }),
         },
         org.maxUnits,

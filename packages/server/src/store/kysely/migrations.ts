@@ -299,6 +299,28 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0015_nodes": {
+    async up(db: Kysely<unknown>) {
+      // Issue #15: the hosts that run units register here (docs/SCALE-OUT.md); a unit names the
+      // node that holds its disk. Units from before are claimed by the first node that starts.
+      await db.schema
+        .createTable("nodes")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("name", "text", (c) => c.notNull().unique())
+        .addColumn("address", "text", (c) => c.notNull())
+        .addColumn("state", "text", (c) => c.notNull().defaultTo("active"))
+        .addColumn("capacity", "text", (c) => c.notNull())
+        .addColumn("free", "text", (c) => c.notNull())
+        .addColumn("labels", "text", (c) => c.notNull().defaultTo("{}"))
+        .addColumn("version", "text", (c) => c.notNull())
+        .addColumn("created_at", "text", (c) => c.notNull())
+        .addColumn("started_at", "text", (c) => c.notNull())
+        .addColumn("heartbeat_at", "text", (c) => c.notNull())
+        .execute();
+      await db.schema.alterTable("units").addColumn("node_id", "text").execute();
+      await db.schema.createIndex("units_node").on("units").columns(["node_id", "org_id"]).execute();
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

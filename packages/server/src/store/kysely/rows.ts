@@ -94,6 +94,7 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     waitForCapacity: Number(r.wait_for_capacity) === 1,
     imageId: r.image_id ?? null,
     imageVersion: r.image_version ?? null,
+    nodeId: r.node_id ?? null,
   });
 }
 
@@ -120,6 +121,7 @@ export function unitToRow(u: NewUnit): UnitsTable {
     wait_for_capacity: u.waitForCapacity ? 1 : 0,
     image_id: u.imageId ?? null,
     image_version: u.imageVersion ?? null,
+    node_id: u.nodeId ?? null,
     active_checkpoint: null,
     checkpoint_seq: 0,
   };

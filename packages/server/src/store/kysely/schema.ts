@@ -87,6 +87,22 @@ export interface UnitsTable {
   wait_for_capacity: number;
   image_id: string | null;
   image_version: string | null;
+  node_id: string | null;
+}
+
+/** Issue #15: the nodes (hosts that run units) sharing this database; JSON in capacity, free, labels. */
+export interface NodesTable {
+  id: string;
+  name: string;
+  address: string;
+  state: string;
+  capacity: string;
+  free: string;
+  labels: string;
+  version: string;
+  created_at: string;
+  started_at: string;
+  heartbeat_at: string;
 }
 
 export interface CheckpointsTable {
@@ -188,6 +204,7 @@ export interface Database {
   events: EventsTable;
   webhooks: WebhooksTable;
   unit_usage: UnitUsageTable;
+  nodes: NodesTable;
 }
 
 /** Issue #17: one unit's usage over one interval; `at` in ms (bigint: a string from PostgreSQL). */

@@ -10,6 +10,7 @@ import type { DialectAdapter } from "./dialect.js";
 import { eventStore, webhookStore } from "./events.js";
 import { imageStore } from "./images.js";
 import { migrateToLatest } from "./migrations.js";
+import { nodeStore } from "./nodes.js";
 import { oauthStateStore } from "./oauth-states.js";
 import {
   checkpointFromRow,
@@ -43,6 +44,7 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     events: eventStore(db),
     webhooks: webhookStore(db),
     usage: usageStore(db),
+    nodes: nodeStore(db, adapter),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
     close: () => db.destroy(),
   });

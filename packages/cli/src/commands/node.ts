@@ -1,0 +1,104 @@
+import { NodeInUseError, type NodeRecord, type NodeState, nodeIsUp } from "@ums/server/nodes";
+import { Command } from "commander";
+import { UsageError } from "../errors.js";
+import { withDataDir, withStore } from "../options.js";
+import { humanBytes } from "./top.js";
+
+/** up or down, with the operator's state when it is not `active`: `up`, `down`, `up, cordoned`. */
+export function nodeStatus(node: NodeRecord, now = Date.now()): string {
+  const up = nodeIsUp(node, now) ? "up" : "down";
+  return node.state === "active" ? up : `${up}, ${node.state}`;
+}
+
+const labelsText = (labels: Readonly<Record<string, string>>) =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",") || "-";
+
+/** `ums node list|cordon|uncordon|remove` (issue #15; docs/SCALE-OUT.md): the nodes sharing the database. */
+export function nodeCommand(): Command {
+  const node = new Command("node").description("the hosts (nodes) that run units for this database");
+
+  withDataDir(node.command("list"))
+    .description("list nodes: up or down (heartbeat), state, units, what they have free")
+    .option("--json", "one JSON object per line")
+    .action(async (opts: { json?: boolean; dataDir?: string }) => {
+      await withStore(opts, async (store) => {
+        const now = Date.now();
+        const rows = (await store.nodes.usage("")).sort((a, b) => (a.node.name < b.node.name ? -1 : 1));
+        const out = rows.map(({ node: n, units }) =>
+          opts.json
+            ? JSON.stringify({
+                id: n.id,
+                name: n.name,
+                up: nodeIsUp(n, now),
+                state: n.state,
+                units,
+                unit_slots: n.capacity.unitSlots,
+                cpus: n.capacity.cpus,
+                memory_bytes: n.capacity.memoryBytes,
+                memory_free_bytes: n.free.memoryBytes,
+                disk_bytes: n.capacity.diskBytes,
+                disk_free_bytes: n.free.diskBytes,
+                labels: n.labels,
+                address: n.address,
+                version: n.version,
+                started_at: n.startedAt,
+                heartbeat_at: n.heartbeatAt,
+              })
+            : [
+                n.name,
+                nodeStatus(n, now),
+                n.capacity.unitSlots === null ? `${units}` : `${units}/${n.capacity.unitSlots}`,
+                n.capacity.cpus,
+                `${humanBytes(n.free.memoryBytes)}/${humanBytes(n.capacity.memoryBytes)}`,
+                `${humanBytes(n.free.diskBytes)}/${humanBytes(n.capacity.diskBytes)}`,
+                labelsText(n.labels),
+                n.heartbeatAt,
+              ].join("\t"),
+        );
+        if (!opts.json) {
+          out.unshift(
+            ["NAME", "STATUS", "UNITS", "CPUS", "MEMORY FREE", "DISK FREE", "LABELS", "HEARTBEAT"].join("\t"),
+          );
+        }
+        process.stdout.write(out.length ? `${out.join("\n")}\n` : "");
+      });
+    });
+
+  const setState = (verb: string, state: NodeState, what: string) =>
+    withDataDir(node.command(verb))
+      .description(what)
+      .argument("<name>", "node name, as `ums node list` shows it")
+      .action(async (name: string, opts: { dataDir?: string }) => {
+        await withStore(opts, async (store) => {
+          const n = await store.nodes.setState(name, state);
+          if (!n) throw new UsageError(`no node '${name}'; 'ums node list' shows them`);
+          process.stdout.write(`${n.name}: ${nodeStatus(n)}\n`);
+        });
+      });
+  setState("cordon", "cordoned", "give a node no new units; its units stay and run");
+  setState("uncordon", "active", "give a node new units again");
+
+  withDataDir(node.command("remove"))
+    .description("remove a node that is gone for good (refused while units name it)")
+    .argument("<name>", "node name")
+    .action(async (name: string, opts: { dataDir?: string }) => {
+      await withStore(opts, async (store) => {
+        const n = await store.nodes.getByName(name);
+        if (!n) throw new UsageError(`no node '${name}'; 'ums node list' shows them`);
+        if (nodeIsUp(n)) {
+          throw new UsageError(`node '${name}' is up (heartbeat ${n.heartbeatAt}): stop its 'ums serve' first`);
+        }
+        try {
+          await store.nodes.remove(name);
+        } catch (err) {
+          if (err instanceof NodeInUseError) throw new UsageError(`${err.message}: delete or move them first`);
+          throw err;
+        }
+        process.stdout.write(`removed ${name}\n`);
+      });
+    });
+
+  return node;
+}

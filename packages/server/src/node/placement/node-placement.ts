@@ -1,0 +1,44 @@
+import type { OrgRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+import { NoNodeError } from "../errors.js";
+import { DOWN_AFTER_MS } from "../registry/liveness.js";
+import { place } from "./placement.js";
+
+export interface PlaceOpts {
+  /** Labels the node must have (placement.ts). */
+  readonly labels?: Readonly<Record<string, string>>;
+  /** The unit's data is on this node (a fork's source, say): it goes there or nowhere. */
+  readonly on?: string | null;
+}
+
+/**
+ * Issue #15 part 3: chooses the node of a new unit from the database's view of the nodes
+ * (placement.ts has the rule). Until API processes reach nodes over the network, only the node in
+ * this process is reachable.
+ */
+export class NodePlacement {
+  constructor(
+    private readonly store: Store,
+    /** Whether this API process can reach the node. */
+    private readonly reachable: (nodeId: string) => boolean,
+    private readonly now: () => number = Date.now,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  /** The id of the node the organization's new unit goes to; `NoNodeError` says why none can take it. */
+  async choose(org: OrgRecord, opts: PlaceOpts = {}): Promise<string> {
+    const all = await this.store.nodes.usage(org.id);
+    const nodes = opts.on ? all.filter((u) => u.node.id === opts.on) : all;
+    const r = place(
+      nodes.map((u) => ({ ...u, reachable: this.reachable(u.node.id) })),
+      { now: this.now(), downAfterMs: DOWN_AFTER_MS, ...(opts.labels && { labels: opts.labels }) },
+      this.random,
+    );
+    if (r.ok) return r.node.id;
+    if (opts.on && nodes.length === 0)
+      throw new NoNodeError(`the node that holds the unit's data is gone (${opts.on})`);
+    throw new NoNodeError(
+      `${r.reason}${opts.on ? " (the unit's data is on that node alone)" : ""}; nothing was created: try again later`,
+    );
+  }
+}
