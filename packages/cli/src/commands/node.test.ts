@@ -82,7 +82,18 @@ describe("ums node", { concurrency: 2 }, () => {
     const up = await ums(["node", "remove", "alpha", "--data-dir", dir]);
     assert.equal(up.code, 2);
     assert.match(up.stderr, /node 'alpha' is up \(heartbeat .*\): stop its 'ums serve' first/);
+    const names = (await api(server.url, "GET", "/v1/units", token)).body.sprites.map((u: { name: string }) => u.name);
+    assert.deepEqual(names.sort(), ["forked", "one"]);
     assert.deepEqual(await server.stop("SIGTERM"), { code: 0, signal: null });
+    // Stopped, but up until its heartbeat is 15 s old.
+    for (let i = 0; ; i++) {
+      const r = await ums(["node", "remove", "alpha", "--data-dir", dir]);
+      assert.equal(r.code, 2);
+      if (/still holds 2 units: delete them first, or give --forget-units/.test(r.stderr)) break;
+      assert.match(r.stderr, /is up/);
+      assert.ok(i < 40, "the stopped node never showed as down");
+      await new Promise((res) => setTimeout(res, 500));
+    }
     for (const [verb, name] of [
       ["cordon", "nope"],
       ["remove", "nope"],
@@ -91,6 +102,59 @@ describe("ums node", { concurrency: 2 }, () => {
       assert.equal(r.code, 2);
       assert.match(r.stderr, /no node 'nope'; 'ums node list' shows them/);
     }
+  });
+
+  it("remove --forget-units drops a gone node with its units' records; without it, it is refused", async (t) => {
+    const dir = await tempDir(t);
+    const { openStore } = await import("@ums/server/store");
+    const store = await openStore({ dataDir: dir, databaseUrl: undefined });
+    try {
+      const old = "2026-01-01T00:00:00.000Z";
+      await store.nodes.register(
+        {
+          id: "node-00000000-0000-4000-8000-000000000001",
+          name: "gone",
+          address: "",
+          capacity: { cpus: 1, memoryBytes: 1, diskBytes: 1, unitSlots: null },
+          free: { memoryBytes: 1, diskBytes: 1 },
+          labels: {},
+          version: "0",
+          startedAt: old,
+        },
+        old,
+      );
+      const org = await store.orgs.ensure("acme", { maxUnits: 10, runningLimit: 1, warmLimit: 1 });
+      for (const name of ["a", "b"]) {
+        await store.units.create(
+          {
+            id: `unit-${name}-gone`,
+            orgId: org.id,
+            name,
+            urlLabel: `${name}-gone`,
+            status: "cold",
+            urlAuth: "unit",
+            privateAccess: null,
+            labels: [],
+            version: null,
+            environmentVersion: null,
+            createdAt: old,
+            nodeId: "node-00000000-0000-4000-8000-000000000001",
+          },
+          10,
+        );
+      }
+    } finally {
+      await store.close();
+    }
+    assert.match(await umsOk(["node", "list", "--data-dir", dir]), /\ngone\tdown\t2\t1\t/);
+    const refused = await ums(["node", "remove", "gone", "--data-dir", dir]);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /node 'gone' still holds 2 units: delete them first, or give --forget-units/);
+    assert.equal(
+      await umsOk(["node", "remove", "gone", "--forget-units", "--data-dir", dir]),
+      "removed gone and the records of its 2 units\n",
+    );
+    assert.equal(await umsOk(["node", "list", "--json", "--data-dir", dir]), "");
   });
 
   it("serve refuses bad node flags (exit 2, naming the value)", async (t) => {
@@ -108,7 +172,7 @@ describe("ums node", { concurrency: 2 }, () => {
   });
 
   const pgUrl = process.env.UMS_TEST_PG_URL;
-  it("two hosts on one PostgreSQL database cannot share a node name: the second start stops before its runtime, saying what to do", {
+  it("a second host on one PostgreSQL database stops before its runtime, saying what to do (one database, one node, until the remote node)", {
     skip: pgUrl ? false : "UMS_TEST_PG_URL is not set (scripts/test sets it)",
   }, async (t) => {
     const databaseUrl = await createPgDatabase();

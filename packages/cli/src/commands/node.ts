@@ -81,22 +81,29 @@ export function nodeCommand(): Command {
   setState("uncordon", "active", "give a node new units again");
 
   withDataDir(node.command("remove"))
-    .description("remove a node that is gone for good (refused while units name it)")
+    .description("remove a node that is gone for good (refused while it is up, and while units name it)")
     .argument("<name>", "node name")
-    .action(async (name: string, opts: { dataDir?: string }) => {
+    .option("--forget-units", "also remove the records of its units (their files were on that host)")
+    .action(async (name: string, opts: { forgetUnits?: boolean; dataDir?: string }) => {
       await withStore(opts, async (store) => {
         const n = await store.nodes.getByName(name);
         if (!n) throw new UsageError(`no node '${name}'; 'ums node list' shows them`);
         if (nodeIsUp(n)) {
           throw new UsageError(`node '${name}' is up (heartbeat ${n.heartbeatAt}): stop its 'ums serve' first`);
         }
+        let removed: Awaited<ReturnType<typeof store.nodes.remove>>;
         try {
-          await store.nodes.remove(name);
+          removed = await store.nodes.remove(name, { forgetUnits: opts.forgetUnits === true });
         } catch (err) {
-          if (err instanceof NodeInUseError) throw new UsageError(`${err.message}: delete or move them first`);
+          if (err instanceof NodeInUseError) {
+            throw new UsageError(
+              `${err.message}: delete them first, or give --forget-units to drop their records too (their files were on that host)`,
+            );
+          }
           throw err;
         }
-        process.stdout.write(`removed ${name}\n`);
+        const forgot = removed && removed.units > 0 ? ` and the records of its ${removed.units} units` : "";
+        process.stdout.write(`removed ${name}${forgot}\n`);
       });
     });
 

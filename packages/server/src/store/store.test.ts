@@ -532,9 +532,27 @@ for (const dialect of testDialects) {
         (err: unknown) => err instanceof NodeInUseError && err.units === 1,
       );
       await store.units.delete(o1.id, "n4");
-      assert.equal(await store.nodes.remove("beta"), true);
+      assert.deepEqual(await store.nodes.remove("beta"), { units: 0 });
       assert.equal(await store.nodes.remove("beta"), false);
       assert.equal(await store.nodes.getByName("beta"), undefined);
+      // A node gone for good with its units: their rows (and their checkpoints') go with it.
+      await store.checkpoints.insert({
+        unitId: "unit-n1",
+        id: "v0",
+        seq: 0,
+        comment: "",
+        sourceId: null,
+        resources: "{}",
+        privileges: "{}",
+        network: '{"rules":[]}',
+        createdAt: new Date().toISOString(),
+        auto: false,
+      });
+      const onAlpha = (await store.nodes.usage(o1.id)).find((u) => u.node.name === "alpha")?.units ?? 0;
+      assert.deepEqual(await store.nodes.remove("alpha", { forgetUnits: true }), { units: onAlpha });
+      assert.equal(await store.units.get(o1.id, "n1"), undefined);
+      assert.deepEqual(await store.checkpoints.list("unit-n1"), []);
+      assert.deepEqual(await store.nodes.list(), []);
     });
 
     it("keeps units' usage samples by step, lists them oldest first and prunes by age (issue #17)", async () => {

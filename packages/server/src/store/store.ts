@@ -322,6 +322,9 @@ export interface NodeStore {
   usage(orgId: string): Promise<NodeUse[]>;
   /** Gives the units that name no node (from before issue #15) to node `id`; how many it took. */
   claimUnplaced(id: string): Promise<number>;
-  /** Removes a node's row (false: none); `NodeInUseError` while units name it. */
-  remove(name: string): Promise<boolean>;
+  /**
+   * Removes a node's row (false: none); `NodeInUseError` while units name it, unless `forgetUnits`:
+   * then their rows go too (their data was on that host), and how many is returned.
+   */
+  remove(name: string, opts?: { forgetUnits?: boolean }): Promise<false | { units: number }>;
 }

@@ -59,6 +59,10 @@ export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string
       ids = (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
       templates = (await store.templates.all()).map((t) => t.id);
       images = (await store.images.all()).map((i) => i.id);
+      // Its node's row (issue #15): a database that outlives the run (a bench's) can serve the next one.
+      const nodeId = (await readFile(join(dataDir, "node-id"), "utf8").catch(() => "")).trim();
+      const node = nodeId ? await store.nodes.get(nodeId) : undefined;
+      if (node) await store.nodes.remove(node.name, { forgetUnits: true });
     } finally {
       await store.close();
     }

@@ -70,10 +70,21 @@ export class NodeRegistration {
     return this.current;
   }
 
-  /** Fails with `NodeNameError` when another node has the name: before the slow parts of a start. */
+  /**
+   * Fails with `NodeNameError` before the slow parts of a start when the database has another node:
+   * until API processes reach nodes over the network (docs/SCALE-OUT.md), a database serves one
+   * node, and a second would take the first one's units for its own (wake them without their
+   * disks, mark them stopped at its start).
+   */
   static async check(opts: Pick<RegistrationOpts, "store" | "dataDir" | "name">): Promise<void> {
-    const holder = await opts.store.nodes.getByName(opts.name);
-    if (holder && holder.id !== (await nodeId(opts.dataDir))) throw nameTaken(opts.name, holder);
+    const id = await nodeId(opts.dataDir);
+    const other = (await opts.store.nodes.list()).find((n) => n.id !== id);
+    if (!other) return;
+    if (other.name === opts.name) throw nameTaken(opts.name, other);
+    throw new NodeNameError(
+      `this database already has node '${other.name}' (${other.id}, last heartbeat ${other.heartbeatAt}), and one database serves one node until API processes reach nodes over the network (docs/SCALE-OUT.md): ` +
+        `give this host a database of its own, or remove the other with 'ums node remove ${other.name}' if it is gone for good`,
+    );
   }
 
   static async register(opts: RegistrationOpts): Promise<NodeRegistration> {

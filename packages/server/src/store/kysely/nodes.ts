@@ -96,18 +96,33 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
       const r = await db.updateTable("units").set({ node_id: id }).where("node_id", "is", null).executeTakeFirst();
       return Number(r.numUpdatedRows);
     },
-    async remove(name) {
+    async remove(name, opts = {}) {
       return db.transaction().execute(async (trx) => {
         const node = await first(trx.selectFrom("nodes").selectAll().where("name", "=", name), nodeFromRow);
         if (!node) return false;
-        const { n } = await trx
-          .selectFrom("units")
-          .select((eb) => eb.fn.countAll<number | string>().as("n"))
-          .where("node_id", "=", node.id)
-          .executeTakeFirstOrThrow();
-        if (Number(n) > 0) throw new NodeInUseError(name, Number(n));
+        let units = 0;
+        if (opts.forgetUnits) {
+          const ids = (await trx.selectFrom("units").select("id").where("node_id", "=", node.id).execute()).map(
+            (u) => u.id,
+          );
+          // As a unit's delete: its checkpoints' rows go with it (a cascade).
+          for (let i = 0; i < ids.length; i += 500) {
+            await trx
+              .deleteFrom("units")
+              .where("id", "in", ids.slice(i, i + 500))
+              .execute();
+          }
+          units = ids.length;
+        } else {
+          const { n } = await trx
+            .selectFrom("units")
+            .select((eb) => eb.fn.countAll<number | string>().as("n"))
+            .where("node_id", "=", node.id)
+            .executeTakeFirstOrThrow();
+          if (Number(n) > 0) throw new NodeInUseError(name, Number(n));
+        }
         await trx.deleteFrom("nodes").where("id", "=", node.id).execute();
-        return true;
+        return { units };
       });
     },
   };
