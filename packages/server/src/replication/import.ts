@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { lstat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Readable, Transform, type TransformCallback } from "node:stream";
@@ -8,7 +9,7 @@ import { abortError, ReplicationError } from "./errors.js";
 import { assertId, checkpointKeys } from "./keys.js";
 import type { Manifest } from "./manifest.js";
 import { readManifest } from "./manifest-io.js";
-import { type ObjectStore, readAtMost, sha256Hex } from "./object-store.js";
+import type { ObjectStore } from "./object-store.js";
 
 export interface ImportProgress {
   checkpointId: string;
@@ -208,27 +209,38 @@ async function receiveOne(
   // Each part is read whole (at most the manifest's part size), checked, then passed on; the next
   // one is fetched meanwhile.
   const total = manifest.compressedBytes;
-  const fetchPart = async (index: number, offset: number): Promise<Buffer> => {
+  const fetchPart = async (index: number, offset: number): Promise<Buffer[]> => {
     const part = manifest.parts[index];
     if (!part) throw new ReplicationError("INVALID_MANIFEST", `no part ${index + 1}`);
     const body = await store.getObject(keys.stream, { signal: inner.signal, range: { offset, length: part.size } });
-    const bytes = await readAtMost(
-      body,
-      part.size,
-      `part ${index + 1} of ${id} is longer than ${part.size} bytes`,
-      "TRUNCATED",
-    );
-    if (bytes.length !== part.size) {
-      throw new ReplicationError("TRUNCATED", `part ${index + 1} of ${id} has ${bytes.length} bytes, not ${part.size}`);
+    // Kept as the chunks that came (no part-size buffer: fresh memory is slow to touch), hashed as they come.
+    const chunks: Buffer[] = [];
+    const hash = createHash("sha256");
+    let n = 0;
+    try {
+      for await (const chunk of body) {
+        const b = chunk as Buffer;
+        n += b.length;
+        if (n > part.size) {
+          throw new ReplicationError("TRUNCATED", `part ${index + 1} of ${id} is longer than ${part.size} bytes`);
+        }
+        hash.update(b);
+        chunks.push(b);
+      }
+    } finally {
+      body.destroy();
     }
-    if (sha256Hex(bytes) !== part.sha256) {
+    if (n !== part.size) {
+      throw new ReplicationError("TRUNCATED", `part ${index + 1} of ${id} has ${n} bytes, not ${part.size}`);
+    }
+    if (hash.digest("hex") !== part.sha256) {
       throw new ReplicationError("CHECKSUM_MISMATCH", `part ${index + 1} of ${id} does not match its sha256`);
     }
-    return bytes;
+    return chunks;
   };
   async function* checkedParts(): AsyncGenerator<Buffer> {
     let offset = 0;
-    let next: Promise<Buffer> | undefined;
+    let next: Promise<Buffer[]> | undefined;
     try {
       for (let i = 0; i < manifest.parts.length; i++) {
         const current = next ?? fetchPart(i, offset);
@@ -236,16 +248,17 @@ async function receiveOne(
         next = i + 1 < manifest.parts.length ? fetchPart(i + 1, offset) : undefined;
         // Kept from rejecting unhandled while `current` is awaited; awaited itself next round.
         next?.catch(() => {});
-        const bytes = await current;
+        const chunks = await current;
         onProgress?.({ checkpointId: id, bytes: offset, totalBytes: total });
-        yield bytes;
+        yield* chunks;
       }
     } finally {
-      if (next)
+      if (next) {
         await next.then(
           () => {},
           () => {},
         );
+      }
     }
   }
 
@@ -280,7 +293,7 @@ async function receiveOne(
     if (signal?.aborted) throw abortError(signal, `import of ${id}`);
     if (inner.signal.aborted) throw inner.signal.reason;
     for (const r of results) if (r.status === "rejected") throw r.reason;
-    if (check.bytes !== manifest.uncompressedBytes) {
+    if (manifest.uncompressedBytes !== null && check.bytes !== manifest.uncompressedBytes) {
       throw new ReplicationError(
         "TRUNCATED",
         `the stream of ${id} is ${check.bytes} bytes uncompressed, its manifest says ${manifest.uncompressedBytes}`,
@@ -294,6 +307,18 @@ async function receiveOne(
     signal?.removeEventListener("abort", onAbort);
     // The path did not exist before, and the stream could only make `<destDir>/<id>`: what is
     // there now is this receive's partial subvolume.
-    if (!ok && (await isSubvolume(path))) await deleteSubvolume(path);
+    if (!ok) await removePartial(path);
+  }
+}
+
+/** Deletes a failed receive's subvolume; if that fails too, says so (the receive's error is thrown all the same). */
+async function removePartial(path: string): Promise<void> {
+  try {
+    if (await isSubvolume(path)) await deleteSubvolume(path);
+  } catch (err) {
+    process.emitWarning(
+      `could not delete the partial subvolume ${path}: ${(err as Error).message}`,
+      "ReplicationWarning",
+    );
   }
 }

@@ -33,8 +33,8 @@ export interface Manifest {
   /** The btrfs uuid of the exported snapshot on the exporting host (for diagnostics). */
   sourceUuid: string | null;
   compression: "zstd";
-  /** The `btrfs send` stream's bytes before compression. */
-  uncompressedBytes: number;
+  /** The `btrfs send` stream's bytes before compression (null: the exporting zstd did not say). */
+  uncompressedBytes: number | null;
   /** The stored object's bytes: the sum of the parts' sizes. */
   compressedBytes: number;
   partSize: number;
@@ -93,7 +93,7 @@ export function validateManifest(value: unknown, expectedId?: string): Manifest 
   if (!isCount(m.compressedBytes, Number.MAX_SAFE_INTEGER) || m.compressedBytes !== total) {
     bad("compressedBytes is not the sum of the parts");
   }
-  if (!isCount(m.uncompressedBytes, Number.MAX_SAFE_INTEGER)) bad("uncompressedBytes");
+  if (m.uncompressedBytes !== null && !isCount(m.uncompressedBytes, Number.MAX_SAFE_INTEGER)) bad("uncompressedBytes");
   if (parts.length === 0) bad("no parts");
   if (typeof m.createdAt !== "string" || Number.isNaN(Date.parse(m.createdAt)) || m.createdAt.length > 40) {
     bad("createdAt");

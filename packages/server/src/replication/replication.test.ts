@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { deleteSubvolume, isSubvolume } from "../runtime/storage/btrfs.js";
 import { isReplicationError, type ReplicationError } from "./errors.js";
-import { deleteExport, discardExport, exportCheckpoint } from "./export.js";
+import { deleteExport, discardExport, exportCheckpoint, zstdCounts } from "./export.js";
 import { importCheckpoint } from "./import.js";
 import { checkpointKeys } from "./keys.js";
 import { type Manifest, validateManifest } from "./manifest.js";
@@ -108,6 +108,15 @@ describe("validateManifest", () => {
   });
 });
 
+describe("zstdCounts", () => {
+  it("reads the exact byte counts of zstd -vv's summary, and nothing from another line", () => {
+    const stderr =
+      "*** Zstandard CLI (64-bit) v1.5.4 ***\n/*stdin*\\   :100.00%   (629145602 B => 629160015 B, /*stdout*\\) \n";
+    assert.deepEqual(zstdCounts(stderr), { in: 629145602, out: 629160015 });
+    assert.equal(zstdCounts("/*stdin*\\ : 58.64%   (  64.0 MiB =>  37.5 MiB, /*stdout*\\)"), undefined);
+  });
+});
+
 describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root && "needs root" }, () => {
   let s3: TestS3 | undefined;
   let scratch: { dir: string; remove(): Promise<void> } | undefined;
@@ -167,6 +176,7 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     assert.deepEqual(m.chain, [cp]);
     assert.ok(m.parts.length >= 3, `${m.parts.length} parts`);
     assert.equal(exported.uploadedBytes, m.compressedBytes);
+    assert.ok(m.uncompressedBytes !== null, "zstd's byte count was read");
     assert.ok(m.uncompressedBytes > 14 * MiB && m.compressedBytes < m.uncompressedBytes);
     assert.deepEqual(await readManifest(S().store, cp), m);
     assert.ok((await listExports(S().store)).includes(cp));
