@@ -1,15 +1,16 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { chmod, chown, link, mkdir, readdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { deleteSubvolume, isSubvolume } from "../runtime/storage/btrfs.js";
-import { isReplicationError, type ReplicationError } from "./errors.js";
+import { isReplicationError, ReplicationError } from "./errors.js";
 import { deleteExport, discardExport, exportCheckpoint, zstdCounts } from "./export.js";
 import { importCheckpoint } from "./import.js";
 import { checkpointKeys } from "./keys.js";
 import { type Manifest, validateManifest } from "./manifest.js";
 import { listExports, readManifest } from "./manifest-io.js";
-import { readObject } from "./object-store.js";
+import { type ObjectStore, readObject } from "./object-store.js";
 import {
   checkpointOf,
   childTools,
@@ -21,6 +22,7 @@ import {
   setXattr,
   startTestS3,
   type TestS3,
+  toolsOf,
 } from "./test-fixtures.js";
 
 const MiB = 1024 * 1024;
@@ -329,6 +331,107 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     const dst = join(dir, "dst");
     await mkdir(dst);
     await importCheckpoint({ store: S().store, checkpointId: cp, destDir: dst });
+    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+  });
+
+  it("resumes an export whose process was killed (SIGKILL) mid-way", async () => {
+    const dir = join(D(), "killed");
+    await mkdir(join(dir, "src"), { recursive: true });
+    const live = await makeLive(join(dir, "src"), 30);
+    const cp = randomId("cp");
+    const snap = join(dir, "src", cp);
+    await checkpointOf(live, snap);
+    const opts = {
+      unitId: "unit8",
+      checkpointId: cp,
+      snapshotPath: snap,
+      stateDir: stateDir(),
+      partSize: PART,
+      concurrency: 1,
+    };
+    const code = `
+      const { S3ObjectStore } = await import(${JSON.stringify(new URL("./object-store.js", import.meta.url).href)});
+      const { exportCheckpoint } = await import(${JSON.stringify(new URL("./export.js", import.meta.url).href)});
+      const [endpoint, opts] = [process.argv[1], JSON.parse(process.argv[2])];
+      const store = new S3ObjectStore({ endpoint, region: "us-east-1", bucket: ${JSON.stringify(S().bucket)}, forcePathStyle: true,
+        keyPrefix: "ums/", credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" } });
+      // Slowed after each part, so that it is killed between parts 2 and the end.
+      await exportCheckpoint({ ...opts, store, onProgress: () => { const t = Date.now() + 300; while (Date.now() < t); } });`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", code, S().endpoint, JSON.stringify(opts)], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr?.on("data", (d) => {
+      stderr += d;
+    });
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    const statePath = join(stateDir(), `${cp}.export.json`);
+    const storedParts = async () => {
+      try {
+        return (JSON.parse(await readFile(statePath, "utf8")) as { parts: unknown[] }).parts.length;
+      } catch {
+        return 0;
+      }
+    };
+    try {
+      for (let i = 0; (await storedParts()) < 2; i++) {
+        assert.ok(i < 600 && child.exitCode === null, `the exporting process ended early: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      // Its btrfs send and zstd, found before it dies (they are re-parented then).
+      const tools = await toolsOf(child.pid as number);
+      child.kill("SIGKILL");
+      await exited;
+      for (const pid of tools) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {} // gone already (EPIPE ended it)
+      }
+    }
+    const r = await exportCheckpoint({ ...opts, store: S().store });
+    assert.equal(r.resumed, true);
+    assert.ok(r.skippedBytes >= 2 * PART, `skipped ${r.skippedBytes}`);
+    assert.equal(r.uploadedBytes + r.skippedBytes, r.manifest.compressedBytes);
+    const dst = join(dir, "dst");
+    await mkdir(dst);
+    await importCheckpoint({ store: S().store, checkpointId: cp, destDir: dst });
+    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+  });
+
+  it("resumes after a network error, keeping the parts stored before it", async () => {
+    const dir = join(D(), "neterr");
+    await mkdir(join(dir, "src"), { recursive: true });
+    const live = await makeLive(join(dir, "src"), 24);
+    const cp = randomId("cp");
+    const snap = join(dir, "src", cp);
+    await checkpointOf(live, snap);
+    // The store as seen through a link that breaks at the third part.
+    let calls = 0;
+    const real = S().store;
+    const flaky: ObjectStore = Object.assign(Object.create(real) as ObjectStore, {
+      uploadPart: (...args: Parameters<ObjectStore["uploadPart"]>) => {
+        if (++calls === 3) return Promise.reject(new ReplicationError("STORE_FAILED", "upload part 3: ECONNRESET"));
+        return real.uploadPart(...args);
+      },
+    });
+    const opts = {
+      unitId: "unit7",
+      checkpointId: cp,
+      snapshotPath: snap,
+      stateDir: stateDir(),
+      partSize: PART,
+      concurrency: 1,
+    };
+    await rejectsWith(exportCheckpoint({ ...opts, store: flaky }), "STORE_FAILED");
+    assert.deepEqual(await childTools(), []);
+    const r = await exportCheckpoint({ ...opts, store: real });
+    assert.equal(r.resumed, true);
+    assert.equal(r.skippedBytes, 2 * PART);
+    assert.equal(r.uploadedBytes, r.manifest.compressedBytes - 2 * PART);
+    const dst = join(dir, "dst");
+    await mkdir(dst);
+    await importCheckpoint({ store: real, checkpointId: cp, destDir: dst });
     assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
   });
 

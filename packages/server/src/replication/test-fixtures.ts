@@ -145,12 +145,22 @@ export async function describeTree(root: string): Promise<string[]> {
 
 /** The btrfs/zstd processes this process started that are still there. */
 export async function childTools(): Promise<string[]> {
-  const out: string[] = [];
+  return (await toolChildren(process.pid)).map((c) => `${c.pid} ${c.name}`);
+}
+
+/** The pids of the btrfs/zstd children of process `ppid`. */
+export async function toolsOf(ppid: number): Promise<number[]> {
+  return (await toolChildren(ppid)).map((c) => c.pid);
+}
+
+async function toolChildren(ppid: number): Promise<Array<{ pid: number; name: string }>> {
+  const out: Array<{ pid: number; name: string }> = [];
   for (const pid of await readdir("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => "");
     const m = /^\d+ \((.*)\) \S+ (\d+)/.exec(stat);
-    if (m && Number(m[2]) === process.pid && /^(btrfs|zstd)$/.test(m[1] ?? "")) out.push(`${pid} ${m[1]}`);
+    if (m && Number(m[2]) === ppid && /^(btrfs|zstd)$/.test(m[1] ?? ""))
+      out.push({ pid: Number(pid), name: m[1] ?? "" });
   }
   return out;
 }
