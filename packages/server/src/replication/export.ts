@@ -1,5 +1,5 @@
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { run } from "../runtime/exec/host-command.js";
 import { withFileLock } from "../runtime/storage/lock.js";
 import { childFailure, startChild } from "./children.js";
@@ -122,6 +122,11 @@ export async function exportCheckpoint(opts: ExportCheckpointOptions): Promise<E
   const checkpointId = assertId(opts.checkpointId, "checkpoint id");
   const parentId = opts.parent ? assertId(opts.parent.checkpointId, "parent checkpoint id") : null;
   if (parentId === checkpointId) throw new ReplicationError("INVALID_ID", "a checkpoint cannot be its own parent");
+  // The stream names the subvolume after the snapshot's directory entry, and an import receives it
+  // only under the checkpoint's id (as `units/<unit>/checkpoints/<id>` is named already).
+  if (basename(resolve(opts.snapshotPath)) !== checkpointId) {
+    throw new ReplicationError("INVALID_ID", `the snapshot of ${checkpointId} must be named ${checkpointId}`);
+  }
   const partSize = opts.partSize ?? EXPORT_PART_SIZE;
   if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE || partSize > MAX_PART_BYTES) {
     throw new RangeError(`partSize must be ${MIN_PART_SIZE}..${MAX_PART_BYTES}`);

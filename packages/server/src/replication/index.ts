@@ -8,6 +8,7 @@ export {
   type ExportProgress,
   type ExportResult,
   exportCheckpoint,
+  MIN_PART_SIZE,
 } from "./export.js";
 export { type ImportCheckpointOptions, type ImportProgress, type ImportResult, importCheckpoint } from "./import.js";
 export { assertId, checkpointKeys, isValidId } from "./keys.js";

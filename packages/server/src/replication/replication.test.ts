@@ -192,6 +192,17 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
       stateDir: stateDir(),
     });
     assert.equal(again.alreadyExported, true);
+    // A snapshot not named after its checkpoint could not be received as it.
+    await rejectsWith(
+      exportCheckpoint({
+        store: S().store,
+        unitId: "unit1",
+        checkpointId: "other",
+        snapshotPath: join(dir, "src", cp),
+        stateDir: stateDir(),
+      }),
+      "INVALID_ID",
+    );
 
     const dst = join(dir, "dst");
     await mkdir(dst);
