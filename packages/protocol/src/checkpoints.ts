@@ -10,6 +10,25 @@ export const CheckpointInfo = Type.Object(
     health: Type.String({ description: "Empty when healthy; mount_failed when its snapshot is missing" }),
     active: Type.Boolean(),
     is_auto: Type.Boolean({ description: "Taken by ums itself: the backup before a restore (spec 3.3)" }),
+    replication: Type.Optional(
+      Type.Object(
+        {
+          state: Type.Union([Type.Literal("pending"), Type.Literal("replicated"), Type.Literal("failed")]),
+          bytes: Type.Optional(Type.Integer({ description: "Compressed bytes in the object store" })),
+          parent_id: Type.Optional(
+            Type.String({ description: "The checkpoint its stored stream is incremental against" }),
+          ),
+          error: Type.Optional(
+            Type.String({ description: "Why the last copy failed; retried at the node's next start" }),
+          ),
+          time: Type.Optional(Type.String({ format: "date-time", description: "When it was stored, or last failed" })),
+        },
+        {
+          description:
+            "Its copy in the server's object store (issue #15, docs/SCALE-OUT.md); absent when the server keeps none",
+        },
+      ),
+    ),
   },
   { title: "CheckpointInfo" },
 );

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ConfigError, defaultNodeName, parseDnsServer, parseListen, parseNodeLabels, resolveConfig } from "./config.js";
+import {
+  ConfigError,
+  defaultNodeName,
+  parseDnsServer,
+  parseListen,
+  parseNodeLabels,
+  parseObjectStore,
+  resolveConfig,
+} from "./config.js";
 
 describe("server configuration", () => {
   it("has the documented defaults", () => {
@@ -170,5 +178,44 @@ describe("server configuration", () => {
     assert.equal(defaultNodeName("ip-10-0-0-1.ec2.internal"), "ip-10-0-0-1");
     assert.equal(defaultNodeName("___"), "node");
     assert.equal(defaultNodeName(""), "node");
+  });
+
+  it("reads --object-store (issue #15): bucket, prefix, endpoint, region, path style; never credentials", () => {
+    assert.equal(resolveConfig({}, {}).objectStore, undefined);
+    assert.deepEqual(parseObjectStore("s3://my-bucket"), {
+      bucket: "my-bucket",
+      keyPrefix: "",
+      endpoint: undefined,
+      region: "us-east-1",
+      forcePathStyle: false,
+    });
+    assert.deepEqual(
+      resolveConfig({}, { UMS_OBJECT_STORE: "s3://ums-data/prod/ckpt?endpoint=http://127.0.0.1:9000&region=eu-west-1" })
+        .objectStore,
+      {
+        bucket: "ums-data",
+        keyPrefix: "prod/ckpt/",
+        endpoint: "http://127.0.0.1:9000",
+        region: "eu-west-1",
+        forcePathStyle: true,
+      },
+    );
+    assert.equal(parseObjectStore("s3://b.example/?endpoint=https://x.example&path_style=false").forcePathStyle, false);
+    for (const [bad, why] of [
+      ["https://bucket", /is not an s3:\/\/ URL/],
+      ["s3://key:secret@bucket", /must not carry credentials/],
+      ["s3://B", /names bucket 'b'|names bucket 'B'/],
+      ["s3://bucket/Upper", /has prefix .Upper\/., which is not/],
+      ["s3://bucket?endpoint=ftp://x", /not http\(s\)/],
+      ["s3://bucket?foo=1", /unknown option 'foo'/],
+      ["s3://bucket?path_style=maybe", /path_style 'maybe'/],
+      ["nonsense", /is not a URL/],
+    ] as const) {
+      assert.throws(
+        () => parseObjectStore(bad),
+        (err: unknown) => err instanceof ConfigError && why.test(err.message),
+        bad,
+      );
+    }
   });
 });

@@ -73,6 +73,22 @@ export interface ServerConfig {
     readonly labels: Readonly<Record<string, string>>;
     readonly unitSlots: number | undefined;
   };
+  /**
+   * Issue #15: the S3-compatible store checkpoints are copied to (`--object-store`); undefined:
+   * none. Its credentials are read from the environment when it opens, never kept here.
+   */
+  readonly objectStore: ObjectStoreConfig | undefined;
+}
+
+/** `s3://BUCKET[/PREFIX/][?endpoint=URL&region=R&path_style=true]`, parsed. */
+export interface ObjectStoreConfig {
+  readonly bucket: string;
+  /** Keys go under it: `[a-z0-9_-]` segments, each ending in `/`; "" for none. */
+  readonly keyPrefix: string;
+  /** undefined: AWS's own endpoint for the region. */
+  readonly endpoint: string | undefined;
+  readonly region: string;
+  readonly forcePathStyle: boolean;
 }
 
 export interface ConfigInput {
@@ -106,6 +122,7 @@ export interface ConfigInput {
   nodeName?: string | undefined;
   nodeLabels?: string | undefined;
   nodeUnitSlots?: string | number | undefined;
+  objectStore?: string | undefined;
   /** false: `--no-metrics`. */
   metrics?: boolean | undefined;
   metricsListen?: string | undefined;
@@ -339,6 +356,54 @@ function nodeUnitSlots(raw: string | number | undefined): number | undefined {
   return n;
 }
 
+const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const KEY_PREFIX = /^(?:[a-z0-9_-]{1,64}\/){0,8}$/;
+
+/** `s3://BUCKET[/PREFIX/][?endpoint=URL&region=R&path_style=true]` (docs/SCALE-OUT.md). */
+export function parseObjectStore(text: string): ObjectStoreConfig {
+  const bad = (why: string) =>
+    new ConfigError(
+      `object store '${text}' ${why}; give s3://BUCKET[/PREFIX/][?endpoint=URL&region=REGION&path_style=true]`,
+    );
+  let url: URL;
+  try {
+    url = new URL(text.trim());
+  } catch {
+    throw bad("is not a URL");
+  }
+  if (url.protocol !== "s3:") throw bad("is not an s3:// URL");
+  if (url.username || url.password)
+    throw bad("must not carry credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
+  const bucket = url.hostname;
+  if (!BUCKET.test(bucket)) throw bad(`names bucket '${bucket}', which is not 3-63 of a-z, 0-9, '.', '-'`);
+  let keyPrefix = decodeURIComponent(url.pathname.replace(/^\//, ""));
+  if (keyPrefix !== "" && !keyPrefix.endsWith("/")) keyPrefix += "/";
+  if (!KEY_PREFIX.test(keyPrefix)) throw bad(`has prefix '${keyPrefix}', which is not [a-z0-9_-] segments`);
+  const known = new Set(["endpoint", "region", "path_style"]);
+  for (const k of url.searchParams.keys()) if (!known.has(k)) throw bad(`has an unknown option '${k}'`);
+  const endpoint = url.searchParams.get("endpoint") ?? undefined;
+  if (endpoint !== undefined) {
+    let e: URL;
+    try {
+      e = new URL(endpoint);
+    } catch {
+      throw bad(`has endpoint '${endpoint}', which is not a URL`);
+    }
+    if (e.protocol !== "http:" && e.protocol !== "https:") throw bad(`has endpoint '${endpoint}', not http(s)`);
+  }
+  const pathStyle = url.searchParams.get("path_style") ?? (endpoint === undefined ? "false" : "true");
+  if (!["true", "false", "1", "0"].includes(pathStyle)) throw bad(`has path_style '${pathStyle}', not true or false`);
+  const region = url.searchParams.get("region") ?? "us-east-1";
+  if (!/^[a-z0-9-]{1,32}$/.test(region)) throw bad(`has region '${region}', not like eu-west-1`);
+  return Object.freeze({
+    bucket,
+    keyPrefix,
+    endpoint,
+    region,
+    forcePathStyle: pathStyle === "true" || pathStyle === "1",
+  });
+}
+
 export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = process.env): ServerConfig {
   const listen = parseListen(input.listen ?? env.UMS_LISTEN ?? DEFAULT_LISTEN);
   const scheme = (input.unitUrlScheme ?? env.UMS_UNIT_URL_SCHEME ?? "http").toLowerCase();
@@ -413,5 +478,9 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
       labels: parseNodeLabels(input.nodeLabels ?? env.UMS_NODE_LABELS ?? ""),
       unitSlots: nodeUnitSlots(input.nodeUnitSlots ?? env.UMS_NODE_UNITS),
     }),
+    objectStore: (() => {
+      const v = input.objectStore ?? (env.UMS_OBJECT_STORE || undefined);
+      return v === undefined ? undefined : parseObjectStore(v);
+    })(),
   });
 }

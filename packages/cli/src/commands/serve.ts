@@ -106,6 +106,10 @@ export function serveCommand(): Command {
       "the most units this node holds (env UMS_NODE_UNITS, default no count limit: memory and disk decide)",
     )
     .option(
+      "--object-store <url>",
+      "copy checkpoints to this S3-compatible store: s3://BUCKET[/PREFIX/][?endpoint=URL&region=R] (env UMS_OBJECT_STORE; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+    )
+    .option(
       "--log-format <format>",
       "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
     )
@@ -142,6 +146,7 @@ export function serveCommand(): Command {
         nodeName?: string;
         nodeLabels?: string;
         nodeUnits?: string;
+        objectStore?: string;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts

@@ -14,5 +14,14 @@ export function checkpointInfo(unit: UnitRecord, cp: CheckpointRecord, present: 
     health: present ? "" : "mount_failed",
     active: unit.activeCheckpoint === cp.id,
     is_auto: cp.auto,
+    ...(cp.replica && {
+      replication: {
+        state: cp.replica.state,
+        ...(cp.replica.bytes !== undefined && { bytes: cp.replica.bytes }),
+        ...(cp.replica.parent && { parent_id: cp.replica.parent }),
+        ...(cp.replica.error !== undefined && { error: cp.replica.error }),
+        ...(cp.replica.at !== undefined && { time: cp.replica.at }),
+      },
+    }),
   };
 }

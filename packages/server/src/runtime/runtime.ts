@@ -131,6 +131,11 @@ export interface UnitRuntime {
   /** Whether checkpoint `cpId`'s snapshot is there (spec 2.6 health). */
   hasCheckpoint(unitId: string, cpId: string): boolean;
   /**
+   * Issue #15: the host directory of the unit's checkpoint snapshots (each `<dir>/<cpId>`, read-only),
+   * for their export to and import from the object store; outside anything the unit can write.
+   */
+  checkpointDir(unitId: string): string;
+  /**
    * Replaces the files of a stopped unit with checkpoint `cpId`'s. Journaled: until
    * `completeRestore`, a crash is rolled forward by `recover` (the new files are in place).
    */

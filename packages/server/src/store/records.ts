@@ -159,6 +159,22 @@ export interface CheckpointRecord extends PolicyTexts {
   readonly createdAt: string;
   /** Taken by ums itself (the backup before a restore, spec 3.3), not asked for. */
   readonly auto: boolean;
+  /** Issue #15: its copy in the object store (docs/SCALE-OUT.md); null or absent: none is kept. */
+  readonly replica?: CheckpointReplica | null;
+}
+
+/** Issue #15: where a checkpoint's export to the object store stands. */
+export interface CheckpointReplica {
+  readonly state: "pending" | "replicated" | "failed";
+  /** Compressed bytes in the store (replicated). */
+  readonly bytes?: number;
+  /** The checkpoint its stream is incremental against, and the whole chain, oldest first (replicated). */
+  readonly parent?: string | null;
+  readonly chain?: readonly string[];
+  /** Why the last attempt failed (failed); retried at the node's next start. */
+  readonly error?: string;
+  /** When it was stored, or last failed. */
+  readonly at?: string;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { UsageSample } from "../usage/sample.js";
 import type {
   AuditEvent,
   CheckpointRecord,
+  CheckpointReplica,
   ConnectorPatch,
   ConnectorRecord,
   ConsoleSessionRecord,
@@ -164,6 +165,10 @@ export interface CheckpointStore {
   list(unitId: string): Promise<CheckpointRecord[]>;
   get(unitId: string, id: string): Promise<CheckpointRecord | undefined>;
   delete(unitId: string, id: string): Promise<boolean>;
+  /** Issue #15: records where its export to the object store stands; false when the row is gone. */
+  setReplica(unitId: string, id: string, replica: CheckpointReplica | null): Promise<boolean>;
+  /** Every checkpoint whose export is pending or failed (a node's start takes them up again). */
+  unreplicated(): Promise<CheckpointRecord[]>;
 }
 
 export class TemplateExistsError extends Error {

@@ -82,6 +82,8 @@ export interface TestServerOpts {
   metrics?: boolean;
   usageIntervalMs?: number;
   metricsListen?: string;
+  /** Issue #15: `--object-store` (its credentials from the test process's environment). */
+  objectStore?: string;
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -131,6 +133,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       webhooksAllowPrivate: overrides.webhooksAllowPrivate,
       metrics: overrides.metrics,
       metricsListen: overrides.metricsListen,
+      objectStore: overrides.objectStore,
     },
     {},
   );

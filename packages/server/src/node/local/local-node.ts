@@ -20,6 +20,7 @@ import { agentEndpoint } from "./agent-endpoint.js";
 import type { HttpTargets } from "./http-targets.js";
 import type { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalLease } from "./lease.js";
+import type { Replicator } from "./replicator.js";
 
 /** How long a wake of a unit created with `wait_for_capacity` waits for a running slot. */
 export const CAPACITY_WAIT_MS = 60_000;
@@ -51,6 +52,8 @@ export class LocalNode implements UnitNode {
   readonly httpTargets: HttpTargets;
   private readonly hostSockets: HostSockets;
   private readonly serviceEvents: { closeAll(): void } | undefined;
+  /** Issue #15: copies checkpoints to the object store, when there is one. */
+  readonly replicator: Replicator | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(parts: {
@@ -61,6 +64,7 @@ export class LocalNode implements UnitNode {
     hostSockets: HostSockets;
     /** Issue #17: the follows of running units' service events (events/service-events.ts). */
     serviceEvents?: { closeAll(): void };
+    replicator?: Replicator;
   }) {
     this.runtime = parts.runtime;
     this.lifecycle = parts.lifecycle;
@@ -68,11 +72,13 @@ export class LocalNode implements UnitNode {
     this.httpTargets = parts.httpTargets;
     this.hostSockets = parts.hostSockets;
     this.serviceEvents = parts.serviceEvents;
+    this.replicator = parts.replicator;
   }
 
   /** Stops the idle sweep and closes what the node serves; units keep running (a restart re-adopts them). */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      await this.replicator?.close();
       await this.lifecycle.stop();
       this.serviceEvents?.closeAll();
       await this.hostSockets.closeAll();
@@ -151,6 +157,7 @@ export class LocalNode implements UnitNode {
   async destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T> {
     const dropped = await this.lifecycle.destroy(unit, drop);
     if (unit.imageId !== null) await this.lifecycle.images.pruneQuietly();
+    await this.replicator?.unitDeleted(unit.id);
     return dropped;
   }
 
@@ -192,27 +199,33 @@ export class LocalNode implements UnitNode {
     return agentEndpoint(this.runtime, this.lifecycle, unit);
   }
 
-  checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
-    return timed("checkpoint", this.lifecycle.checkpoints.checkpoint(unit, comment, progress));
+  async checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
+    const r = await timed("checkpoint", this.lifecycle.checkpoints.checkpoint(unit, comment, progress));
+    await this.replicator?.taken(unit.id, r.checkpoint.id);
+    return r;
   }
 
-  restore(
+  async restore(
     org: OrgRecord,
     unit: UnitRecord,
     checkpoint: CheckpointRecord,
     progress: Progress,
   ): Promise<CheckpointRecord> {
-    return timed("restore", this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress));
+    const backup = await timed("restore", this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress));
+    await this.replicator?.taken(unit.id, backup.id);
+    return backup;
   }
 
   async upgrade(org: OrgRecord, unit: UnitRecord, to: ImageRecord, progress: Progress): Promise<CheckpointRecord> {
     const backup = await this.lifecycle.checkpoints.upgrade(org, unit, to, progress);
     await this.lifecycle.images.pruneQuietly();
+    await this.replicator?.taken(unit.id, backup.id);
     return backup;
   }
 
-  deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
-    return this.lifecycle.checkpoints.delete(unit, checkpoint);
+  async deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
+    await this.lifecycle.checkpoints.delete(unit, checkpoint);
+    await this.replicator?.checkpointDeleted(unit.id, checkpoint.id);
   }
 
   async checkpointsPresent(unitId: string, ids: readonly string[]): Promise<ReadonlySet<string>> {

@@ -1,10 +1,12 @@
+import { join } from "node:path";
 import type { ImageConfig } from "@ums/protocol";
 import type { Logger } from "pino";
-import { parseDnsServer, type ServerConfig } from "../../config.js";
+import { ConfigError, type ObjectStoreConfig, parseDnsServer, type ServerConfig } from "../../config.js";
 import type { EmitEvent } from "../../events/event-log.js";
 import { ServiceEventFollower } from "../../events/service-events.js";
 import { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { hostResolver, NetworkEgress } from "../../network/egress.js";
+import { type ObjectStore, S3ObjectStore } from "../../replication/index.js";
 import { openHostRuntime } from "../../runtime/host.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { UnitRecord } from "../../store/records.js";
@@ -12,6 +14,7 @@ import type { Store } from "../../store/store.js";
 import { HttpTargets } from "./http-targets.js";
 import { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalNode } from "./local-node.js";
+import { Replicator } from "./replicator.js";
 
 export interface LocalNodeOpts {
   readonly config: ServerConfig;
@@ -35,6 +38,9 @@ export interface LocalNodeOpts {
  */
 export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
   const { config, store, log } = opts;
+  // Issue #15: checkpoints are copied to the object store, when one is configured (its
+  // credentials checked before anything is opened).
+  const objects = config.objectStore && openObjectStore(config.objectStore);
   // Issue #18: a unit made from an organization image boots with its config (kept while units use it).
   const imageOf = async (id: string) => {
     const image = await store.images.getById(id);
@@ -72,6 +78,15 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
   const emit = opts.events;
   const serviceEvents =
     emit && new ServiceEventFollower({ store, agentSocket: (id) => runtime.agentSocket(id), emit, log });
+  const replicator =
+    objects &&
+    new Replicator({
+      store,
+      objects,
+      runtime,
+      stateDir: join(config.dataDir, "replication"),
+      log,
+    });
   const node = new LocalNode({
     runtime,
     lifecycle,
@@ -79,6 +94,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
     httpTargets,
     hostSockets,
     ...(serviceEvents && { serviceEvents }),
+    ...(replicator && { replicator }),
   });
   lifecycle.setHooks({
     running: async (id) => {
@@ -97,5 +113,33 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
     await node.close().catch(() => {});
     throw err;
   });
+  if (replicator) {
+    const left = await replicator.resume().catch((err: unknown) => {
+      log.error({ err }, "listing the checkpoints still to copy to the object store failed");
+      return 0;
+    });
+    if (left > 0)
+      log.info({ checkpoints: left }, "copying checkpoints a stop or a failure left behind to the object store");
+  }
   return node;
+}
+
+/** The S3-compatible store of `--object-store`, its credentials from the environment (never from the config). */
+export function openObjectStore(o: ObjectStoreConfig, env: NodeJS.ProcessEnv = process.env): ObjectStore {
+  const accessKeyId = env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
+  if (!accessKeyId || !secretAccessKey) {
+    throw new ConfigError(
+      "--object-store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment (the store's credentials)",
+    );
+  }
+  const s3 = new S3ObjectStore({
+    endpoint: o.endpoint,
+    region: o.region,
+    bucket: o.bucket,
+    keyPrefix: o.keyPrefix,
+    forcePathStyle: o.forcePathStyle,
+    credentials: { accessKeyId, secretAccessKey, sessionToken: env.AWS_SESSION_TOKEN || undefined },
+  });
+  return s3;
 }

@@ -302,6 +302,10 @@ export class RuncRuntime implements UnitRuntime {
     return takeCheckpoint(this.paths, this, id, cpId);
   }
 
+  checkpointDir(id: string): string {
+    return this.paths.unit(id).checkpoints;
+  }
+
   hasCheckpoint(id: string, cpId: string): boolean {
     return existsSync(this.paths.checkpoint(id, cpId));
   }

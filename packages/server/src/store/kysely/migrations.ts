@@ -321,6 +321,12 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex("units_node").on("units").columns(["node_id", "org_id"]).execute();
     },
   },
+  "0016_checkpoint_replicas": {
+    async up(db: Kysely<unknown>) {
+      // Issue #15: a checkpoint's copy in the object store, as JSON (state, bytes, chain, error).
+      await db.schema.alterTable("checkpoints").addColumn("replica", "text").execute();
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

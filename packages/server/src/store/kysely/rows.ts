@@ -1,5 +1,6 @@
 import type {
   CheckpointRecord,
+  CheckpointReplica,
   NewUnit,
   OrgRecord,
   PrivateAccess,
@@ -139,6 +140,7 @@ export function checkpointFromRow(r: CheckpointsTable): CheckpointRecord {
     network: r.network,
     createdAt: r.created_at,
     auto: Number(r.auto) === 1,
+    replica: r.replica ? (Object.freeze(JSON.parse(r.replica)) as CheckpointReplica) : null,
   });
 }
 

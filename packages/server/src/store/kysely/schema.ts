@@ -116,6 +116,7 @@ export interface CheckpointsTable {
   network: string;
   created_at: string;
   auto: number;
+  replica: string | null;
 }
 
 /** Issue #18: organization templates (their files are the subvolume `templates/<id>` in the pool). */

@@ -195,8 +195,28 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
           network: cp.network,
           created_at: cp.createdAt,
           auto: cp.auto ? 1 : 0,
+          replica: cp.replica ? JSON.stringify(cp.replica) : null,
         })
         .execute();
+    },
+    async setReplica(unitId, id, replica) {
+      const r = await db
+        .updateTable("checkpoints")
+        .set({ replica: replica ? JSON.stringify(replica) : null })
+        .where("unit_id", "=", unitId)
+        .where("id", "=", id)
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
+    async unreplicated() {
+      const rows = await db
+        .selectFrom("checkpoints")
+        .selectAll()
+        .where("replica", "is not", null)
+        .orderBy("unit_id")
+        .orderBy("seq")
+        .execute();
+      return rows.map(checkpointFromRow).filter((c) => c.replica && c.replica.state !== "replicated");
     },
     async list(unitId) {
       const rows = await db

@@ -1,0 +1,172 @@
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import S3rver from "s3rver";
+import { unitObjects } from "../../node/local/replicator.js";
+import { importCheckpoint, S3ObjectStore } from "../../replication/index.js";
+import { poolScratch } from "../../replication/test-fixtures.js";
+import { execHttp } from "../../testing/exec-client.js";
+import { startSqliteServer, type TestServer } from "../../testing/server.js";
+
+interface Info {
+  id: string;
+  replication?: { state: string; bytes?: number; parent_id?: string; error?: string; time?: string };
+}
+
+/** Issue #15 part 4: checkpoints copied to an S3-compatible store (s3rver on loopback) in the background. */
+describe("checkpoints in object storage", () => {
+  const bucket = "ums-api-test";
+  let s3dir: string;
+  let s3server: S3rver;
+  let port: number;
+  let objects: S3ObjectStore;
+  let s: TestServer;
+  let token: string;
+  let unitId: string;
+  const sh = (script: string) => execHttp(s.url, token, "box", ["sh", "-c", script]);
+  const checkpoint = async () => {
+    const r = await s.api("POST", "/v1/units/box/checkpoint", { token, json: {} });
+    assert.equal(r.status, 200, r.text);
+    const id = /checkpoint (v\d+) created/.exec(r.text)?.[1];
+    assert.ok(id, r.text);
+    return id;
+  };
+  const list = async (): Promise<Info[]> => {
+    const r = await s.api("GET", "/v1/units/box/checkpoints", { token });
+    assert.equal(r.status, 200, r.text);
+    return r.body as Info[];
+  };
+  /** The checkpoint's info once its copy is no longer pending (30 s at most). */
+  const settled = async (id: string): Promise<Info> => {
+    for (let i = 0; ; i++) {
+      const cp = (await list()).find((c) => c.id === id);
+      assert.ok(cp?.replication, `checkpoint ${id} has no replication: ${JSON.stringify(cp)}`);
+      if (cp.replication.state !== "pending") return cp;
+      assert.ok(i < 300, `checkpoint ${id}'s copy is still pending`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const stored = async () =>
+    (await unitObjects(objects, unitId).list("checkpoints/"))
+      .map((o) => o.key)
+      .filter((k) => k.endsWith("manifest.json"));
+
+  /** s3rver on 127.0.0.1 (at `port` once it has one), its files in `s3dir`. */
+  const runS3 = async () => {
+    s3server = new S3rver({
+      address: "127.0.0.1",
+      port: port ?? 0,
+      silent: true,
+      directory: s3dir,
+      configureBuckets: [{ name: bucket, configs: [] }],
+    });
+    port = ((await s3server.run()) as AddressInfo).port;
+  };
+
+  before(async () => {
+    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-api-"));
+    await runS3();
+    const endpoint = `http://127.0.0.1:${port}`;
+    objects = new S3ObjectStore({
+      endpoint,
+      region: "us-east-1",
+      bucket,
+      forcePathStyle: true,
+      keyPrefix: "ums/",
+      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+    });
+    process.env.AWS_ACCESS_KEY_ID = "S3RVER";
+    process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
+    s = await startSqliteServer({ objectStore: `s3://${bucket}/ums/?endpoint=${endpoint}&path_style=true` });
+    token = await s.token("repl");
+    unitId = await s.unit(token, "box");
+  });
+  after(async () => {
+    await s?.close();
+    objects?.destroy();
+    await s3server?.close();
+    if (s3dir) await rm(s3dir, { recursive: true, force: true });
+  });
+
+  it("copies each checkpoint after it is taken, incremental against the one before, and the copy restores elsewhere", async () => {
+    assert.equal((await sh("echo first > /home/unit/f; head -c 2000000 /dev/urandom > /home/unit/big")).exitCode, 0);
+    const v0 = await checkpoint();
+    const first = await settled(v0);
+    assert.equal(first.replication?.state, "replicated", JSON.stringify(first));
+    assert.ok((first.replication?.bytes ?? 0) > 1_000_000, "the first copy holds the unit's files");
+    assert.equal(first.replication?.parent_id, undefined);
+    assert.match(first.replication?.time ?? "", /^\d{4}-\d\d-\d\dT/);
+
+    assert.equal((await sh("echo second > /home/unit/f")).exitCode, 0);
+    const v1 = await checkpoint();
+    const second = await settled(v1);
+    assert.equal(second.replication?.state, "replicated", JSON.stringify(second));
+    assert.equal(second.replication?.parent_id, v0);
+    assert.ok((second.replication?.bytes ?? 0) < 200_000, `an incremental copy is small: ${second.replication?.bytes}`);
+    assert.deepEqual(await stored(), [`checkpoints/${v0}/manifest.json`, `checkpoints/${v1}/manifest.json`]);
+
+    // What another node would do: receive the chain from the store into a directory of its own.
+    const scratch = await poolScratch("repl-api");
+    try {
+      const r = await importCheckpoint({
+        store: unitObjects(objects, unitId),
+        checkpointId: v1,
+        destDir: scratch.dir,
+      });
+      assert.deepEqual(r.received, [v0, v1]);
+      assert.equal(await readFile(join(scratch.dir, v1, "home/unit/f"), "utf8"), "second\n");
+      assert.equal(await readFile(join(scratch.dir, v0, "home/unit/f"), "utf8"), "first\n");
+    } finally {
+      await scratch.remove();
+    }
+  });
+
+  it("a failed copy says so without the store's address, and is taken up again (as at the next start)", async () => {
+    // The store goes away; the next checkpoint's copy fails.
+    await s3server.close();
+    const v2 = await checkpoint();
+    const failed = await settled(v2);
+    assert.equal(failed.replication?.state, "failed", JSON.stringify(failed));
+    assert.match(failed.replication?.error ?? "", /^the copy failed \(STORE_FAILED\); the server log says why/);
+    assert.ok(!failed.replication?.error?.includes("127.0.0.1"), "the store's address is not shown");
+
+    // Back on the same port and files: what a start does, resume, copies it.
+    await runS3();
+    const node = s.server.node;
+    assert.equal(await node.replicator?.resume(), 1);
+    const done = await settled(v2);
+    assert.equal(done.replication?.state, "replicated", JSON.stringify(done));
+    assert.equal(done.replication?.parent_id, "v1");
+  });
+
+  it("a deleted checkpoint's copy goes once no other copy is incremental against it; a deleted unit's copies all go", async () => {
+    const before = await stored();
+    assert.deepEqual(before, [
+      "checkpoints/v0/manifest.json",
+      "checkpoints/v1/manifest.json",
+      "checkpoints/v2/manifest.json",
+    ]);
+    // v1 is v2's parent: its copy stays while v2's checkpoint does.
+    assert.equal((await s.api("DELETE", "/v1/units/box/checkpoints/v1", { token })).status, 204);
+    assert.deepEqual(await stored(), before);
+    // A restore's backup (v3, of the files on v2) is copied too, incremental against v2.
+    const restored = await s.api("POST", "/v1/units/box/checkpoints/v0/restore", { token, json: {} });
+    assert.equal(restored.status, 200, restored.text);
+    const backup = await settled("v3");
+    assert.equal(backup.replication?.state, "replicated", JSON.stringify(backup));
+    assert.equal(backup.replication?.parent_id, "v2");
+    // Nothing is incremental against v3: its copy goes with it.
+    assert.equal((await s.api("DELETE", "/v1/units/box/checkpoints/v3", { token })).status, 204);
+    assert.deepEqual(await stored(), before);
+    // v2 gone: v1's and v2's copies are needed by nothing left.
+    assert.equal((await s.api("DELETE", "/v1/units/box/checkpoints/v2", { token })).status, 204);
+    assert.deepEqual(await stored(), ["checkpoints/v0/manifest.json"]);
+    assert.equal((await s.api("DELETE", "/v1/units/box", { token })).status, 204);
+    assert.deepEqual(await objects.list(`units/${unitId}/`), []);
+    assert.equal(existsSync(join(s.config.dataDir, "replication", unitId)), false, "its upload state went too");
+  });
+});

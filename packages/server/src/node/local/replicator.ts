@@ -1,0 +1,284 @@
+import { readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import type { Logger } from "pino";
+import {
+  deleteExport,
+  discardExport,
+  exportCheckpoint,
+  isReplicationError,
+  listExports,
+  type ObjectStore,
+} from "../../replication/index.js";
+import type { UnitRuntime } from "../../runtime/runtime.js";
+import type { CheckpointRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+
+/**
+ * The store seen from one unit: its keys under `units/<unitId>/` (checkpoint ids, `v0`, `v1`, …,
+ * are the unit's own, not unique across units).
+ */
+export function unitObjects(objects: ObjectStore, unitId: string): ObjectStore {
+  const p = `units/${unitId}/`;
+  return {
+    description: `${objects.description} ${p}`,
+    putObject: (key, body, opts) => objects.putObject(p + key, body, opts),
+    getObject: (key, opts): Promise<Readable> => objects.getObject(p + key, opts),
+    headObject: async (key, opts) => {
+      const o = await objects.headObject(p + key, opts);
+      return o && { ...o, key: o.key.slice(p.length) };
+    },
+    list: async (prefix, opts) =>
+      (await objects.list(p + prefix, opts)).map((o) => ({ ...o, key: o.key.slice(p.length) })),
+    deleteObject: (key, opts) => objects.deleteObject(p + key, opts),
+    createMultipartUpload: (key, opts) => objects.createMultipartUpload(p + key, opts),
+    uploadPart: (key, uploadId, n, body, opts) => objects.uploadPart(p + key, uploadId, n, body, opts),
+    completeMultipartUpload: (key, uploadId, parts, opts) =>
+      objects.completeMultipartUpload(p + key, uploadId, parts, opts),
+    abortMultipartUpload: (key, uploadId, opts) => objects.abortMultipartUpload(p + key, uploadId, opts),
+  };
+}
+
+export interface ReplicatorDeps {
+  readonly store: Store;
+  readonly objects: ObjectStore;
+  readonly runtime: Pick<UnitRuntime, "checkpointDir" | "hasCheckpoint">;
+  /** Host-private: the state of unfinished uploads, per unit. */
+  readonly stateDir: string;
+  readonly log: Logger;
+}
+
+/** An object store that holds connections (the S3 client's): closed with the replicator. */
+interface Closable {
+  destroy?(): void;
+}
+
+interface Job {
+  readonly unitId: string;
+  readonly cpId: string;
+}
+
+/**
+ * Issue #15 part 4: copies each checkpoint to the object store after it is taken, one at a time in
+ * the background (checkpoint latency is unchanged), as a `btrfs send` stream incremental against
+ * the newest of the unit's earlier checkpoints that is stored and still on this node. The row's
+ * `replica` says where it stands; a failure is recorded, logged and taken up again at the next
+ * start, as is an export a stop cut (it resumes, sending only the parts not stored yet).
+ */
+export class Replicator {
+  private readonly queue: Job[] = [];
+  private draining: Promise<void> | undefined;
+  private current: (Job & { abort: AbortController; done: Promise<void> }) | undefined;
+  private closed = false;
+
+  constructor(private readonly deps: ReplicatorDeps) {}
+
+  /** A checkpoint was taken: its row says pending, and its export is queued. Never throws (logs). */
+  async taken(unitId: string, cpId: string): Promise<void> {
+    try {
+      await this.deps.store.checkpoints.setReplica(unitId, cpId, { state: "pending", at: new Date().toISOString() });
+      this.enqueue(unitId, cpId);
+    } catch (err) {
+      this.deps.log.error({ err, unitId, checkpoint: cpId }, "queueing a checkpoint's copy to the object store failed");
+    }
+  }
+
+  /** Queues the checkpoint's export (once). */
+  enqueue(unitId: string, cpId: string): void {
+    if (this.closed || this.queue.some((j) => j.unitId === unitId && j.cpId === cpId)) return;
+    this.queue.push({ unitId, cpId });
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+    });
+  }
+
+  /** At start: queues every checkpoint whose export is pending or failed. */
+  async resume(): Promise<number> {
+    const left = await this.deps.store.checkpoints.unreplicated();
+    for (const cp of left) {
+      // Shown as pending again while it is retried.
+      if (cp.replica?.state === "failed")
+        await this.deps.store.checkpoints.setReplica(cp.unitId, cp.id, {
+          state: "pending",
+          at: new Date().toISOString(),
+        });
+      this.enqueue(cp.unitId, cp.id);
+    }
+    return left.length;
+  }
+
+  /** Resolves once nothing is queued or running (tests, and a stop that waits). */
+  async idle(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  private async drain(): Promise<void> {
+    for (let job = this.queue.shift(); job && !this.closed; job = this.queue.shift()) {
+      const abort = new AbortController();
+      const done = this.exportOne(job, abort.signal).catch((err: unknown) => {
+        // exportOne records its failures; this is the store (the database) failing under it.
+        this.deps.log.error({ err, unitId: job.unitId, checkpoint: job.cpId }, "checkpoint export failed");
+      });
+      this.current = { ...job, abort, done };
+      await done;
+      this.current = undefined;
+    }
+  }
+
+  private async exportOne(job: Job, signal: AbortSignal): Promise<void> {
+    const { store, runtime, log } = this.deps;
+    const cp = await store.checkpoints.get(job.unitId, job.cpId);
+    if (!cp || cp.replica?.state === "replicated") return;
+    const at = () => new Date().toISOString();
+    if (!runtime.hasCheckpoint(job.unitId, job.cpId)) {
+      await store.checkpoints.setReplica(job.unitId, job.cpId, {
+        state: "failed",
+        error: "its snapshot is not on this node",
+        at: at(),
+      });
+      return;
+    }
+    const dir = runtime.checkpointDir(job.unitId);
+    const parent = await this.parentOf(cp);
+    const started = performance.now();
+    try {
+      const r = await exportCheckpoint({
+        store: unitObjects(this.deps.objects, job.unitId),
+        unitId: job.unitId,
+        checkpointId: job.cpId,
+        snapshotPath: join(dir, job.cpId),
+        ...(parent && { parent: { checkpointId: parent, snapshotPath: join(dir, parent) } }),
+        stateDir: this.unitStateDir(job.unitId),
+        signal,
+      });
+      const stored = await store.checkpoints.setReplica(job.unitId, job.cpId, {
+        state: "replicated",
+        bytes: r.manifest.compressedBytes,
+        parent: r.manifest.parentCheckpointId,
+        chain: r.manifest.chain,
+        at: at(),
+      });
+      log.info(
+        {
+          unitId: job.unitId,
+          checkpoint: job.cpId,
+          parent,
+          bytes: r.manifest.compressedBytes,
+          uploaded: r.uploadedBytes,
+          ms: Math.round(performance.now() - started),
+        },
+        "checkpoint copied to the object store",
+      );
+      // Deleted while it was copied: its copy goes too.
+      if (!stored) await this.collect(job.unitId);
+    } catch (err) {
+      if (this.closed && isReplicationError(err, "ABORTED")) return; // resumed at the next start
+      if (isReplicationError(err, "ABORTED")) return; // forgotten: its row or unit went
+      const message = err instanceof Error ? err.message : String(err);
+      log.warn(
+        { unitId: job.unitId, checkpoint: job.cpId, err: message },
+        "copying a checkpoint to the object store failed",
+      );
+      // The row (shown to users, and to the unit itself) says what kind of failure, never the
+      // store's address or answer: those are in the server log.
+      const kind = isReplicationError(err) ? err.code : "INTERNAL";
+      await store.checkpoints.setReplica(job.unitId, job.cpId, {
+        state: "failed",
+        error: `the copy failed (${kind}); the server log says why; it is tried again at the server's next start`,
+        at: at(),
+      });
+    }
+  }
+
+  /** The newest earlier checkpoint of the unit that is stored and on this node (its source first), if any. */
+  private async parentOf(cp: CheckpointRecord): Promise<string | null> {
+    const usable = (c: CheckpointRecord) =>
+      c.seq < cp.seq && c.replica?.state === "replicated" && this.deps.runtime.hasCheckpoint(c.unitId, c.id);
+    const earlier = (await this.deps.store.checkpoints.list(cp.unitId)).filter(usable);
+    const source = earlier.find((c) => c.id === cp.sourceId);
+    return (source ?? earlier[earlier.length - 1])?.id ?? null;
+  }
+
+  private unitStateDir(unitId: string): string {
+    return join(this.deps.stateDir, unitId);
+  }
+
+  /**
+   * A checkpoint was deleted: its export stops, and the copies no remaining checkpoint's chain needs
+   * go (a stored stream others are incremental against stays until they go).
+   */
+  async checkpointDeleted(unitId: string, cpId: string): Promise<void> {
+    try {
+      await this.dequeue((j) => j.unitId === unitId && j.cpId === cpId);
+      await this.collect(unitId);
+    } catch (err) {
+      // Left in the store; the unit's next checkpoint delete, or its own, collects it.
+      this.deps.log.warn({ err, unitId, checkpoint: cpId }, "deleting a checkpoint's copy in the object store failed");
+    }
+  }
+
+  /** The unit was deleted: every copy of its checkpoints goes. */
+  async unitDeleted(unitId: string): Promise<void> {
+    try {
+      await this.dequeue((j) => j.unitId === unitId);
+      const objects = unitObjects(this.deps.objects, unitId);
+      await this.discardUnfinished(unitId, () => true);
+      for (const o of await objects.list("")) await objects.deleteObject(o.key);
+      await rm(this.unitStateDir(unitId), { recursive: true, force: true });
+    } catch (err) {
+      this.deps.log.warn({ err, unitId }, "deleting a deleted unit's checkpoints from the object store failed");
+    }
+  }
+
+  /** Drops queued jobs that match; cuts the one under way if it matches, and waits for it to end. */
+  private async dequeue(match: (j: Job) => boolean): Promise<void> {
+    for (let i = this.queue.length - 1; i >= 0; i--) if (match(this.queue[i] as Job)) this.queue.splice(i, 1);
+    const cur = this.current;
+    if (cur && match(cur)) {
+      cur.abort.abort(new Error("the checkpoint was deleted"));
+      await cur.done;
+    }
+  }
+
+  /** Aborts the unfinished uploads (named by their state files) of the unit's checkpoints that `gone` says went. */
+  private async discardUnfinished(unitId: string, gone: (cpId: string) => boolean): Promise<void> {
+    const dir = this.unitStateDir(unitId);
+    const files = await readdir(dir).catch(() => [] as string[]);
+    for (const f of files) {
+      const id = /^([a-z0-9_-]{1,64})\.export\.json$/.exec(f)?.[1];
+      if (id && gone(id)) {
+        await discardExport({ store: unitObjects(this.deps.objects, unitId), checkpointId: id, stateDir: dir });
+      }
+    }
+  }
+
+  /** Deletes the unit's stored checkpoints that no checkpoint of it needs any more, newest first. */
+  private async collect(unitId: string): Promise<void> {
+    const objects = unitObjects(this.deps.objects, unitId);
+    const needed = new Set<string>();
+    for (const c of await this.deps.store.checkpoints.list(unitId)) {
+      needed.add(c.id);
+      for (const id of c.replica?.chain ?? []) needed.add(id);
+    }
+    const stored = await listExports(objects);
+    for (const id of stored.reverse()) {
+      if (needed.has(id)) continue;
+      await deleteExport({ store: objects, checkpointId: id });
+    }
+    // An unfinished upload of a deleted checkpoint: its parts go, and what it left as objects.
+    await this.discardUnfinished(unitId, (id) => !needed.has(id));
+    for (const o of await objects.list("checkpoints/")) {
+      const id = /^checkpoints\/([a-z0-9_-]{1,64})\//.exec(o.key)?.[1];
+      if (id && !needed.has(id)) await objects.deleteObject(o.key);
+    }
+  }
+
+  /** Stops: the export under way is cut (resumed at the next start); nothing more starts. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.queue.length = 0;
+    this.current?.abort.abort(new Error("the server stops"));
+    await this.draining;
+    (this.deps.objects as Closable).destroy?.();
+  }
+}
