@@ -64,8 +64,16 @@ export async function startTestS3(): Promise<TestS3> {
 export async function poolScratch(prefix: string): Promise<{ dir: string; remove(): Promise<void> }> {
   const image = await testImage();
   const base = join(image.pool.path, "replication-tests");
-  await mkdir(base, { recursive: true });
-  const dir = await mkdtemp(join(base, `${prefix}-`));
+  let dir: string | undefined;
+  for (let attempt = 1; !dir; attempt++) {
+    await mkdir(base, { recursive: true });
+    try {
+      dir = await mkdtemp(join(base, `${prefix}-`));
+    } catch (err) {
+      // Another suite's remove() took the (then empty) base away in between: make it again.
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 5) throw err;
+    }
+  }
   return {
     dir,
     remove: async () => {
