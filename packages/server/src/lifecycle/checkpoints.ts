@@ -20,6 +20,16 @@ export interface UnitControl {
   ensureRunningLocked(org: OrgRecord, unit: UnitRecord): Promise<void>;
 }
 
+/** Issue #15: what a node does besides (its object store's copies), told by the checkpoint work. */
+export interface CheckpointHooks {
+  /** A checkpoint was taken and recorded (its copy is queued). Called under the unit's lock: quick. */
+  taken?(unitId: string, cpId: string): Promise<void>;
+  /** Before a restore or a fork of `cp`: its files are brought back when they are not on the node. */
+  needed?(unitId: string, cp: CheckpointRecord, progress: (msg: string) => void): Promise<void>;
+  /** A checkpoint was deleted (its copy goes). Called after the unit's lock is released. */
+  deleted?(unitId: string, cpId: string): Promise<void>;
+}
+
 /**
  * Checkpoints (spec 4.2), restores (spec 3.3), forks and deletions, each under its unit's lock.
  * The disk work is the runtime's (journaled there); the failpoints mark the steps a crash test
@@ -27,12 +37,18 @@ export interface UnitControl {
  * or recoverable at the next start (docs/ARCHITECTURE.md section 6).
  */
 export class CheckpointWork {
+  private hooks: CheckpointHooks = {};
+
   constructor(
     private readonly table: UnitTable,
     private readonly store: Store,
     private readonly runtime: UnitRuntime,
     private readonly control: UnitControl,
   ) {}
+
+  setHooks(hooks: CheckpointHooks): void {
+    this.hooks = hooks;
+  }
 
   /** A checkpoint of the unit's files (and the policies in force), taken live: frozen only for the snapshot. */
   checkpoint(unit: UnitRecord, comment: string, progress: (msg: string) => void): Promise<CheckpointResult> {
@@ -70,6 +86,7 @@ export class CheckpointWork {
     await this.store.checkpoints.insert(cp);
     failpoint("checkpoint.recorded");
     await this.store.units.update(unit.orgId, unit.name, { activeCheckpoint: id });
+    await this.hooks.taken?.(unit.id, id);
     return { checkpoint: cp, frozenMs };
   }
 
@@ -85,6 +102,8 @@ export class CheckpointWork {
   ): Promise<CheckpointRecord> {
     return this.table.mutex.run(unit.id, async () => {
       this.table.assertNotDeleted(unit);
+      // Its files first (from the object store, when they are not on the node): a failure here changes nothing.
+      await this.hooks.needed?.(unit.id, cp, progress);
       const t = this.table.get(unit.id);
       if (t) t.changing = true;
       let backup: CheckpointResult;
@@ -201,14 +220,15 @@ export class CheckpointWork {
       this.table.assertNotDeleted(unit);
       return this.table.mutex.run(source.id, async () => {
         this.table.assertNotDeleted(source);
+        await this.hooks.needed?.(source.id, cp, () => {});
         await this.runtime.forkDisk(source.id, cp.id, unit.id);
       });
     });
   }
 
   /** Deletes a checkpoint that is not the unit's active one (checked under the lock: no restore can race it). */
-  delete(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
-    return this.table.mutex.run(unit.id, async () => {
+  async delete(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
+    await this.table.mutex.run(unit.id, async () => {
       this.table.assertNotDeleted(unit);
       const fresh = (await this.store.units.getById(unit.id)) ?? unit;
       if (fresh.activeCheckpoint === cp.id) throw new ActiveCheckpointError(unit.name, cp.id);
@@ -217,5 +237,6 @@ export class CheckpointWork {
       failpoint("delete.row-deleted");
       await this.runtime.deleteCheckpoint(unit.id, cp.id);
     });
+    await this.hooks.deleted?.(unit.id, cp.id);
   }
 }

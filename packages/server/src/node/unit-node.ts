@@ -107,8 +107,15 @@ export interface UnitNode {
   upgrade(org: OrgRecord, unit: UnitRecord, to: ImageRecord, progress: Progress): Promise<CheckpointRecord>;
   /** Deletes a checkpoint; the active one cannot be (`ActiveCheckpointError`). */
   deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void>;
-  /** Which of the unit's checkpoints have their files on the node (spec 2.6 health). */
-  checkpointsPresent(unitId: string, ids: readonly string[]): Promise<ReadonlySet<string>>;
+  /**
+   * Which of the unit's checkpoints can be restored (spec 2.6 health): their files are on the node,
+   * or (issue #15) the object store holds them (`replicated`, as their rows say) and the node has one.
+   */
+  checkpointsPresent(
+    unitId: string,
+    ids: readonly string[],
+    replicated?: ReadonlySet<string>,
+  ): Promise<ReadonlySet<string>>;
 
   /** The limits units get where their resources policy names none, and the most CPU one may have. */
   resourceLimits(): Promise<ResourceLimits>;

@@ -135,6 +135,8 @@ export interface UnitRuntime {
    * for their export to and import from the object store; outside anything the unit can write.
    */
   checkpointDir(unitId: string): string;
+  /** The unit's checkpoints changed behind `checkpoint` (one was received from the store): its view shows them. */
+  checkpointsChanged(unitId: string): Promise<void>;
   /**
    * Replaces the files of a stopped unit with checkpoint `cpId`'s. Journaled: until
    * `completeRestore`, a crash is rolled forward by `recover` (the new files are in place).

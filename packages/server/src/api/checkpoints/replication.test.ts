@@ -169,4 +169,54 @@ describe("checkpoints in object storage", () => {
     assert.deepEqual(await objects.list(`units/${unitId}/`), []);
     assert.equal(existsSync(join(s.config.dataDir, "replication", unitId)), false, "its upload state went too");
   });
+
+  it("a checkpoint whose snapshot is gone from the node is received from the store for a restore and a fork", async () => {
+    const id = await s.unit(token, "lost");
+    const run = (script: string) => execHttp(s.url, token, "lost", ["sh", "-c", script]);
+    const take = async () => {
+      const r = await s.api("POST", "/v1/units/lost/checkpoint", { token, json: {} });
+      const cp = /checkpoint (v\d+) created/.exec(r.text)?.[1];
+      assert.ok(cp, r.text);
+      return cp;
+    };
+    const infos = async () =>
+      (await s.api("GET", "/v1/units/lost/checkpoints", { token })).body as (Info & { health: string })[];
+    const replicated = async (cp: string) => {
+      for (let i = 0; i < 300; i++) {
+        if ((await infos()).find((c) => c.id === cp)?.replication?.state === "replicated") return;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.fail(`${cp} was not copied`);
+    };
+    assert.equal((await run("echo zero > /home/unit/f")).exitCode, 0);
+    const v0 = await take();
+    await replicated(v0);
+    assert.equal((await run("echo one > /home/unit/f")).exitCode, 0);
+    const v1 = await take();
+    await replicated(v1);
+
+    // v0's snapshot is lost on the node; its row and its copy remain: it still shows as healthy.
+    const runtime = s.server.runtime;
+    await runtime.deleteCheckpoint(id, v0);
+    assert.equal(runtime.hasCheckpoint(id, v0), false);
+    assert.equal((await infos()).find((c) => c.id === v0)?.health, "");
+
+    const restored = await s.api("POST", `/v1/units/lost/checkpoints/${v0}/restore`, { token, json: {} });
+    assert.equal(restored.status, 200, restored.text);
+    assert.match(restored.text, /not on this node: receiving it from the object store/);
+    assert.match(restored.text, /"complete"/);
+    assert.equal((await run("cat /home/unit/f")).stdout.toString(), "zero\n");
+    assert.equal(runtime.hasCheckpoint(id, v0), true);
+
+    // v1 (incremental against v0 in the store) lost too: a fork of it receives it against v0.
+    await runtime.deleteCheckpoint(id, v1);
+    const fork = await s.api("POST", "/v1/units", {
+      token,
+      json: { name: "found", from: { unit: "lost", checkpoint: v1 } },
+    });
+    assert.equal(fork.status, 201, fork.text);
+    assert.equal((await execHttp(s.url, token, "found", ["cat", "/home/unit/f"])).stdout.toString(), "one\n");
+    for (const u of ["found", "lost"]) assert.equal((await s.api("DELETE", `/v1/units/${u}`, { token })).status, 204);
+    assert.deepEqual(await objects.list(`units/${id}/`), []);
+  });
 });

@@ -41,6 +41,7 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect
     const present = await node.checkpointsPresent(
       unit.id,
       cps.map((c) => c.id),
+      new Set(cps.filter((c) => c.replica?.state === "replicated").map((c) => c.id)),
     );
     return cps.map((cp) => checkpointInfo(unit, cp, present.has(cp.id)));
   };

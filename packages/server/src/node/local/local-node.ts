@@ -199,37 +199,38 @@ export class LocalNode implements UnitNode {
     return agentEndpoint(this.runtime, this.lifecycle, unit);
   }
 
-  async checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
-    const r = await timed("checkpoint", this.lifecycle.checkpoints.checkpoint(unit, comment, progress));
-    await this.replicator?.taken(unit.id, r.checkpoint.id);
-    return r;
+  checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
+    return timed("checkpoint", this.lifecycle.checkpoints.checkpoint(unit, comment, progress));
   }
 
-  async restore(
+  restore(
     org: OrgRecord,
     unit: UnitRecord,
     checkpoint: CheckpointRecord,
     progress: Progress,
   ): Promise<CheckpointRecord> {
-    const backup = await timed("restore", this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress));
-    await this.replicator?.taken(unit.id, backup.id);
-    return backup;
+    return timed("restore", this.lifecycle.checkpoints.restore(org, unit, checkpoint, progress));
   }
 
   async upgrade(org: OrgRecord, unit: UnitRecord, to: ImageRecord, progress: Progress): Promise<CheckpointRecord> {
     const backup = await this.lifecycle.checkpoints.upgrade(org, unit, to, progress);
     await this.lifecycle.images.pruneQuietly();
-    await this.replicator?.taken(unit.id, backup.id);
     return backup;
   }
 
-  async deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
-    await this.lifecycle.checkpoints.delete(unit, checkpoint);
-    await this.replicator?.checkpointDeleted(unit.id, checkpoint.id);
+  deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
+    return this.lifecycle.checkpoints.delete(unit, checkpoint);
   }
 
-  async checkpointsPresent(unitId: string, ids: readonly string[]): Promise<ReadonlySet<string>> {
-    return new Set(ids.filter((id) => this.runtime.hasCheckpoint(unitId, id)));
+  /** On this node, or (with an object store) restorable from it: `replicated` names those stored. */
+  async checkpointsPresent(
+    unitId: string,
+    ids: readonly string[],
+    replicated: ReadonlySet<string> = new Set(),
+  ): Promise<ReadonlySet<string>> {
+    return new Set(
+      ids.filter((id) => this.runtime.hasCheckpoint(unitId, id) || (this.replicator && replicated.has(id))),
+    );
   }
 
   async resourceLimits(): Promise<ResourceLimits> {

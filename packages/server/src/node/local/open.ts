@@ -6,7 +6,7 @@ import type { EmitEvent } from "../../events/event-log.js";
 import { ServiceEventFollower } from "../../events/service-events.js";
 import { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { hostResolver, NetworkEgress } from "../../network/egress.js";
-import { type ObjectStore, S3ObjectStore } from "../../replication/index.js";
+import type { ObjectStore } from "../../replication/object-store.js";
 import { openHostRuntime } from "../../runtime/host.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { UnitRecord } from "../../store/records.js";
@@ -14,7 +14,6 @@ import type { Store } from "../../store/store.js";
 import { HttpTargets } from "./http-targets.js";
 import { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalNode } from "./local-node.js";
-import { Replicator } from "./replicator.js";
 
 export interface LocalNodeOpts {
   readonly config: ServerConfig;
@@ -40,7 +39,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
   const { config, store, log } = opts;
   // Issue #15: checkpoints are copied to the object store, when one is configured (its
   // credentials checked before anything is opened).
-  const objects = config.objectStore && openObjectStore(config.objectStore);
+  const objects = config.objectStore && (await openObjectStore(config.objectStore));
   // Issue #18: a unit made from an organization image boots with its config (kept while units use it).
   const imageOf = async (id: string) => {
     const image = await store.images.getById(id);
@@ -72,21 +71,31 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
   );
   if (opts.events) lifecycle.setEvents(opts.events);
   const httpTargets = new HttpTargets();
-  const hostSockets = new HostSockets({ store, runtime, lifecycle, log, httpTargets });
+  const hostSockets = new HostSockets({ store, runtime, lifecycle, log, httpTargets, replicas: objects !== undefined });
   const upstream = config.dnsUpstream ? parseDnsServer(config.dnsUpstream) : hostResolver();
   const egress = new NetworkEgress({ store, runtime, upstream, log });
   const emit = opts.events;
   const serviceEvents =
     emit && new ServiceEventFollower({ store, agentSocket: (id) => runtime.agentSocket(id), emit, log });
+  // Loaded only with a store: the AWS SDK costs a start without one ~0.3 s.
   const replicator =
     objects &&
-    new Replicator({
+    new (await import("./replicator.js")).Replicator({
       store,
       objects,
       runtime,
       stateDir: join(config.dataDir, "replication"),
       log,
     });
+  if (replicator) {
+    lifecycle.checkpoints.setHooks({
+      taken: (unitId, cpId) => replicator.taken(unitId, cpId),
+      needed: async (unitId, cp, progress) => {
+        await replicator.fetch(unitId, cp, progress);
+      },
+      deleted: (unitId, cpId) => replicator.checkpointDeleted(unitId, cpId),
+    });
+  }
   const node = new LocalNode({
     runtime,
     lifecycle,
@@ -125,7 +134,10 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
 }
 
 /** The S3-compatible store of `--object-store`, its credentials from the environment (never from the config). */
-export function openObjectStore(o: ObjectStoreConfig, env: NodeJS.ProcessEnv = process.env): ObjectStore {
+export async function openObjectStore(
+  o: ObjectStoreConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ObjectStore> {
   const accessKeyId = env.AWS_ACCESS_KEY_ID;
   const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
   if (!accessKeyId || !secretAccessKey) {
@@ -133,6 +145,7 @@ export function openObjectStore(o: ObjectStoreConfig, env: NodeJS.ProcessEnv = p
       "--object-store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment (the store's credentials)",
     );
   }
+  const { S3ObjectStore } = await import("../../replication/object-store.js");
   const s3 = new S3ObjectStore({
     endpoint: o.endpoint,
     region: o.region,

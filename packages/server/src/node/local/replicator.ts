@@ -3,9 +3,11 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import {
+  assertId,
   deleteExport,
   discardExport,
   exportCheckpoint,
+  importCheckpoint,
   isReplicationError,
   listExports,
   type ObjectStore,
@@ -19,7 +21,7 @@ import type { Store } from "../../store/store.js";
  * are the unit's own, not unique across units).
  */
 export function unitObjects(objects: ObjectStore, unitId: string): ObjectStore {
-  const p = `units/${unitId}/`;
+  const p = `units/${assertId(unitId, "unit id")}/`;
   return {
     description: `${objects.description} ${p}`,
     putObject: (key, body, opts) => objects.putObject(p + key, body, opts),
@@ -42,7 +44,7 @@ export function unitObjects(objects: ObjectStore, unitId: string): ObjectStore {
 export interface ReplicatorDeps {
   readonly store: Store;
   readonly objects: ObjectStore;
-  readonly runtime: Pick<UnitRuntime, "checkpointDir" | "hasCheckpoint">;
+  readonly runtime: Pick<UnitRuntime, "checkpointDir" | "hasCheckpoint" | "checkpointsChanged">;
   /** Host-private: the state of unfinished uploads, per unit. */
   readonly stateDir: string;
   readonly log: Logger;
@@ -70,8 +72,50 @@ export class Replicator {
   private draining: Promise<void> | undefined;
   private current: (Job & { abort: AbortController; done: Promise<void> }) | undefined;
   private closed = false;
+  /** Per unit, the fetch under way: one import at a time into a unit's checkpoint directory. */
+  private readonly fetching = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: ReplicatorDeps) {}
+
+  /**
+   * Makes sure checkpoint `cp`'s snapshot is on this node before a restore or a fork: when it is
+   * missing and the store holds it, its chain is received from the store (the checkpoints of the
+   * chain that are missing too come back with it). False when it is missing and the store has no
+   * copy of it (the caller fails as without a store). A checkpoint deleted while it is fetched
+   * leaves a snapshot without a row, which the next start removes.
+   */
+  async fetch(unitId: string, cp: CheckpointRecord, progress: (message: string) => void): Promise<boolean> {
+    const { runtime } = this.deps;
+    if (runtime.hasCheckpoint(unitId, cp.id)) return true;
+    if (cp.replica?.state !== "replicated") return false;
+    const prev = this.fetching.get(unitId) ?? Promise.resolve();
+    const run = prev.then(async () => {
+      if (runtime.hasCheckpoint(unitId, cp.id)) return;
+      progress(`checkpoint ${cp.id} is not on this node: receiving it from the object store`);
+      const started = performance.now();
+      const r = await importCheckpoint({
+        store: unitObjects(this.deps.objects, unitId),
+        checkpointId: cp.id,
+        destDir: runtime.checkpointDir(unitId),
+        isPresent: async (id) => runtime.hasCheckpoint(unitId, id),
+      });
+      await runtime.checkpointsChanged(unitId);
+      this.deps.log.info(
+        { unitId, checkpoint: cp.id, received: r.received, ms: Math.round(performance.now() - started) },
+        "received a checkpoint from the object store",
+      );
+      progress(`received ${r.received.join(", ")} from the object store`);
+    });
+    // The next fetch of the unit waits for this one, whatever its outcome (its own caller has it).
+    const settled = run.catch(() => {});
+    this.fetching.set(unitId, settled);
+    try {
+      await run;
+    } finally {
+      if (this.fetching.get(unitId) === settled) this.fetching.delete(unitId);
+    }
+    return true;
+  }
 
   /** A checkpoint was taken: its row says pending, and its export is queued. Never throws (logs). */
   async taken(unitId: string, cpId: string): Promise<void> {
@@ -222,8 +266,8 @@ export class Replicator {
     try {
       await this.dequeue((j) => j.unitId === unitId);
       const objects = unitObjects(this.deps.objects, unitId);
-      await this.discardUnfinished(unitId, () => true);
       for (const o of await objects.list("")) await objects.deleteObject(o.key);
+      await this.discardUnfinished(unitId, () => true);
       await rm(this.unitStateDir(unitId), { recursive: true, force: true });
     } catch (err) {
       this.deps.log.warn({ err, unitId }, "deleting a deleted unit's checkpoints from the object store failed");
@@ -247,7 +291,14 @@ export class Replicator {
     for (const f of files) {
       const id = /^([a-z0-9_-]{1,64})\.export\.json$/.exec(f)?.[1];
       if (id && gone(id)) {
-        await discardExport({ store: unitObjects(this.deps.objects, unitId), checkpointId: id, stateDir: dir });
+        // A store without AbortMultipartUpload (some test servers) keeps the parts: its lifecycle
+        // rules (AbortIncompleteMultipartUpload) remove them; the state goes either way.
+        await discardExport({ store: unitObjects(this.deps.objects, unitId), checkpointId: id, stateDir: dir }).catch(
+          (err: unknown) => {
+            this.deps.log.warn({ err, unitId, checkpoint: id }, "aborting an unfinished upload failed");
+            return rm(join(dir, f), { force: true });
+          },
+        );
       }
     }
   }

@@ -306,6 +306,10 @@ export class RuncRuntime implements UnitRuntime {
     return this.paths.unit(id).checkpoints;
   }
 
+  checkpointsChanged(id: string): Promise<void> {
+    return this.paths.checkpointView(id).refresh();
+  }
+
   hasCheckpoint(id: string, cpId: string): boolean {
     return existsSync(this.paths.checkpoint(id, cpId));
   }

@@ -21,6 +21,8 @@ interface Deps {
   readonly log: Logger;
   /** Forgotten when the unit's services change from inside it, and whenever the unit stops. */
   readonly httpTargets?: HttpTargets;
+  /** Issue #15: an object store holds copies: a stored checkpoint not on the node is restorable. */
+  readonly replicas?: boolean;
 }
 
 /**
@@ -134,7 +136,8 @@ export class HostSockets {
   }
 
   private info(unit: UnitRecord, cp: CheckpointRecord) {
-    return checkpointInfo(unit, cp, this.deps.runtime.hasCheckpoint(unit.id, cp.id));
+    const stored = this.deps.replicas === true && cp.replica?.state === "replicated";
+    return checkpointInfo(unit, cp, stored || this.deps.runtime.hasCheckpoint(unit.id, cp.id));
   }
 
   private async task(unitId: string, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
