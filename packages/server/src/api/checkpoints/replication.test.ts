@@ -219,4 +219,38 @@ describe("checkpoints in object storage", () => {
     for (const u of ["found", "lost"]) assert.equal((await s.api("DELETE", `/v1/units/${u}`, { token })).status, 204);
     assert.deepEqual(await objects.list(`units/${id}/`), []);
   });
+
+  it("a checkpoint that cannot be received (its stored stream is gone) fails the restore, saying so without the store's address, and changes nothing", async () => {
+    const id = await s.unit(token, "broken");
+    const run = (script: string) => execHttp(s.url, token, "broken", ["sh", "-c", script]);
+    assert.equal((await run("echo kept > /home/unit/f")).exitCode, 0);
+    const r = await s.api("POST", "/v1/units/broken/checkpoint", { token, json: {} });
+    assert.match(r.text, /checkpoint v0 created/);
+    for (let i = 0; ; i++) {
+      const cps = (await s.api("GET", "/v1/units/broken/checkpoints", { token })).body as Info[];
+      if (cps[0]?.replication?.state === "replicated") break;
+      assert.ok(i < 300, "v0 was not copied");
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.equal((await run("echo changed > /home/unit/f")).exitCode, 0);
+    await s.server.runtime.deleteCheckpoint(id, "v0");
+    await unitObjects(objects, id).deleteObject("checkpoints/v0/stream.btrfs.zst");
+    const restored = await s.api("POST", "/v1/units/broken/checkpoints/v0/restore", { token, json: {} });
+    const last = JSON.parse(restored.text.trim().split("\n").at(-1) ?? "{}");
+    assert.equal(last.type, "error", restored.text);
+    assert.match(
+      last.error,
+      /^checkpoint v0 is not on this node, and receiving it from the object store failed \((NOT_FOUND|TRUNCATED)\); nothing was changed/,
+    );
+    assert.ok(!restored.text.includes("127.0.0.1"), "the store's address is not shown");
+    // Nothing changed: no backup was taken, the files are the unit's own, no partial snapshot is left.
+    assert.equal((await run("cat /home/unit/f")).stdout.toString(), "changed\n");
+    const cps = (await s.api("GET", "/v1/units/broken/checkpoints", { token })).body as Info[];
+    assert.deepEqual(
+      cps.map((c) => c.id),
+      ["v0"],
+    );
+    assert.equal(s.server.runtime.hasCheckpoint(id, "v0"), false);
+    assert.equal((await s.api("DELETE", "/v1/units/broken", { token })).status, 204);
+  });
 });

@@ -1,5 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ListCheckpointsQuery } from "@ums/protocol";
+import { errorAnswer } from "../../errors/respond.js";
 import { actorOf } from "../../events/actor.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import { checkpointInfo } from "../../present/checkpoint.js";
@@ -58,9 +59,11 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect
       const done = await work((data) => out.send({ type: "info", data, time: now() }));
       out.send({ type: "complete", ...done, time: now() });
     } catch (err) {
-      const message = err instanceof ApiError || err instanceof Error ? err.message : String(err);
-      reply.log.error({ err }, "checkpoint operation failed");
-      out.send({ type: "error", error: message, time: now() });
+      // As any answer (errors/respond.ts): a known error's message and code; an internal one's
+      // details (host paths, a store's address) only in the log.
+      const answer = errorAnswer(err);
+      reply.log[answer.internal ? "error" : "info"]({ err }, "checkpoint operation failed");
+      out.send({ type: "error", ...answer.body, status: answer.status, time: now() });
     } finally {
       out.end();
     }

@@ -15,6 +15,7 @@ import {
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { CheckpointRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import { UnitUnavailableError } from "../errors.js";
 
 /**
  * The store seen from one unit: its keys under `units/<unitId>/` (checkpoint ids, `v0`, `v1`, …,
@@ -111,6 +112,16 @@ export class Replicator {
     this.fetching.set(unitId, settled);
     try {
       await run;
+    } catch (err) {
+      // The caller's answer names the kind of failure; the store's address and answer are logged only.
+      this.deps.log.warn(
+        { unitId, checkpoint: cp.id, err: err instanceof Error ? err.message : String(err) },
+        "receiving a checkpoint from the object store failed",
+      );
+      const kind = isReplicationError(err) ? err.code : "INTERNAL";
+      throw new UnitUnavailableError(
+        `checkpoint ${cp.id} is not on this node, and receiving it from the object store failed (${kind}); nothing was changed: try again`,
+      );
     } finally {
       if (this.fetching.get(unitId) === settled) this.fetching.delete(unitId);
     }
