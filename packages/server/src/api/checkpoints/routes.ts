@@ -7,7 +7,6 @@ import { checkpointInfo } from "../../present/checkpoint.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import type { Dialect } from "../dialect.js";
-import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
