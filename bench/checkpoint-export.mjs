@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { percentile } from "./lib.mjs";
+import { children, killChildren, percentile, run } from "./lib.mjs";
 
 const USAGE = `usage: node bench/checkpoint-export.mjs [options]
 
@@ -75,31 +75,6 @@ const secs = (x) => (Number.isFinite(x) ? `${(x / 1000).toFixed(2)} s` : "n/a");
 const ms = (x) => (Number.isFinite(x) ? `${x.toFixed(0)} ms` : "n/a");
 const rate = (bytes, t) => bytes / MiB / (t / 1000);
 
-/** Processes this script started and has not seen exit: killed (by PID) on cleanup. */
-const children = new Set();
-function run(cmd, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
-    children.add(child);
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      if (err.length < 4000) err += d;
-    });
-    child.on("error", (e) => {
-      children.delete(child);
-      reject(e);
-    });
-    child.on("close", (code, signal) => {
-      children.delete(child);
-      if (code === 0) resolve(out);
-      else reject(new Error(`${cmd} ${args.join(" ")}: ${signal ?? `exit ${code}`}: ${err.trim()}`));
-    });
-  });
-}
 const sh = (script, ...args) => run("bash", ["-c", `set -o pipefail; ${script}`, "bench", ...args]);
 const settle = (pool) => sh('sync && btrfs subvolume sync "$1" >/dev/null', pool);
 
@@ -190,7 +165,7 @@ const clients = []; // the S3ObjectStore clients
 let cleaning;
 function cleanup() {
   cleaning ??= (async () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+    killChildren();
     for (const c of clients) c.destroy();
     if (scratch) await scratch.remove().catch((e) => log(`cleanup: ${e.message}`));
     if (tmp) rmSync(tmp, { recursive: true, force: true });

@@ -20,7 +20,6 @@
 // non-zero when something is broken (server does not start, a request is refused, data missing).
 // Everything it makes (units, template, images, temp files, subvolumes on the pool) is removed at
 // the end, on error, on Ctrl-C / SIGTERM and at the time cap (UMS_BENCH_TIMEOUT_S, default 1800).
-import { spawn } from "node:child_process";
 import { createHash, randomFillSync } from "node:crypto";
 import { createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { lstat, open, readdir, rename, stat, writeFile } from "node:fs/promises";
@@ -28,7 +27,7 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { percentile, startBenchServer } from "./lib.mjs";
+import { killChildren, percentile, run, startBenchServer } from "./lib.mjs";
 
 const USAGE = `usage: node bench/images.mjs [options]
 
@@ -106,36 +105,6 @@ const secs = (x) => (Number.isFinite(x) ? `${(x / 1000).toFixed(2)} s` : "n/a");
 const pct = (samples) => ({ p50: percentile(samples, 50), p90: percentile(samples, 90) });
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
-/** Processes this script started and has not seen exit: killed (by PID) on cleanup. */
-const children = new Set();
-/** Runs a command; rejects with its stderr when it fails. */
-function run(cmd, args, { timeoutMs } = {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
-    children.add(child);
-    const timer = timeoutMs && setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      if (err.length < 4000) err += d;
-    });
-    child.on("error", (e) => {
-      children.delete(child);
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on("close", (code, signal) => {
-      children.delete(child);
-      clearTimeout(timer);
-      if (code === 0) resolve(out);
-      else reject(new Error(`${cmd} ${args.join(" ")}: ${signal ?? `exit ${code}`}: ${err.trim()}`));
-    });
-  });
-}
-
 async function sha256File(path) {
   const h = createHash("sha256");
   await pipeline(createReadStream(path), h);
@@ -160,7 +129,7 @@ const cleanup = () =>
     interrupted = true;
     // An import in flight is let finish (seconds), so that its image can be deleted like the others.
     if (inflightImport) await Promise.race([inflightImport.catch(() => {}), sleep(120_000)]);
-    for (const c of children) c.kill("SIGKILL");
+    killChildren();
     if (bench) {
       for (const [name] of images) {
         const r = await api("DELETE", `/v1/images/${name}`).catch(() => undefined);

@@ -25,6 +25,42 @@ export function arg(name, dflt) {
 
 export const fmt = (ms) => (Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : "n/a");
 
+/** Processes a benchmark started and has not seen exit: `killChildren` ends them (by PID) on cleanup. */
+export const children = new Set();
+
+/** Runs a command; resolves to its stdout, rejects with its stderr when it fails (or is killed at `timeoutMs`). */
+export function run(cmd, args, { timeoutMs } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+    children.add(child);
+    const timer = timeoutMs && setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+    });
+    child.stderr.on("data", (d) => {
+      if (err.length < 4000) err += d;
+    });
+    child.on("error", (e) => {
+      children.delete(child);
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on("close", (code, signal) => {
+      children.delete(child);
+      clearTimeout(timer);
+      if (code === 0) resolve(out);
+      else reject(new Error(`${cmd} ${args.join(" ")}: ${signal ?? `exit ${code}`}: ${err.trim()}`));
+    });
+  });
+}
+
+/** SIGKILLs every child still running. */
+export function killChildren() {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+}
+
 export async function timeIt(fn) {
   const t = performance.now();
   await fn();

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { NodePlacement } from "../packages/server/dist/node/placement/node-placement.js";
 import { place } from "../packages/server/dist/node/placement/placement.js";
 import { DOWN_AFTER_MS } from "../packages/server/dist/node/registry/liveness.js";
+import { seededRandom } from "../packages/server/dist/soak/rng.js";
 import { openStore } from "../packages/server/dist/store/open.js";
 import { arg, fmt, percentile, ROOT } from "./lib.mjs";
 
@@ -28,20 +29,8 @@ const GOAL_MS = 5;
 const GiB = 1024 ** 3;
 const log = (m) => process.stderr.write(`${m}\n`);
 
-/** Deterministic draws for the fill (mulberry32). */
-function seeded(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 async function fill(store) {
-  const rnd = seeded(42);
+  const rnd = seededRandom(42);
   const now = new Date().toISOString();
   const nodeIds = [];
   for (let i = 0; i < NODES; i++) {

@@ -156,15 +156,29 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     setXattr(join(live, "text.txt"), "user.note", "hello");
     return live;
   }
+  /** `makeLive` under `<dir>/src`, and a checkpoint of it: its id and its snapshot's path. */
+  async function sourceCheckpoint(dir: string, randomMiB: number): Promise<{ cp: string; snap: string }> {
+    await mkdir(join(dir, "src"), { recursive: true });
+    const live = await makeLive(join(dir, "src"), randomMiB);
+    const cp = randomId("cp");
+    const snap = join(dir, "src", cp);
+    await checkpointOf(live, snap);
+    return { cp, snap };
+  }
+
+  /** Receives `cp` from `store` into `<dir>/dst`: it must be the same tree as `snap`. */
+  async function receivedAsSnapshot(dir: string, cp: string, snap: string, store: ObjectStore = S().store) {
+    const dst = join(dir, "dst");
+    await mkdir(dst);
+    await importCheckpoint({ store, checkpointId: cp, destDir: dst });
+    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+  }
 
   const stateDir = () => join(D(), "state");
 
   it("exports a checkpoint and receives it into another directory with identical contents", async () => {
     const dir = join(D(), "full");
-    await mkdir(join(dir, "src"), { recursive: true });
-    const live = await makeLive(join(dir, "src"), 12);
-    const cp = randomId("cp");
-    await checkpointOf(live, join(dir, "src", cp));
+    const { cp } = await sourceCheckpoint(dir, 12);
     const exported = await exportCheckpoint({
       store: S().store,
       unitId: "unit1",
@@ -298,11 +312,7 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
 
   it("resumes an interrupted export without uploading the stored parts again", async () => {
     const dir = join(D(), "resume");
-    await mkdir(join(dir, "src"), { recursive: true });
-    const live = await makeLive(join(dir, "src"), 30);
-    const cp = randomId("cp");
-    const snap = join(dir, "src", cp);
-    await checkpointOf(live, snap);
+    const { cp, snap } = await sourceCheckpoint(dir, 30);
     const ac = new AbortController();
     let stored = 0;
     await rejectsWith(
@@ -339,19 +349,12 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     assert.equal(r.uploadedBytes + r.skippedBytes, r.manifest.compressedBytes);
     assert.ok(r.uploadedBytes < r.manifest.compressedBytes);
 
-    const dst = join(dir, "dst");
-    await mkdir(dst);
-    await importCheckpoint({ store: S().store, checkpointId: cp, destDir: dst });
-    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+    await receivedAsSnapshot(dir, cp, snap);
   });
 
   it("resumes an export whose process was killed (SIGKILL) mid-way", async () => {
     const dir = join(D(), "killed");
-    await mkdir(join(dir, "src"), { recursive: true });
-    const live = await makeLive(join(dir, "src"), 30);
-    const cp = randomId("cp");
-    const snap = join(dir, "src", cp);
-    await checkpointOf(live, snap);
+    const { cp, snap } = await sourceCheckpoint(dir, 30);
     const opts = {
       unitId: "unit8",
       checkpointId: cp,
@@ -404,19 +407,12 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     assert.equal(r.resumed, true);
     assert.ok(r.skippedBytes >= 2 * PART, `skipped ${r.skippedBytes}`);
     assert.equal(r.uploadedBytes + r.skippedBytes, r.manifest.compressedBytes);
-    const dst = join(dir, "dst");
-    await mkdir(dst);
-    await importCheckpoint({ store: S().store, checkpointId: cp, destDir: dst });
-    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+    await receivedAsSnapshot(dir, cp, snap);
   });
 
   it("resumes after a network error, keeping the parts stored before it", async () => {
     const dir = join(D(), "neterr");
-    await mkdir(join(dir, "src"), { recursive: true });
-    const live = await makeLive(join(dir, "src"), 24);
-    const cp = randomId("cp");
-    const snap = join(dir, "src", cp);
-    await checkpointOf(live, snap);
+    const { cp, snap } = await sourceCheckpoint(dir, 24);
     // The store as seen through a link that breaks at the third part.
     let calls = 0;
     const real = S().store;
@@ -440,19 +436,12 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     assert.equal(r.resumed, true);
     assert.equal(r.skippedBytes, 2 * PART);
     assert.equal(r.uploadedBytes, r.manifest.compressedBytes - 2 * PART);
-    const dst = join(dir, "dst");
-    await mkdir(dst);
-    await importCheckpoint({ store: real, checkpointId: cp, destDir: dst });
-    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+    await receivedAsSnapshot(dir, cp, snap, real);
   });
 
   it("starts over cleanly when the regenerated stream differs from the interrupted one", async () => {
     const dir = join(D(), "restart");
-    await mkdir(join(dir, "src"), { recursive: true });
-    const live = await makeLive(join(dir, "src"), 12);
-    const cp = randomId("cp");
-    const snap = join(dir, "src", cp);
-    await checkpointOf(live, snap);
+    const { cp, snap } = await sourceCheckpoint(dir, 12);
     const ac = new AbortController();
     await rejectsWith(
       exportCheckpoint({
@@ -483,18 +472,12 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     });
     assert.equal(r.skippedBytes, 0);
     assert.equal(r.uploadedBytes, r.manifest.compressedBytes);
-    const dst = join(dir, "dst");
-    await mkdir(dst);
-    await importCheckpoint({ store: S().store, checkpointId: cp, destDir: dst });
-    assert.deepEqual(await describeTree(join(dst, cp)), await describeTree(snap));
+    await receivedAsSnapshot(dir, cp, snap);
   });
 
   it("a cancelled export leaves no process, and discardExport leaves nothing in the store", async () => {
     const dir = join(D(), "cancel");
-    await mkdir(join(dir, "src"), { recursive: true });
-    const live = await makeLive(join(dir, "src"), 12);
-    const cp = randomId("cp");
-    await checkpointOf(live, join(dir, "src", cp));
+    const { cp } = await sourceCheckpoint(dir, 12);
     const ac = new AbortController();
     const p = exportCheckpoint({
       store: S().store,
@@ -519,10 +502,7 @@ describe("checkpoint export and import (btrfs, S3 on loopback)", { skip: !root &
     let stream: Buffer = Buffer.alloc(0);
     before(async () => {
       dir = join(D(), "bad");
-      await mkdir(join(dir, "src"), { recursive: true });
-      const live = await makeLive(join(dir, "src"), 12);
-      cp = randomId("cp");
-      await checkpointOf(live, join(dir, "src", cp));
+      ({ cp } = await sourceCheckpoint(dir, 12));
       await exportCheckpoint({
         store: S().store,
         unitId: "unit6",

@@ -33,6 +33,12 @@ export class Rng {
   }
 }
 
+/** `Math.random`'s shape over an `Rng` of `seed`: the same draws every run (tests, benches). */
+export function seededRandom(seed: number): () => number {
+  const rng = new Rng(seed);
+  return () => rng.next();
+}
+
 /** A fresh seed when none is given (printed, so a run can be replayed with --seed). */
 export const newSeed = (): number => Math.floor(Math.random() * 2 ** 31);
 

@@ -35,15 +35,15 @@ describe("checkpoints in object storage", () => {
     assert.ok(id, r.text);
     return id;
   };
-  const list = async (): Promise<Info[]> => {
-    const r = await s.api("GET", "/v1/units/box/checkpoints", { token });
+  const list = async (unit = "box"): Promise<Info[]> => {
+    const r = await s.api("GET", `/v1/units/${unit}/checkpoints`, { token });
     assert.equal(r.status, 200, r.text);
     return r.body as Info[];
   };
-  /** The checkpoint's info once its copy is no longer pending (30 s at most). */
-  const settled = async (id: string): Promise<Info> => {
+  /** The unit's checkpoint's info once its copy is no longer pending (30 s at most). */
+  const settled = async (id: string, unit = "box"): Promise<Info> => {
     for (let i = 0; ; i++) {
-      const cp = (await list()).find((c) => c.id === id);
+      const cp = (await list(unit)).find((c) => c.id === id);
       assert.ok(cp?.replication, `checkpoint ${id} has no replication: ${JSON.stringify(cp)}`);
       if (cp.replication.state !== "pending") return cp;
       assert.ok(i < 300, `checkpoint ${id}'s copy is still pending`);
@@ -179,15 +179,9 @@ describe("checkpoints in object storage", () => {
       assert.ok(cp, r.text);
       return cp;
     };
-    const infos = async () =>
-      (await s.api("GET", "/v1/units/lost/checkpoints", { token })).body as (Info & { health: string })[];
-    const replicated = async (cp: string) => {
-      for (let i = 0; i < 300; i++) {
-        if ((await infos()).find((c) => c.id === cp)?.replication?.state === "replicated") return;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.fail(`${cp} was not copied`);
-    };
+    const infos = async () => (await list("lost")) as (Info & { health: string })[];
+    const replicated = async (cp: string) =>
+      assert.equal((await settled(cp, "lost")).replication?.state, "replicated", `${cp} was not copied`);
     assert.equal((await run("echo zero > /home/unit/f")).exitCode, 0);
     const v0 = await take();
     await replicated(v0);
@@ -226,12 +220,7 @@ describe("checkpoints in object storage", () => {
     assert.equal((await run("echo kept > /home/unit/f")).exitCode, 0);
     const r = await s.api("POST", "/v1/units/broken/checkpoint", { token, json: {} });
     assert.match(r.text, /checkpoint v0 created/);
-    for (let i = 0; ; i++) {
-      const cps = (await s.api("GET", "/v1/units/broken/checkpoints", { token })).body as Info[];
-      if (cps[0]?.replication?.state === "replicated") break;
-      assert.ok(i < 300, "v0 was not copied");
-      await new Promise((res) => setTimeout(res, 100));
-    }
+    assert.equal((await settled("v0", "broken")).replication?.state, "replicated", "v0 was not copied");
     assert.equal((await run("echo changed > /home/unit/f")).exitCode, 0);
     await s.server.runtime.deleteCheckpoint(id, "v0");
     await unitObjects(objects, id).deleteObject("checkpoints/v0/stream.btrfs.zst");
@@ -245,9 +234,8 @@ describe("checkpoints in object storage", () => {
     assert.ok(!restored.text.includes("127.0.0.1"), "the store's address is not shown");
     // Nothing changed: no backup was taken, the files are the unit's own, no partial snapshot is left.
     assert.equal((await run("cat /home/unit/f")).stdout.toString(), "changed\n");
-    const cps = (await s.api("GET", "/v1/units/broken/checkpoints", { token })).body as Info[];
     assert.deepEqual(
-      cps.map((c) => c.id),
+      (await list("broken")).map((c) => c.id),
       ["v0"],
     );
     assert.equal(s.server.runtime.hasCheckpoint(id, "v0"), false);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { seededRandom } from "../../soak/rng.js";
 import type { NodeRecord } from "../../store/records.js";
 import { MIN_FREE_DISK, MIN_FREE_MEMORY, type PlacementCandidate, place, score } from "./placement.js";
 
@@ -31,18 +32,6 @@ const cand = (n: NodeRecord, units = 0, orgUnits = 0, reachable = true): Placeme
   reachable,
 });
 
-/** A seeded generator (mulberry32): the same draws every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe("placement (issue #15 part 3)", () => {
   it("leaves out nodes that are down, cordoned, draining, unreachable, unlabelled, full or short, and says how many of each", () => {
     const stale = new Date(NOW - 16_000).toISOString();
@@ -64,7 +53,7 @@ describe("placement (issue #15 part 3)", () => {
     );
     // Without the label asked for, only zone-a can take it, whatever the draws.
     for (let seed = 0; seed < 20; seed++) {
-      const ok = place(cands, req, seeded(seed));
+      const ok = place(cands, req, seededRandom(seed));
       assert.equal(ok.ok && ok.node.name, "zone-a");
     }
     assert.equal(place([], req).ok === false && (place([], req) as { reason: string }).reason, "no node is registered");
@@ -77,7 +66,7 @@ describe("placement (issue #15 part 3)", () => {
       cand(node("c", { labels: { zone: "ab", disk: "ssd" } })),
     ];
     for (let seed = 0; seed < 20; seed++) {
-      const r = place(cands, { ...req, labels: { zone: "a", disk: "ssd" } }, seeded(seed));
+      const r = place(cands, { ...req, labels: { zone: "a", disk: "ssd" } }, seededRandom(seed));
       assert.equal(r.ok && r.node.name, "a");
     }
   });
@@ -98,12 +87,12 @@ describe("placement (issue #15 part 3)", () => {
     const roomy = node("roomy", { free: { memoryBytes: 30 * GiB, diskBytes: 450 * GiB } });
     const tight = node("tight", { free: { memoryBytes: 2 * GiB, diskBytes: 20 * GiB } });
     for (let seed = 0; seed < 20; seed++) {
-      const r = place([cand(tight, 90), cand(roomy, 10)], req, seeded(seed));
+      const r = place([cand(tight, 90), cand(roomy, 10)], req, seededRandom(seed));
       assert.equal(r.ok && r.node.name, "roomy");
     }
     // Equal room: the node without the organization's units wins.
     for (let seed = 0; seed < 20; seed++) {
-      const r = place([cand(node("a"), 10, 10), cand(node("b"), 10, 0)], req, seeded(seed));
+      const r = place([cand(node("a"), 10, 10), cand(node("b"), 10, 0)], req, seededRandom(seed));
       assert.equal(r.ok && r.node.name, "b");
     }
     assert.ok(score(cand(node("a"), 10, 10), 10) < score(cand(node("b"), 10, 0), 10));
@@ -126,7 +115,7 @@ describe("placement (issue #15 part 3)", () => {
     );
     const units = new Map<string, number>(nodes.map((n) => [n.id, 0]));
     const org = new Map<string, number>(nodes.map((n) => [n.id, 0]));
-    const random = seeded(7);
+    const random = seededRandom(7);
     for (let i = 0; i < 10_000; i++) {
       const mine = i % 10 === 0; // one organization makes a tenth of the units
       const r = place(
@@ -153,7 +142,7 @@ describe("placement (issue #15 part 3)", () => {
   it("draws at random: equal nodes each get picked, not always the first", () => {
     const nodes = [node("a"), node("b"), node("c")];
     const picked = new Set<string>();
-    const random = seeded(1);
+    const random = seededRandom(1);
     for (let i = 0; i < 50; i++) {
       const r = place(
         nodes.map((n) => cand(n)),

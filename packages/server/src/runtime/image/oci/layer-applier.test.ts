@@ -3,21 +3,10 @@ import { lstat, mkdir, readdir, readFile, readlink } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { describe, it } from "node:test";
+import { seededRandom } from "../../../soak/rng.js";
 import { suiteTempDir } from "../../../testing/temp-dir.js";
 import { applyLayerHere } from "./layer-applier.js";
 import { makeTar, type TarItem } from "./test-archives.js";
-
-/** A deterministic pseudo-random generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const NAMES = ["a", "b", "c"];
 const TARGETS = ["b", "a/b", "b/c", "/", "/a", "/c/a", "..", "../a", "../../b", "."];
@@ -85,7 +74,7 @@ describe("LayerApplier's parent cache", { skip: process.getuid?.() === 0 ? false
   const dir = suiteTempDir("ums-oci-applier-");
 
   it("changes nothing: random layers give the same tree and the same errors with it and without it", async () => {
-    const random = rng(20261128);
+    const random = seededRandom(20261128);
     // The targets' absolute paths, on the host: a layer that got out of its root would write there.
     const hostPaths = ["/a", "/b", "/c"];
     const absent = (

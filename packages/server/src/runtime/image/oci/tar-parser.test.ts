@@ -5,6 +5,7 @@ import { chownSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from "node
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { extract } from "tar-stream";
+import { seededRandom } from "../../../soak/rng.js";
 import { suiteTempDir } from "../../../testing/temp-dir.js";
 import { TarEvent, TarFormatError, TarParser } from "./tar-parser.js";
 import { makeTar } from "./test-archives.js";
@@ -79,22 +80,10 @@ function withParser(data: Buffer, cut: () => number): Parsed {
   return out;
 }
 
-/** A deterministic pseudo-random generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Checks that TarParser reads `data` as tar-stream does, whole and in pieces of many sizes. */
 async function sameAsTarStream(data: Buffer, what: string): Promise<Parsed> {
   const want = await withTarStream(data);
-  const random = rng(data.length);
+  const random = seededRandom(data.length);
   const cuts: [string, () => number][] = [
     ["whole", () => data.length],
     ["1 byte", () => 1],
@@ -162,7 +151,7 @@ describe("TarParser reads as tar-stream does", () => {
   it("refuses broken data with tar-stream's messages", async () => {
     const t = tree();
     const good = execFileSync("tar", ["--format=pax", "-cf", "-", "-C", t, "."], { maxBuffer: 1 << 26 });
-    const random = rng(7);
+    const random = seededRandom(7);
     for (let i = 0; i < 40; i++) {
       const at = Math.floor(random() * good.length);
       const truncated = await sameAsTarStream(good.subarray(0, at), `truncated at ${at}`);
