@@ -1,4 +1,4 @@
-// The host-admin commands (serve, token, org, image, keys): they load @ums/server, which only the
+// The host-admin commands (their names are in program.ts, NOT_USER): they load @ums/server, which only the
 // host has. main.ts imports this module only for them (or for help), so user commands start fast.
 
 export { ConfigError } from "@ums/server/config";
@@ -11,15 +11,3 @@ export { orgCommand } from "./commands/org.js";
 export { serveCommand } from "./commands/serve.js";
 export { tokenCommand } from "./commands/token.js";
 export { uninstallCommand } from "./commands/uninstall.js";
-
-export const ADMIN_COMMANDS = [
-  "serve",
-  "token",
-  "org",
-  "node",
-  "image",
-  "keys",
-  "doctor",
-  "install",
-  "uninstall",
-] as const;

@@ -5,6 +5,7 @@ import { parseDuration } from "@ums/protocol/duration";
 import { DEFAULT_AGENT_TIMEOUTS } from "./agent/deadline.js";
 import { parseRateLimit, type RateLimit } from "./api/rate-limit/token-bucket.js";
 import { type ConnectionLimits, DEFAULT_CONNECTION_LIMITS } from "./http/limits.js";
+import { KEY_PREFIX_PATTERN } from "./replication/keys.js";
 
 /** Server configuration, resolved once from flags, then environment, then defaults; frozen. */
 export interface ServerConfig {
@@ -145,10 +146,12 @@ export function parseListen(value: string): { host: string; port: number } {
   return { host, port };
 }
 
+/** One label of a DNS name (RFC 1123): the unit host's, a node's name. */
+const DNS_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
 function parseUnitHost(value: string): string {
   const host = value.trim().toLowerCase().replace(/\.$/, "");
-  const label = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-  if (!host || host.length > 200 || !host.split(".").every((l) => label.test(l))) {
+  if (!host || host.length > 200 || !host.split(".").every((l) => DNS_LABEL.test(l))) {
     throw new ConfigError(`unit host '${value}' is not a DNS name like units.example.com`);
   }
   return host;
@@ -300,7 +303,7 @@ function metricsListen(v: string | undefined): { host: string; port: number } | 
 
 /** A node's name: a DNS label (1-63 of a-z, 0-9, -), as host names are. */
 export function nodeNameProblem(name: string): string | undefined {
-  return /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/.test(name)
+  return DNS_LABEL.test(name)
     ? undefined
     : "must be 1-63 lowercase letters, digits and '-', not starting or ending with '-'";
 }
@@ -357,7 +360,6 @@ function nodeUnitSlots(raw: string | number | undefined): number | undefined {
 }
 
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
-const KEY_PREFIX = /^(?:[a-z0-9_-]{1,64}\/){0,8}$/;
 
 /** `s3://BUCKET[/PREFIX/][?endpoint=URL&region=R&path_style=true]` (docs/SCALE-OUT.md). */
 export function parseObjectStore(text: string): ObjectStoreConfig {
@@ -378,7 +380,7 @@ export function parseObjectStore(text: string): ObjectStoreConfig {
   if (!BUCKET.test(bucket)) throw bad(`names bucket '${bucket}', which is not 3-63 of a-z, 0-9, '.', '-'`);
   let keyPrefix = decodeURIComponent(url.pathname.replace(/^\//, ""));
   if (keyPrefix !== "" && !keyPrefix.endsWith("/")) keyPrefix += "/";
-  if (!KEY_PREFIX.test(keyPrefix)) throw bad(`has prefix '${keyPrefix}', which is not [a-z0-9_-] segments`);
+  if (!KEY_PREFIX_PATTERN.test(keyPrefix)) throw bad(`has prefix '${keyPrefix}', which is not [a-z0-9_-] segments`);
   const known = new Set(["endpoint", "region", "path_style"]);
   for (const k of url.searchParams.keys()) if (!known.has(k)) throw bad(`has an unknown option '${k}'`);
   const endpoint = url.searchParams.get("endpoint") ?? undefined;

@@ -1,5 +1,8 @@
 import { ReplicationError } from "./errors.js";
 
+/** A store's own key prefix: `[a-z0-9_-]` segments, each followed by `/` (e.g. `ums/`), or "". */
+export const KEY_PREFIX_PATTERN = /^(?:[a-z0-9_-]{1,64}\/){0,8}$/;
+
 /** Unit and checkpoint ids as they may appear in an object key: nothing a unit wrote, nothing like `..`. */
 export const ID_PATTERN = /^[a-z0-9_-]{1,64}$/;
 

@@ -14,6 +14,7 @@ import {
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { ReplicationError } from "./errors.js";
+import { KEY_PREFIX_PATTERN } from "./keys.js";
 import { MAX_PARTS } from "./manifest.js";
 
 export interface ObjectInfo {
@@ -93,8 +94,6 @@ export interface S3StoreConfig {
   maxAttempts?: number | undefined;
 }
 
-const KEY_PREFIX = /^(?:[a-z0-9_-]{1,64}\/){0,8}$/;
-
 /** Turns an SDK error into ours; never includes the request (its headers carry the signature). */
 function storeError(op: string, key: string, err: unknown, signal: AbortSignal | undefined): ReplicationError {
   if (err instanceof ReplicationError) return err;
@@ -131,7 +130,7 @@ export class S3ObjectStore implements ObjectStore {
 
   constructor(config: S3StoreConfig) {
     const prefix = config.keyPrefix ?? "";
-    if (!KEY_PREFIX.test(prefix))
+    if (!KEY_PREFIX_PATTERN.test(prefix))
       throw new ReplicationError("INVALID_ID", "keyPrefix must be [a-z0-9_-] segments ending in /");
     if (!config.bucket) throw new ReplicationError("INVALID_ID", "bucket is empty");
     this.bucket = config.bucket;

@@ -4,12 +4,12 @@ import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import {
   assertId,
+  checkpointKeys,
   deleteExport,
   discardExport,
   exportCheckpoint,
   importCheckpoint,
   isReplicationError,
-  listExports,
   type ObjectStore,
 } from "../../replication/index.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
@@ -322,16 +322,19 @@ export class Replicator {
       needed.add(c.id);
       for (const id of c.replica?.chain ?? []) needed.add(id);
     }
-    const stored = await listExports(objects);
-    for (const id of stored.reverse()) {
-      if (needed.has(id)) continue;
-      await deleteExport({ store: objects, checkpointId: id });
-    }
-    // An unfinished upload of a deleted checkpoint: its parts go, and what it left as objects.
-    await this.discardUnfinished(unitId, (id) => !needed.has(id));
+    // One listing: each checkpoint no one needs, with what it has in the store.
+    const gone = new Map<string, string[]>();
     for (const o of await objects.list("checkpoints/")) {
       const id = /^checkpoints\/([a-z0-9_-]{1,64})\//.exec(o.key)?.[1];
-      if (id && !needed.has(id)) await objects.deleteObject(o.key);
+      if (id && !needed.has(id)) gone.set(id, [...(gone.get(id) ?? []), o.key]);
+    }
+    // Newest first, each as deleteExport goes (its manifest first: never listed without its stream).
+    for (const id of [...gone.keys()].reverse()) await deleteExport({ store: objects, checkpointId: id });
+    // An unfinished upload of a deleted checkpoint: its parts go, and what it left as objects.
+    await this.discardUnfinished(unitId, (id) => !needed.has(id));
+    for (const [id, keys] of gone) {
+      const { manifest, stream } = checkpointKeys(id);
+      for (const key of keys) if (key !== manifest && key !== stream) await objects.deleteObject(key);
     }
   }
 
