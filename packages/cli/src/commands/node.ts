@@ -81,9 +81,14 @@ export function nodeCommand(): Command {
   setState("uncordon", "active", "give a node new units again");
 
   withDataDir(node.command("remove"))
-    .description("remove a node that is gone for good (refused while it is up, and while units name it)")
+    .description(
+      "remove a node that is gone for good (refused while it is up, and while units, templates or images name it)",
+    )
     .argument("<name>", "node name")
-    .option("--forget-units", "also remove the records of its units (their files were on that host)")
+    .option(
+      "--forget-units",
+      "also remove the records of its units, templates and images (their files were on that host)",
+    )
     .action(async (name: string, opts: { forgetUnits?: boolean; dataDir?: string }) => {
       await withStore(opts, async (store) => {
         const n = await store.nodes.getByName(name);
@@ -102,7 +107,14 @@ export function nodeCommand(): Command {
           }
           throw err;
         }
-        const forgot = removed && removed.units > 0 ? ` and the records of its ${removed.units} units` : "";
+        const held = removed
+          ? [
+              removed.units > 0 && `${removed.units} units`,
+              removed.templates > 0 && `${removed.templates} templates`,
+              removed.images > 0 && `${removed.images} images`,
+            ].filter((p) => p !== false)
+          : [];
+        const forgot = held.length > 0 ? ` and the records of its ${held.join(", ")}` : "";
         process.stdout.write(`removed ${name}${forgot}\n`);
       });
     });

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { readNodeId } from "../node/registry/registration.js";
 import { run } from "../runtime/exec/host-command.js";
 import { readHostNetwork } from "../runtime/network/conflicts.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
@@ -137,13 +138,16 @@ export async function uninstall(o: UninstallOpts): Promise<UninstallReport> {
   return { removed, left };
 }
 
-/** The ids of the units in this data dir's database (for their disks in a shared pool). */
+/**
+ * The ids of this node's units in this data dir's database (for their disks in a shared pool): not
+ * those of other nodes sharing the database (issue #15).
+ */
 async function unitIds(dataDir: string): Promise<string[]> {
   const { openStore } = await import("../store/open.js");
   try {
     const store = await openStore({ dataDir, databaseUrl: process.env.UMS_DATABASE_URL || undefined });
     try {
-      return (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
+      return (await store.units.withStatus(["cold", "warm", "running"], await readNodeId(dataDir))).map((u) => u.id);
     } finally {
       await store.close();
     }
@@ -152,13 +156,13 @@ async function unitIds(dataDir: string): Promise<string[]> {
   }
 }
 
-/** The ids of this data dir's templates (issue #18: subvolumes `templates/<id>` in the pool). */
+/** The ids of this node's templates (issue #18: subvolumes `templates/<id>` in the pool). */
 async function templateIds(dataDir: string): Promise<string[]> {
   const { openStore } = await import("../store/open.js");
   try {
     const store = await openStore({ dataDir, databaseUrl: process.env.UMS_DATABASE_URL || undefined });
     try {
-      return (await store.templates.all()).map((t) => t.id);
+      return (await store.templates.all(await readNodeId(dataDir))).map((t) => t.id);
     } finally {
       await store.close();
     }

@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import type { ImageRecipe } from "@ums/protocol";
 import type { Logger } from "pino";
 import type { UnitRuntime } from "../runtime/runtime.js";
-import type { ImageRecord, UnitRecord } from "../store/records.js";
+import { type ImageRecord, onNode, type UnitRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { ImageGoneError, ImageInUseError } from "./errors.js";
 import type { UnitTable } from "./unit-table.js";
@@ -60,8 +60,8 @@ async function receiveUpload(body: Readable, path: string, signal?: AbortSignal)
   }
 }
 
-/** A new image's row, not ready. */
-function draftRecord(orgId: string, name: string, source: string): ImageRecord {
+/** A new image's row, not ready, on node `nodeId` (its files are made there). */
+function draftRecord(orgId: string, name: string, source: string, nodeId: string | null): ImageRecord {
   return {
     id: `img-${randomUUID()}`,
     orgId,
@@ -73,6 +73,7 @@ function draftRecord(orgId: string, name: string, source: string): ImageRecord {
     ready: false,
     createdAt: new Date().toISOString(),
     supersededAt: null,
+    nodeId,
   };
 }
 
@@ -91,6 +92,8 @@ export class ImageWork {
     private readonly store: Store,
     private readonly runtime: UnitRuntime,
     private readonly log: Logger,
+    /** Issue #15: this node's id (Lifecycle's `nodeId`). */
+    private readonly nodeId?: string,
   ) {}
 
   /**
@@ -104,7 +107,7 @@ export class ImageWork {
     body: Readable,
     hooks: { progress: (message: string) => void; signal?: AbortSignal },
   ): Promise<ImageRecord> {
-    const image = draftRecord(orgId, name, "");
+    const image = draftRecord(orgId, name, "", this.nodeId ?? null);
     await this.store.images.insert(image);
     const upload = await this.runtime.imageUploadPath(image.id);
     try {
@@ -150,7 +153,7 @@ export class ImageWork {
       steps?: (draftId: string) => Promise<{ unitId: string; checkpoint: string }>;
     },
   ): Promise<ImageRecord> {
-    const image = draftRecord(orgId, recipe.name, source);
+    const image = draftRecord(orgId, recipe.name, source, this.nodeId ?? null);
     await this.store.images.insert(image);
     try {
       return await this.table.mutex.run(lockOf(image), async () => {
@@ -219,12 +222,12 @@ export class ImageWork {
   }
 
   /**
-   * Removes the superseded builds no unit or template uses any more (after a unit's delete or
-   * upgrade, and at start); returns how many went.
+   * Removes this node's superseded builds no unit or template uses any more (after a unit's delete
+   * or upgrade, and at start); returns how many went. Another node's are its own to remove.
    */
   async prune(): Promise<number> {
     let removed = 0;
-    for (const i of await this.store.images.superseded()) {
+    for (const i of await this.store.images.superseded(this.nodeId)) {
       if (await this.pruneOne(i.id)) removed++;
     }
     return removed;
@@ -239,7 +242,8 @@ export class ImageWork {
     return this.table.mutex.run(lockOf({ id }), async () => {
       if ((await this.store.images.usedBy(id)) > 0) return false;
       const fresh = await this.store.images.getById(id);
-      if (!fresh || fresh.supersededAt === null) return false;
+      // A build of the name on another node (a newer one here superseded it) has its files there.
+      if (!fresh || fresh.supersededAt === null || !onNode(fresh, this.nodeId)) return false;
       await this.discard(fresh);
       return true;
     });
@@ -250,10 +254,13 @@ export class ImageWork {
     await this.store.images.delete(image.id);
   }
 
-  /** At start: removes every image that is not ready (a crash in its import or delete), files and row. */
+  /**
+   * At start: removes every image of this node that is not ready (a crash in its import or delete),
+   * files and row. Another node's is left alone: its import or build may be under way.
+   */
   async sweep(): Promise<number> {
     let removed = 0;
-    for (const i of await this.store.images.all()) {
+    for (const i of await this.store.images.all(this.nodeId)) {
       if (i.ready) continue;
       await this.discard(i);
       removed++;

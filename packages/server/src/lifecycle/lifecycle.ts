@@ -29,6 +29,12 @@ export interface LifecycleConfig {
   readonly busyCpu: number;
   /** How long the host waits on a unit's agent (default DEFAULT_AGENT_TIMEOUTS). */
   readonly agentTimeouts?: AgentTimeouts;
+  /**
+   * Issue #15: this node's id. It re-adopts and sweeps only its own units, templates and images
+   * (and those that name no node), and names itself in the templates and images it makes.
+   * Undefined: every one is its own, as before nodes (tests).
+   */
+  readonly nodeId?: string;
 }
 
 /** Told when a unit starts running (booted or re-adopted) and when it stops. */
@@ -82,8 +88,8 @@ export class Lifecycle {
       },
       ensureRunningLocked: (org, unit) => this.ensureRunning(org, unit),
     });
-    this.templates = new TemplateWork(this.table, store, runtime, log);
-    this.images = new ImageWork(this.table, store, runtime, log);
+    this.templates = new TemplateWork(this.table, store, runtime, log, cfg.nodeId);
+    this.images = new ImageWork(this.table, store, runtime, log, cfg.nodeId);
   }
 
   /** What keeps units awake: requests in flight, sessions, proxied connections, keep-awake tasks. */
@@ -111,6 +117,7 @@ export class Lifecycle {
       checkpoints: this.checkpoints,
       log: this.log,
       running: (id) => this.hooks.running(id),
+      nodeId: this.cfg.nodeId,
     });
     await this.templates.sweep();
     await this.images.sweep();

@@ -24,6 +24,8 @@ export class TemplateWork {
     private readonly store: Store,
     private readonly runtime: UnitRuntime,
     private readonly log: Logger,
+    /** Issue #15: this node's id (Lifecycle's `nodeId`). */
+    private readonly nodeId?: string,
   ) {}
 
   /** Publishes checkpoint `cp` of `source` as a template; TemplateExistsError (store) when the name is taken. */
@@ -46,6 +48,8 @@ export class TemplateWork {
       network: cp.network,
       ready: false,
       createdAt: new Date().toISOString(),
+      // Its files are made here: its units are placed on this node.
+      nodeId: this.nodeId ?? source.nodeId,
     };
     await this.store.templates.insert(t);
     failpoint("template.recorded");
@@ -95,10 +99,13 @@ export class TemplateWork {
     await this.store.templates.delete(t.id);
   }
 
-  /** At start: removes every template that is not ready (a crash in its publish or delete), files and row. */
+  /**
+   * At start: removes every template of this node that is not ready (a crash in its publish or
+   * delete), files and row. Another node's is left alone: its publish may be under way.
+   */
   async sweep(): Promise<number> {
     let removed = 0;
-    for (const t of await this.store.templates.all()) {
+    for (const t of await this.store.templates.all(this.nodeId)) {
       if (t.ready) continue;
       await this.discard(t);
       removed++;

@@ -195,6 +195,8 @@ export interface TemplateRecord extends PolicyTexts {
   readonly imageId: string | null;
   readonly ready: boolean;
   readonly createdAt: string;
+  /** Issue #15: the node that holds its files (made it); its units are placed there. Null: from before, claimed at start. */
+  readonly nodeId: string | null;
 }
 
 /**
@@ -217,6 +219,17 @@ export interface ImageRecord {
   readonly createdAt: string;
   /** When a newer build took its name (it is kept, hidden, while units or templates use it); null: the name's build. */
   readonly supersededAt: string | null;
+  /** Issue #15: the node that holds its files (made it); its units are placed there. Null: from before, claimed at start. */
+  readonly nodeId: string | null;
+}
+
+/**
+ * Issue #15: whether a unit, template or image is node `nodeId`'s to work on (docs/SCALE-OUT.md):
+ * it names that node, or none (from before nodes; the node claims those at its start). Without a
+ * node id (a tool or a test that is no node), every one is.
+ */
+export function onNode(r: { readonly nodeId: string | null }, nodeId: string | undefined): boolean {
+  return nodeId === undefined || r.nodeId === null || r.nodeId === nodeId;
 }
 
 export interface UnitPatch extends Partial<PolicyTexts> {

@@ -166,6 +166,7 @@ for (const dialect of testDialects) {
         network: '{"rules":[]}',
         ready: false,
         createdAt: new Date().toISOString(),
+        nodeId: null,
       };
       await store.templates.insert(rec);
       assert.equal(await store.templates.get(org.id, "base"), undefined, "not ready: not shown");
@@ -209,6 +210,7 @@ for (const dialect of testDialects) {
         ready: false,
         createdAt: new Date().toISOString(),
         supersededAt: null,
+        nodeId: null,
       };
       await store.images.insert(rec);
       assert.equal(await store.images.get(org.id, "py"), undefined, "not ready: not shown");
@@ -264,6 +266,7 @@ for (const dialect of testDialects) {
         ready: false,
         createdAt: new Date().toISOString(),
         supersededAt: null,
+        nodeId: null,
       });
       await store.images.insert(build("img-b1"));
       await store.images.finish(build("img-b1"));
@@ -522,17 +525,62 @@ for (const dialect of testDialects) {
         Object.fromEntries((await store.nodes.usage(org)).map((u) => [u.node.name, [u.units, u.orgUnits]]));
       assert.deepEqual(await use(o1.id), { alpha: [3, 2], beta: [1, 1] });
       assert.deepEqual(await use(o2.id), { alpha: [3, 1], beta: [1, 0] });
-      // The other tests' units name no node either: all go.
-      assert.ok((await store.nodes.claimUnplaced("node-a")) >= 1);
+      // A template and an image from before nodes (issue #15) are claimed like units.
+      const tpl = (id: string, nodeId: string | null) => ({
+        id,
+        orgId: o1.id,
+        name: id,
+        description: "",
+        sourceUnit: "n1",
+        sourceCheckpoint: "v0",
+        environmentVersion: null,
+        imageId: null,
+        resources: "{}",
+        privileges: "{}",
+        network: '{"rules":[]}',
+        ready: true,
+        createdAt: new Date().toISOString(),
+        nodeId,
+      });
+      await store.templates.insert(tpl("tpl-nodes-old", null));
+      await store.images.insert({
+        id: "img-nodes-old",
+        orgId: o1.id,
+        name: "nodes-old",
+        source: "",
+        environmentVersion: "",
+        config: "{}",
+        bytes: 0,
+        ready: true,
+        createdAt: new Date().toISOString(),
+        supersededAt: null,
+        nodeId: null,
+      });
+      // The other tests' units, templates and images name no node either: all go.
+      const claimed = await store.nodes.claimUnplaced("node-a");
+      assert.ok(claimed.units >= 1 && claimed.templates >= 1 && claimed.images >= 1, JSON.stringify(claimed));
       assert.equal((await store.units.get(o2.id, "n5"))?.nodeId, "node-a");
-      assert.equal(await store.nodes.claimUnplaced("node-b"), 0);
+      assert.equal((await store.templates.get(o1.id, "tpl-nodes-old"))?.nodeId, "node-a");
+      assert.equal((await store.images.getById("img-nodes-old"))?.nodeId, "node-a");
+      assert.deepEqual(await store.nodes.claimUnplaced("node-b"), { units: 0, templates: 0, images: 0 });
 
       await assert.rejects(
         store.nodes.remove("beta"),
         (err: unknown) => err instanceof NodeInUseError && err.units === 1,
       );
       await store.units.delete(o1.id, "n4");
-      assert.deepEqual(await store.nodes.remove("beta"), { units: 0 });
+      // A template holds a node as a unit does: its files are there.
+      await store.templates.insert(tpl("tpl-nodes-beta", "node-b"));
+      await assert.rejects(
+        store.nodes.remove("beta"),
+        (err: unknown) =>
+          err instanceof NodeInUseError &&
+          err.units === 0 &&
+          err.holds.templates === 1 &&
+          err.message === "node 'beta' still holds 1 templates",
+      );
+      await store.templates.delete("tpl-nodes-beta");
+      assert.deepEqual(await store.nodes.remove("beta"), { units: 0, templates: 0, images: 0 });
       assert.equal(await store.nodes.remove("beta"), false);
       assert.equal(await store.nodes.getByName("beta"), undefined);
       // A node gone for good with its units: their rows (and their checkpoints') go with it.
@@ -549,10 +597,146 @@ for (const dialect of testDialects) {
         auto: false,
       });
       const onAlpha = (await store.nodes.usage(o1.id)).find((u) => u.node.name === "alpha")?.units ?? 0;
-      assert.deepEqual(await store.nodes.remove("alpha", { forgetUnits: true }), { units: onAlpha });
+      const named = <T extends { nodeId: string | null }>(rows: T[]) =>
+        rows.filter((r) => r.nodeId === "node-a").length;
+      const held = {
+        units: onAlpha,
+        templates: named(await store.templates.all()),
+        images: named(await store.images.all()),
+      };
+      assert.ok(held.templates >= 1 && held.images >= 1);
+      assert.deepEqual(await store.nodes.remove("alpha", { forgetUnits: true }), held);
       assert.equal(await store.units.get(o1.id, "n1"), undefined);
       assert.deepEqual(await store.checkpoints.list("unit-n1"), []);
+      assert.equal(await store.templates.get(o1.id, "tpl-nodes-old"), undefined, "its templates' rows go too");
+      assert.equal(await store.images.getById("img-nodes-old"), undefined, "and its images'");
       assert.deepEqual(await store.nodes.list(), []);
+    });
+
+    it("node-scoped reads (issue #15): a node lists its own units, templates, images and checkpoints to copy, and those naming none", async () => {
+      const org = await store.orgs.ensure("node-scope", { ...limits, maxUnits: 10 });
+      const unit = (name: string, nodeId: string | null, status: "running" | "warm" | "cold") =>
+        store.units.create(
+          {
+            id: `unit-scope-${name}`,
+            orgId: org.id,
+            name,
+            urlLabel: `${name}-scope`,
+            status,
+            urlAuth: "unit",
+            privateAccess: null,
+            labels: [],
+            version: null,
+            environmentVersion: null,
+            createdAt: new Date().toISOString(),
+            nodeId,
+          },
+          10,
+        );
+      await unit("mine", "node-mine", "running");
+      await unit("mine-cold", "node-mine", "cold");
+      await unit("other", "node-other", "running");
+      await unit("none", null, "warm");
+      const units = async (nodeId?: string) =>
+        (await store.units.withStatus(["running", "warm"], nodeId))
+          .map((u) => u.id)
+          .filter((id) => id.startsWith("unit-scope-"))
+          .sort();
+      assert.deepEqual(await units("node-mine"), ["unit-scope-mine", "unit-scope-none"]);
+      assert.deepEqual(await units("node-other"), ["unit-scope-none", "unit-scope-other"]);
+      assert.deepEqual(await units(), ["unit-scope-mine", "unit-scope-none", "unit-scope-other"], "no node: all");
+
+      const template = (id: string, nodeId: string | null) =>
+        store.templates.insert({
+          id,
+          orgId: org.id,
+          name: id,
+          description: "",
+          sourceUnit: "mine",
+          sourceCheckpoint: "v0",
+          environmentVersion: null,
+          imageId: null,
+          resources: "{}",
+          privileges: "{}",
+          network: '{"rules":[]}',
+          ready: false,
+          createdAt: new Date().toISOString(),
+          nodeId,
+        });
+      await template("tpl-scope-mine", "node-mine");
+      await template("tpl-scope-none", null);
+      await template("tpl-scope-other", "node-other");
+      const templates = async (nodeId?: string) =>
+        (await store.templates.all(nodeId)).filter((t) => t.id.startsWith("tpl-scope-")).map((t) => [t.id, t.nodeId]);
+      assert.deepEqual(await templates("node-mine"), [
+        ["tpl-scope-mine", "node-mine"],
+        ["tpl-scope-none", null],
+      ]);
+      assert.equal((await templates()).length, 3);
+
+      const image = (id: string, name: string, nodeId: string | null) => ({
+        id,
+        orgId: org.id,
+        name,
+        source: "",
+        environmentVersion: `${name}@${id}`,
+        config: "{}",
+        bytes: 0,
+        ready: false,
+        createdAt: new Date().toISOString(),
+        supersededAt: null,
+        nodeId,
+      });
+      await store.images.insert(image("img-scope-mine", "m", "node-mine"));
+      await store.images.insert(image("img-scope-none", "n", null));
+      await store.images.insert(image("img-scope-other", "o", "node-other"));
+      const images = async (nodeId?: string) =>
+        (await store.images.all(nodeId)).filter((i) => i.id.startsWith("img-scope-")).map((i) => [i.id, i.nodeId]);
+      assert.deepEqual(await images("node-other"), [
+        ["img-scope-none", null],
+        ["img-scope-other", "node-other"],
+      ]);
+      assert.equal((await images()).length, 3);
+      // A newer build of each name supersedes the node's first one.
+      for (const [id, name, nodeId] of [
+        ["img-scope-mine", "m", "node-mine"],
+        ["img-scope-other", "o", "node-other"],
+      ] as const) {
+        await store.images.finish({ ...image(id, name, nodeId), ready: true });
+        await store.images.insert(image(`${id}-2`, name, nodeId));
+        assert.deepEqual(await store.images.finish({ ...image(`${id}-2`, name, nodeId), ready: true }), [id]);
+      }
+      const superseded = async (nodeId?: string) =>
+        (await store.images.superseded(nodeId)).filter((i) => i.orgId === org.id).map((i) => i.id);
+      assert.deepEqual(await superseded("node-mine"), ["img-scope-mine"]);
+      assert.deepEqual(await superseded(), ["img-scope-mine", "img-scope-other"]);
+
+      // Checkpoints whose copy to the object store is still to be made.
+      for (const u of ["mine", "other", "none"]) {
+        await store.checkpoints.insert({
+          unitId: `unit-scope-${u}`,
+          id: "v0",
+          seq: 0,
+          comment: "",
+          sourceId: null,
+          resources: "{}",
+          privileges: "{}",
+          network: '{"rules":[]}',
+          createdAt: new Date().toISOString(),
+          auto: false,
+        });
+        assert.equal(
+          await store.checkpoints.setReplica(`unit-scope-${u}`, "v0", { state: "failed", error: "x" }),
+          true,
+        );
+      }
+      const copies = async (nodeId?: string) =>
+        (await store.checkpoints.unreplicated(nodeId))
+          .map((c) => c.unitId)
+          .filter((id) => id.startsWith("unit-scope-"))
+          .sort();
+      assert.deepEqual(await copies("node-mine"), ["unit-scope-mine", "unit-scope-none"]);
+      assert.deepEqual(await copies(), ["unit-scope-mine", "unit-scope-none", "unit-scope-other"]);
     });
 
     it("keeps units' usage samples by step, lists them oldest first and prunes by age (issue #17)", async () => {

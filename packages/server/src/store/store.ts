@@ -167,8 +167,11 @@ export interface CheckpointStore {
   delete(unitId: string, id: string): Promise<boolean>;
   /** Issue #15: records where its export to the object store stands; false when the row is gone. */
   setReplica(unitId: string, id: string, replica: CheckpointReplica | null): Promise<boolean>;
-  /** Every checkpoint whose export is pending or failed (a node's start takes them up again). */
-  unreplicated(): Promise<CheckpointRecord[]>;
+  /**
+   * Every checkpoint whose export is pending or failed (a node's start takes them up again); with
+   * `nodeId`, only those of the units that node works on (records.ts `onNode`).
+   */
+  unreplicated(nodeId?: string): Promise<CheckpointRecord[]>;
 }
 
 export class TemplateExistsError extends Error {
@@ -187,8 +190,8 @@ export interface TemplateStore {
   get(orgId: string, name: string): Promise<TemplateRecord | undefined>;
   /** The organization's ready templates, by name. */
   list(orgId: string): Promise<TemplateRecord[]>;
-  /** Every template of every organization, ready or not (the start's sweep). */
-  all(): Promise<TemplateRecord[]>;
+  /** Every template of every organization, ready or not (the start's sweep); with `nodeId`, that node's (records.ts `onNode`). */
+  all(nodeId?: string): Promise<TemplateRecord[]>;
   /** Removes a template's row; false when there was none. */
   delete(id: string): Promise<boolean>;
 }
@@ -211,16 +214,16 @@ export interface ImageStore {
   finish(image: ImageRecord): Promise<string[]>;
   /** Hides an image being deleted (not ready, superseded): the start's sweep finishes a delete a crash cut. */
   hide(id: string): Promise<void>;
-  /** Builds a newer one superseded (ready, hidden), kept while units or templates use them. */
-  superseded(): Promise<ImageRecord[]>;
+  /** Builds a newer one superseded (ready, hidden), kept while units or templates use them; with `nodeId`, that node's. */
+  superseded(nodeId?: string): Promise<ImageRecord[]>;
   /** The organization's current build of that name. */
   get(orgId: string, name: string): Promise<ImageRecord | undefined>;
   /** An image by id, ready or not (a unit's boot reads its image's config). */
   getById(id: string): Promise<ImageRecord | undefined>;
   /** The organization's ready images, by name. */
   list(orgId: string): Promise<ImageRecord[]>;
-  /** Every image of every organization, ready or not (the start's sweep). */
-  all(): Promise<ImageRecord[]>;
+  /** Every image of every organization, ready or not (the start's sweep); with `nodeId`, that node's (records.ts `onNode`). */
+  all(nodeId?: string): Promise<ImageRecord[]>;
   /** How many units and templates refer to the image (made from it, or forked from such a unit). */
   usedBy(id: string): Promise<number>;
   /** Removes an image's row; false when there was none. */
@@ -232,8 +235,11 @@ export interface UnitStore {
   create(unit: NewUnit, maxUnits: number): Promise<UnitRecord>;
   get(orgId: string, name: string): Promise<UnitRecord | undefined>;
   getById(id: string): Promise<UnitRecord | undefined>;
-  /** Units of every organization with one of these statuses (for reconciling after a restart). */
-  withStatus(statuses: readonly UnitStatus[]): Promise<UnitRecord[]>;
+  /**
+   * Units of every organization with one of these statuses (for reconciling after a restart); with
+   * `nodeId`, only the units that node works on: those naming it, and those naming none (records.ts `onNode`).
+   */
+  withStatus(statuses: readonly UnitStatus[], nodeId?: string): Promise<UnitRecord[]>;
   getByUrlLabel(label: string): Promise<UnitRecord | undefined>;
   /** Units ordered by name, at most `limit`. */
   page(orgId: string, query: UnitPageQuery): Promise<UnitRecord[]>;
@@ -292,13 +298,30 @@ export class NodeNameTakenError extends Error {
   }
 }
 
-/** Units still name the node: it cannot be removed (move them, or delete them, first). */
+/** What a node holds: the units, templates and images that name it. */
+export interface NodeHoldings {
+  readonly units: number;
+  readonly templates: number;
+  readonly images: number;
+}
+
+/** Units, templates or images still name the node: it cannot be removed (delete them first). */
 export class NodeInUseError extends Error {
   constructor(
     readonly nodeName: string,
-    readonly units: number,
+    readonly holds: NodeHoldings,
   ) {
-    super(`node '${nodeName}' still holds ${units} units`);
+    const parts = [
+      holds.units > 0 && `${holds.units} units`,
+      holds.templates > 0 && `${holds.templates} templates`,
+      holds.images > 0 && `${holds.images} images`,
+    ].filter((p) => p !== false);
+    super(`node '${nodeName}' still holds ${parts.join(", ")}`);
+  }
+
+  /** How many units name the node. */
+  get units(): number {
+    return this.holds.units;
   }
 }
 
@@ -325,11 +348,11 @@ export interface NodeStore {
   setState(name: string, state: NodeState): Promise<NodeRecord | undefined>;
   /** Every node with its unit counts: all units, and `orgId`'s. */
   usage(orgId: string): Promise<NodeUse[]>;
-  /** Gives the units that name no node (from before issue #15) to node `id`; how many it took. */
-  claimUnplaced(id: string): Promise<number>;
+  /** Gives the units, templates and images that name no node (from before issue #15) to node `id`; how many it took. */
+  claimUnplaced(id: string): Promise<NodeHoldings>;
   /**
-   * Removes a node's row (false: none); `NodeInUseError` while units name it, unless `forgetUnits`:
-   * then their rows go too (their data was on that host), and how many is returned.
+   * Removes a node's row (false: none); `NodeInUseError` while units, templates or images name it,
+   * unless `forgetUnits`: then their rows go too (their files were on that host), and how many is returned.
    */
-  remove(name: string, opts?: { forgetUnits?: boolean }): Promise<false | { units: number }>;
+  remove(name: string, opts?: { forgetUnits?: boolean }): Promise<false | NodeHoldings>;
 }

@@ -1,5 +1,6 @@
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
+import { readNodeId } from "../node/registry/registration.js";
 import { run } from "../runtime/exec/host-command.js";
 import { testImage } from "../runtime/image/test-image.js";
 import { removeFirewall } from "../runtime/network/firewall.js";
@@ -56,11 +57,12 @@ export async function cleanupStoppedServer(dataDir: string, databaseUrl?: string
   try {
     const store = await openStore({ dataDir, databaseUrl });
     try {
-      ids = (await store.units.withStatus(["cold", "warm", "running"])).map((u) => u.id);
-      templates = (await store.templates.all()).map((t) => t.id);
-      images = (await store.images.all()).map((i) => i.id);
-      // Its node's row (issue #15): a database that outlives the run (a bench's) can serve the next one.
-      const nodeId = (await readFile(join(dataDir, "node-id"), "utf8").catch(() => "")).trim();
+      // Its node's units, templates and images (issue #15): not those of others sharing the database.
+      const nodeId = await readNodeId(dataDir).catch(() => undefined);
+      ids = (await store.units.withStatus(["cold", "warm", "running"], nodeId)).map((u) => u.id);
+      templates = (await store.templates.all(nodeId)).map((t) => t.id);
+      images = (await store.images.all(nodeId)).map((i) => i.id);
+      // Its node's row: a database that outlives the run (a bench's) can serve the next one.
       const node = nodeId ? await store.nodes.get(nodeId) : undefined;
       if (node) await store.nodes.remove(node.name, { forgetUnits: true });
     } finally {

@@ -6,6 +6,7 @@ import pino from "pino";
 import type { McpHandler } from "../api/mcp/routes.js";
 import { mintToken } from "../auth/tokens.js";
 import { resolveConfig, type ServerConfig } from "../config.js";
+import { readNodeId } from "../node/registry/registration.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
 import { type RunningServer, startServer } from "../start.js";
 import type { OrgLimits, TokenRole } from "../store/records.js";
@@ -185,10 +186,11 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       return r.body.id;
     },
     async close() {
-      // Every unit this server made goes, with all its host resources.
-      const units = await server.store.units.withStatus(["cold", "warm", "running"]);
-      const templates = await server.store.templates.all();
-      const images = await server.store.images.all();
+      // Every unit this server (node) made goes, with all its host resources.
+      const nodeId = await readNodeId(dataDir);
+      const units = await server.store.units.withStatus(["cold", "warm", "running"], nodeId);
+      const templates = await server.store.templates.all(nodeId);
+      const images = await server.store.images.all(nodeId);
       await server.close();
       const failures: unknown[] = [];
       for (const u of units) {

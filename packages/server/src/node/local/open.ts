@@ -11,6 +11,7 @@ import { openHostRuntime } from "../../runtime/host.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import { nodeId as readOrMakeNodeId } from "../registry/registration.js";
 import { HttpTargets } from "./http-targets.js";
 import { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalNode } from "./local-node.js";
@@ -29,6 +30,11 @@ export interface LocalNodeOpts {
   readonly signal?: AbortSignal;
   /** Issue #17: where the node's lifecycle events go. */
   readonly events?: EmitEvent;
+  /**
+   * Issue #15: this node's id; read from (or made in) `<dataDir>/node-id` when not given. The node
+   * works on its own units, templates and images only (docs/SCALE-OUT.md).
+   */
+  readonly nodeId?: string;
 }
 
 /**
@@ -37,6 +43,7 @@ export interface LocalNodeOpts {
  */
 export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
   const { config, store, log } = opts;
+  const nodeId = opts.nodeId ?? (await readOrMakeNodeId(config.dataDir));
   // Issue #15: checkpoints are copied to the object store, when one is configured (its
   // credentials checked before anything is opened).
   const objects = config.objectStore && (await openObjectStore(config.objectStore));
@@ -57,6 +64,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       sweepMs: opts.sweepMs ?? 1000,
       busyCpu: 0.05,
       agentTimeouts: { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
+      nodeId,
     },
     log,
     async (unit) => ({
@@ -86,6 +94,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       runtime,
       stateDir: join(config.dataDir, "replication"),
       log,
+      nodeId,
     });
   if (replicator) {
     lifecycle.checkpoints.setHooks({

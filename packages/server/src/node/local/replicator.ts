@@ -49,6 +49,8 @@ export interface ReplicatorDeps {
   /** Host-private: the state of unfinished uploads, per unit. */
   readonly stateDir: string;
   readonly log: Logger;
+  /** Issue #15: this node's id: it resumes the copies of its own units' checkpoints only. */
+  readonly nodeId?: string;
 }
 
 /** An object store that holds connections (the S3 client's): closed with the replicator. */
@@ -147,9 +149,9 @@ export class Replicator {
     });
   }
 
-  /** At start: queues every checkpoint whose export is pending or failed. */
+  /** At start: queues every checkpoint of this node's units whose export is pending or failed. */
   async resume(): Promise<number> {
-    const left = await this.deps.store.checkpoints.unreplicated();
+    const left = await this.deps.store.checkpoints.unreplicated(this.deps.nodeId);
     for (const cp of left) {
       // Shown as pending again while it is retried.
       if (cp.replica?.state === "failed")

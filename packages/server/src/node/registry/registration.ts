@@ -11,12 +11,23 @@ import { HEARTBEAT_MS } from "./liveness.js";
 
 const NODE_ID = /^node-[0-9a-f-]{36}$/;
 
-/** This host's node id, kept in `<dataDir>/node-id` (made at the first start). */
-export async function nodeId(dataDir: string): Promise<string> {
+/** This host's node id, kept in `<dataDir>/node-id`; undefined before its first start made one. */
+export async function readNodeId(dataDir: string): Promise<string | undefined> {
   const file = join(dataDir, "node-id");
   const have = (await readFile(file, "utf8").catch(() => "")).trim();
   if (NODE_ID.test(have)) return have;
   if (have !== "") throw new Error(`${file} holds '${have.slice(0, 60)}', not a node id; remove it to make a new one`);
+  return undefined;
+}
+
+/**
+ * This host's node id, kept in `<dataDir>/node-id` (made at the first start). The local node reads
+ * it before it re-adopts: it works on its own units only (docs/SCALE-OUT.md).
+ */
+export async function nodeId(dataDir: string): Promise<string> {
+  const have = await readNodeId(dataDir);
+  if (have) return have;
+  const file = join(dataDir, "node-id");
   const id = `node-${randomUUID()}`;
   // wx: two starts at once on one data dir keep the first id (the second fails on the data dir's lock later).
   await writeFile(file, `${id}\n`, { flag: "wx", mode: 0o600 }).catch(async (err: NodeJS.ErrnoException) => {
@@ -90,7 +101,11 @@ export class NodeRegistration {
   static async register(opts: RegistrationOpts): Promise<NodeRegistration> {
     const reg = new NodeRegistration(opts, await NodeRegistration.write(opts, await nodeId(opts.dataDir)));
     const claimed = await opts.store.nodes.claimUnplaced(reg.current.id);
-    if (claimed > 0) opts.log.info({ node: reg.current.name, units: claimed }, "node took the units that named none");
+    if (claimed.units + claimed.templates + claimed.images > 0)
+      opts.log.info(
+        { node: reg.current.name, ...claimed },
+        "node took the units, templates and images that named none",
+      );
     return reg;
   }
 

@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { ImageRecord } from "../records.js";
 import { ImageExistsError, type ImageStore } from "../store.js";
 import type { DialectAdapter } from "./dialect.js";
+import { ofNode } from "./rows.js";
 import type { Database, ImagesTable } from "./schema.js";
 
 function fromRow(r: ImagesTable): ImageRecord {
@@ -16,6 +17,7 @@ function fromRow(r: ImagesTable): ImageRecord {
     ready: Number(r.ready) === 1,
     createdAt: r.created_at,
     supersededAt: r.superseded_at ?? null,
+    nodeId: r.node_id ?? null,
   });
 }
 
@@ -37,6 +39,7 @@ export function imageStore(db: Kysely<Database>, adapter: DialectAdapter): Image
             ready: i.ready ? 1 : 0,
             created_at: i.createdAt,
             superseded_at: null,
+            node_id: i.nodeId,
           })
           .execute();
       } catch (err) {
@@ -112,17 +115,18 @@ export function imageStore(db: Kysely<Database>, adapter: DialectAdapter): Image
         .execute();
       return rows.map(fromRow);
     },
-    async superseded() {
-      const rows = await db
+    async superseded(nodeId) {
+      let query = db
         .selectFrom("images")
         .selectAll()
-        .where((eb) => eb.and([eb("ready", "=", 1), eb("superseded_at", "is not", null)]))
-        .orderBy("id")
-        .execute();
-      return rows.map(fromRow);
+        .where((eb) => eb.and([eb("ready", "=", 1), eb("superseded_at", "is not", null)]));
+      if (nodeId !== undefined) query = query.where(ofNode(nodeId));
+      return (await query.orderBy("id").execute()).map(fromRow);
     },
-    async all() {
-      return (await db.selectFrom("images").selectAll().orderBy("id").execute()).map(fromRow);
+    async all(nodeId) {
+      let query = db.selectFrom("images").selectAll();
+      if (nodeId !== undefined) query = query.where(ofNode(nodeId));
+      return (await query.orderBy("id").execute()).map(fromRow);
     },
     async usedBy(id) {
       const count = async (table: "units" | "templates") =>

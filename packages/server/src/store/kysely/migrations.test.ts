@@ -1,5 +1,6 @@
 // Migrations over data an older ums left (SQLite here; store.test.ts runs the latest schema on every
-// dialect): 0014 makes the images table again without 0013's unique key, rows kept.
+// dialect): 0014 makes the images table again without 0013's unique key, rows kept; 0017 gives
+// templates and images a node.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import SQLite from "better-sqlite3";
@@ -31,6 +32,28 @@ describe("migrations", () => {
       await assert.rejects(add("img-draft2", 0, null), /UNIQUE/, "one draft per name");
       await add("img-older", 1, "2026-01-02T00:00:00Z");
       await add("img-oldest", 1, "2026-01-01T00:00:00Z");
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it("0017 keeps the templates and images 0016 had, naming no node (the next node to start claims them)", async () => {
+    const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new SQLite(":memory:") }) });
+    try {
+      await migrateTo(db, "0016_checkpoint_replicas");
+      await sql`insert into orgs (id, slug, max_units, running_limit, warm_limit, created_at)
+        values ('org-1', 'one', 10, 5, 5, '2026-01-01T00:00:00Z')`.execute(db);
+      await sql`insert into templates (id, org_id, name, source_unit, source_checkpoint, resources, privileges, network, ready, created_at)
+        values ('tpl-old', 'org-1', 'base', 'src', 'v0', '{}', '{}', '{}', 1, '2026-01-01T00:00:00Z')`.execute(db);
+      await sql`insert into images (id, org_id, name, source, environment_version, config, bytes, ready, created_at)
+        values ('img-old', 'org-1', 'app', 'docker-save', 'app@old', '{}', 1, 1, '2026-01-01T00:00:00Z')`.execute(db);
+      await migrateToLatest(db);
+      const rows = await sql<{ id: string; node_id: string | null }>`
+        select id, node_id from templates union all select id, node_id from images order by id`.execute(db);
+      assert.deepEqual(rows.rows, [
+        { id: "img-old", node_id: null },
+        { id: "tpl-old", node_id: null },
+      ]);
     } finally {
       await db.destroy();
     }

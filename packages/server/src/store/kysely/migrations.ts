@@ -327,6 +327,15 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable("checkpoints").addColumn("replica", "text").execute();
     },
   },
+  "0017_template_image_nodes": {
+    async up(db: Kysely<unknown>) {
+      // Issue #15: a template's or an image's files are on the node that made it, and units made
+      // from it are placed there. Rows from before name none: like units, the next node that starts
+      // claims them (NodeStore.claimUnplaced), which is the one node such a database has.
+      await db.schema.alterTable("templates").addColumn("node_id", "text").execute();
+      await db.schema.alterTable("images").addColumn("node_id", "text").execute();
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

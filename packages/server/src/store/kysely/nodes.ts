@@ -93,15 +93,35 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
       });
     },
     async claimUnplaced(id) {
-      const r = await db.updateTable("units").set({ node_id: id }).where("node_id", "is", null).executeTakeFirst();
-      return Number(r.numUpdatedRows);
+      const claim = async (table: "units" | "templates" | "images") =>
+        Number(
+          (await db.updateTable(table).set({ node_id: id }).where("node_id", "is", null).executeTakeFirst())
+            .numUpdatedRows,
+        );
+      return { units: await claim("units"), templates: await claim("templates"), images: await claim("images") };
     },
     async remove(name, opts = {}) {
       return db.transaction().execute(async (trx) => {
         const node = await first(trx.selectFrom("nodes").selectAll().where("name", "=", name), nodeFromRow);
         if (!node) return false;
-        let units = 0;
-        if (opts.forgetUnits) {
+        const count = async (table: "units" | "templates" | "images") =>
+          Number(
+            (
+              await trx
+                .selectFrom(table)
+                .select((eb) => eb.fn.countAll<number | string>().as("n"))
+                .where("node_id", "=", node.id)
+                .executeTakeFirstOrThrow()
+            ).n,
+          );
+        const holds = {
+          units: await count("units"),
+          templates: await count("templates"),
+          images: await count("images"),
+        };
+        if (!opts.forgetUnits) {
+          if (holds.units + holds.templates + holds.images > 0) throw new NodeInUseError(name, holds);
+        } else {
           const ids = (await trx.selectFrom("units").select("id").where("node_id", "=", node.id).execute()).map(
             (u) => u.id,
           );
@@ -112,17 +132,12 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
               .where("id", "in", ids.slice(i, i + 500))
               .execute();
           }
-          units = ids.length;
-        } else {
-          const { n } = await trx
-            .selectFrom("units")
-            .select((eb) => eb.fn.countAll<number | string>().as("n"))
-            .where("node_id", "=", node.id)
-            .executeTakeFirstOrThrow();
-          if (Number(n) > 0) throw new NodeInUseError(name, Number(n));
+          // Its templates' and images' files were on that host too.
+          await trx.deleteFrom("templates").where("node_id", "=", node.id).execute();
+          await trx.deleteFrom("images").where("node_id", "=", node.id).execute();
         }
         await trx.deleteFrom("nodes").where("id", "=", node.id).execute();
-        return { units };
+        return holds;
       });
     },
   };

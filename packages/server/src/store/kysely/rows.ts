@@ -1,3 +1,4 @@
+import { type RawBuilder, type SqlBool, sql } from "kysely";
 import type {
   CheckpointRecord,
   CheckpointReplica,
@@ -157,4 +158,12 @@ export function patchColumns<P extends object>(patch: P, columns: { readonly [K 
     if (patch[field] !== undefined) set[column] = patch[field];
   }
   return set;
+}
+
+/**
+ * Issue #15: a `where` for the rows of node `nodeId` and those that name none (records.ts `onNode`),
+ * in a query of one table with a `node_id` (units, templates, images).
+ */
+export function ofNode(nodeId: string): RawBuilder<SqlBool> {
+  return sql<SqlBool>`(${sql.ref("node_id")} = ${nodeId} or ${sql.ref("node_id")} is null)`;
 }

@@ -134,6 +134,7 @@ export interface TemplatesTable {
   image_id: string | null;
   ready: number;
   created_at: string;
+  node_id: string | null;
 }
 
 export interface ImagesTable {
@@ -147,6 +148,7 @@ export interface ImagesTable {
   ready: number;
   created_at: string;
   superseded_at: string | null;
+  node_id: string | null;
 }
 
 export interface ConnectorsTable {

@@ -17,6 +17,7 @@ import {
   first,
   JOINED_ORG_COLUMNS,
   joinedOrgFromRow,
+  ofNode,
   orgFromRow,
   patchColumns,
   tokenFromRow,
@@ -208,14 +209,12 @@ function checkpointStore(db: Kysely<Database>): CheckpointStore {
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0;
     },
-    async unreplicated() {
-      const rows = await db
-        .selectFrom("checkpoints")
-        .selectAll()
-        .where("replica", "is not", null)
-        .orderBy("unit_id")
-        .orderBy("seq")
-        .execute();
+    async unreplicated(nodeId) {
+      let query = db.selectFrom("checkpoints").selectAll().where("replica", "is not", null);
+      if (nodeId !== undefined) {
+        query = query.where("unit_id", "in", db.selectFrom("units").select("id").where(ofNode(nodeId)));
+      }
+      const rows = await query.orderBy("unit_id").orderBy("seq").execute();
       return rows.map(checkpointFromRow).filter((c) => c.replica && c.replica.state !== "replicated");
     },
     async list(unitId) {
@@ -300,14 +299,14 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     async getById(id) {
       return first(db.selectFrom("units").selectAll().where("id", "=", id), unitFromRow);
     },
-    async withStatus(statuses) {
+    async withStatus(statuses, nodeId) {
       if (statuses.length === 0) return [];
-      const rows = await db
+      let query = db
         .selectFrom("units")
         .selectAll()
-        .where("status", "in", [...statuses])
-        .execute();
-      return rows.map(unitFromRow);
+        .where("status", "in", [...statuses]);
+      if (nodeId !== undefined) query = query.where(ofNode(nodeId));
+      return (await query.execute()).map(unitFromRow);
     },
     async getByUrlLabel(label) {
       return first(db.selectFrom("units").selectAll().where("url_label", "=", label), unitFromRow);

@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { TemplateRecord } from "../records.js";
 import { TemplateExistsError, type TemplateStore } from "../store.js";
 import type { DialectAdapter } from "./dialect.js";
+import { ofNode } from "./rows.js";
 import type { Database, TemplatesTable } from "./schema.js";
 
 function fromRow(r: TemplatesTable): TemplateRecord {
@@ -19,6 +20,7 @@ function fromRow(r: TemplatesTable): TemplateRecord {
     imageId: r.image_id ?? null,
     ready: Number(r.ready) === 1,
     createdAt: r.created_at,
+    nodeId: r.node_id ?? null,
   });
 }
 
@@ -43,6 +45,7 @@ export function templateStore(db: Kysely<Database>, adapter: DialectAdapter): Te
             image_id: t.imageId,
             ready: t.ready ? 1 : 0,
             created_at: t.createdAt,
+            node_id: t.nodeId,
           })
           .execute();
       } catch (err) {
@@ -74,8 +77,10 @@ export function templateStore(db: Kysely<Database>, adapter: DialectAdapter): Te
         .execute();
       return rows.map(fromRow);
     },
-    async all() {
-      return (await db.selectFrom("templates").selectAll().orderBy("id").execute()).map(fromRow);
+    async all(nodeId) {
+      let query = db.selectFrom("templates").selectAll();
+      if (nodeId !== undefined) query = query.where(ofNode(nodeId));
+      return (await query.orderBy("id").execute()).map(fromRow);
     },
     async delete(id) {
       const r = await db.deleteFrom("templates").where("id", "=", id).executeTakeFirst();
