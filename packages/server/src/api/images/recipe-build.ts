@@ -60,7 +60,7 @@ export class RecipeBuilds {
         ...hooks,
         ...((recipe.steps ?? []).length > 0 && {
           steps: async (draftId: string) => {
-            builder = await this.builderUnit(org);
+            builder = await this.builderUnit(org, draftId);
             return this.runSteps(org, builder, draftId, recipe, hooks.progress);
           },
         }),
@@ -78,9 +78,13 @@ export class RecipeBuilds {
     }
   }
 
-  /** A unit of the organization for the steps (its name says what it is for). */
-  private async builderUnit(org: OrgRecord): Promise<UnitRecord> {
+  /**
+   * A unit of the organization for the steps (its name says what it is for), on the node of the
+   * draft it is made from (issue #15).
+   */
+  private async builderUnit(org: OrgRecord, draftId: string): Promise<UnitRecord> {
     const name = newUrlLabel("image-build");
+    const nodeId = (await this.store.images.getById(draftId))?.nodeId ?? null;
     try {
       return await this.store.units.create(
         {
@@ -95,6 +99,7 @@ export class RecipeBuilds {
           version: ENVIRONMENT_VERSION,
           environmentVersion: ENVIRONMENT_VERSION,
           createdAt: new Date().toISOString(),
+          nodeId,
         },
         org.maxUnits,
       );

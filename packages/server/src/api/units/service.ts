@@ -161,8 +161,10 @@ export class UnitService {
       throw new ApiError(403, ErrorCode.LimitReached, `units are disabled for organization '${org.slug}'`);
     }
     const resources = await this.configResources(config, origin?.resources ?? "{}");
-    // A fork's data is on its source's node: it goes there (until checkpoints travel, issue #15).
-    const nodeId = (await this.placement?.choose(org, { on: source?.nodeId ?? null })) ?? null;
+    // A fork's data is on its source's node, a template's or an image's files on the node that made
+    // it: the unit goes there (until checkpoints travel, issue #15).
+    const on = source?.nodeId ?? template?.nodeId ?? image?.nodeId ?? null;
+    const nodeId = (await this.placement?.choose(org, { on })) ?? null;
     let unit: UnitRecord;
     try {
       unit = await this.store.units.create(
