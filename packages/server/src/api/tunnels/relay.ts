@@ -85,7 +85,12 @@ export function relayTunnel(client: WebSocket, agent: Socket, done: () => void, 
       dropped += chunk.length;
       if (dropped > AFTER_CLOSE_BYTES) {
         if (agent.writableFinished) finish();
-        else agent.pause();
+        else {
+          // The client's bytes are still going out: cut once they have (a paused socket reads
+          // nothing more, so no later chunk would come to check again).
+          agent.pause();
+          agent.once("finish", finish);
+        }
       }
       return;
     }
