@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import {
   ConfigError,
   defaultNodeName,
+  MIN_NODE_SECRET,
   parseDnsServer,
   parseListen,
   parseNodeLabels,
@@ -150,11 +151,13 @@ describe("server configuration", () => {
     assert.deepEqual(d.labels, {});
     assert.equal(d.unitSlots, undefined);
     const env = { UMS_NODE_NAME: "from-env", UMS_NODE_LABELS: "zone=a", UMS_NODE_UNITS: "5" };
-    assert.deepEqual(resolveConfig({}, env).node, { name: "from-env", labels: { zone: "a" }, unitSlots: 5 });
+    const single = { role: "all", listen: undefined, address: undefined, secret: undefined };
+    assert.deepEqual(resolveConfig({}, env).node, { name: "from-env", labels: { zone: "a" }, unitSlots: 5, ...single });
     assert.deepEqual(resolveConfig({ nodeName: "Flag", nodeLabels: "", nodeUnitSlots: 7 }, env).node, {
       name: "flag",
       labels: {},
       unitSlots: 7,
+      ...single,
     });
     assert.deepEqual(parseNodeLabels(" zone=a , example.com/gpu=yes,empty= "), {
       zone: "a",
@@ -178,6 +181,56 @@ describe("server configuration", () => {
     assert.equal(defaultNodeName("ip-10-0-0-1.ec2.internal"), "ip-10-0-0-1");
     assert.equal(defaultNodeName("___"), "node");
     assert.equal(defaultNodeName(""), "node");
+  });
+
+  it("reads the roles (issue #15): api and node need PostgreSQL and the node secret; a node needs its endpoint", () => {
+    const pg = "postgres://u@127.0.0.1/ums";
+    const secret = "s".repeat(MIN_NODE_SECRET);
+    const node = resolveConfig(
+      { role: "node", databaseUrl: pg, nodeListen: "10.0.0.5:7071" },
+      { UMS_NODE_SECRET: secret },
+    ).node;
+    assert.equal(node.role, "node");
+    assert.deepEqual(node.listen, { host: "10.0.0.5", port: 7071 });
+    assert.equal(node.address, "10.0.0.5:7071");
+    assert.equal(node.secret, secret);
+    const everywhere = resolveConfig(
+      {},
+      {
+        UMS_ROLE: "node",
+        UMS_DATABASE_URL: pg,
+        UMS_NODE_LISTEN: "0.0.0.0:7071",
+        UMS_NODE_ADDRESS: "node1.internal:7071",
+        UMS_NODE_SECRET: secret,
+      },
+    ).node;
+    assert.equal(everywhere.address, "node1.internal:7071");
+    assert.equal(resolveConfig({ role: "api", databaseUrl: pg }, { UMS_NODE_SECRET: secret }).node.role, "api");
+    const cases: [Parameters<typeof resolveConfig>[0], NodeJS.ProcessEnv, RegExp][] = [
+      [{ role: "worker" }, {}, /--role 'worker' is not one of all, api, node/],
+      [{ role: "api" }, { UMS_NODE_SECRET: secret }, /--role api needs PostgreSQL/],
+      [{ role: "node", databaseUrl: pg }, { UMS_NODE_SECRET: secret }, /--role node needs --node-listen/],
+      [{ role: "api", databaseUrl: pg }, {}, /needs UMS_NODE_SECRET/],
+      [{ role: "api", databaseUrl: pg }, { UMS_NODE_SECRET: "short" }, /at least 32 characters/],
+      [{ nodeListen: "127.0.0.1:7071" }, {}, /with --node-listen needs UMS_NODE_SECRET/],
+      [
+        { role: "api", databaseUrl: pg, nodeListen: "127.0.0.1:7071" },
+        { UMS_NODE_SECRET: secret },
+        /--role api runs none/,
+      ],
+      [
+        { role: "node", databaseUrl: pg, nodeListen: "0.0.0.0:7071" },
+        { UMS_NODE_SECRET: secret },
+        /give --node-address/,
+      ],
+      [
+        { role: "node", databaseUrl: pg, nodeListen: "127.0.0.1:7071", nodeAddress: "0.0.0.0:1" },
+        { UMS_NODE_SECRET: secret },
+        /--node-address '0.0.0.0:1'/,
+      ],
+    ];
+    for (const [input, env, message] of cases)
+      assert.throws(() => resolveConfig(input, env), message, JSON.stringify(input));
   });
 
   it("reads --object-store (issue #15): bucket, prefix, endpoint, region, path style; never credentials", () => {

@@ -73,6 +73,17 @@ export interface ServerConfig {
     readonly name: string;
     readonly labels: Readonly<Record<string, string>>;
     readonly unitSlots: number | undefined;
+    /**
+     * What this process is (`--role`): `all` (the API and a node: the single-host default), `api`
+     * (the API only: units run on nodes reached over their endpoints) or `node` (units only).
+     */
+    readonly role: ServerRole;
+    /** Where the node endpoint listens for API processes (`--node-listen HOST:PORT`); undefined: nowhere. */
+    readonly listen: { readonly host: string; readonly port: number } | undefined;
+    /** `host:port` API processes reach that endpoint at (`--node-address`; default the listen address, made at start for port 0). */
+    readonly address: string | undefined;
+    /** The deployment's shared node secret (UMS_NODE_SECRET, environment only): API and nodes prove themselves with it. */
+    readonly secret: string | undefined;
   };
   /**
    * Issue #15: the S3-compatible store checkpoints are copied to (`--object-store`); undefined:
@@ -123,6 +134,9 @@ export interface ConfigInput {
   nodeName?: string | undefined;
   nodeLabels?: string | undefined;
   nodeUnitSlots?: string | number | undefined;
+  role?: string | undefined;
+  nodeListen?: string | undefined;
+  nodeAddress?: string | undefined;
   objectStore?: string | undefined;
   /** false: `--no-metrics`. */
   metrics?: boolean | undefined;
@@ -308,6 +322,54 @@ export function nodeNameProblem(name: string): string | undefined {
     : "must be 1-63 lowercase letters, digits and '-', not starting or ending with '-'";
 }
 
+export type ServerRole = "all" | "api" | "node";
+
+/** The smallest node secret taken (UMS_NODE_SECRET): guessing it must not be an option. */
+export const MIN_NODE_SECRET = 32;
+
+/** Issue #15: --role, --node-listen, --node-address and UMS_NODE_SECRET, checked together. */
+function nodeRole(
+  input: { role?: string | undefined; nodeListen?: string | undefined; nodeAddress?: string | undefined },
+  env: NodeJS.ProcessEnv,
+  databaseUrl: string | undefined,
+): Pick<ServerConfig["node"], "role" | "listen" | "address" | "secret"> {
+  const role = input.role ?? (env.UMS_ROLE || "all");
+  if (role !== "all" && role !== "api" && role !== "node") {
+    throw new ConfigError(`--role '${role}' is not one of all, api, node`);
+  }
+  if (role !== "all" && !databaseUrl) {
+    throw new ConfigError(`--role ${role} needs PostgreSQL (--database-url): API processes and nodes share it`);
+  }
+  const listenText = input.nodeListen ?? (env.UMS_NODE_LISTEN || undefined);
+  const listen = listenText === undefined ? undefined : parseListen(listenText);
+  if (role === "node" && !listen) {
+    throw new ConfigError("--role node needs --node-listen HOST:PORT (where API processes reach this node)");
+  }
+  if (role === "api" && listen) throw new ConfigError("--node-listen is for a node; --role api runs none");
+  const secret = env.UMS_NODE_SECRET || undefined;
+  if ((role !== "all" || listen) && (!secret || secret.length < MIN_NODE_SECRET)) {
+    throw new ConfigError(
+      `--role ${role}${listen ? " with --node-listen" : ""} needs UMS_NODE_SECRET in the environment: the same secret of at least ${MIN_NODE_SECRET} characters for the API processes and every node (e.g. openssl rand -hex 32)`,
+    );
+  }
+  let address = input.nodeAddress ?? (env.UMS_NODE_ADDRESS || undefined);
+  if (address !== undefined) {
+    const a = parseListen(address);
+    if (a.port === 0 || a.host === "0.0.0.0" || a.host === "::") {
+      throw new ConfigError(`--node-address '${address}' must be a HOST:PORT API processes can connect to`);
+    }
+  } else if (listen && listen.port !== 0) {
+    // Port 0 (tests): the address is made once the endpoint listens.
+    if (listen.host === "0.0.0.0" || listen.host === "::") {
+      throw new ConfigError(
+        `--node-listen '${listenText}' listens on every address: give --node-address HOST:PORT, the one API processes connect to`,
+      );
+    }
+    address = `${listen.host.includes(":") ? `[${listen.host}]` : listen.host}:${listen.port}`;
+  }
+  return { role, listen: listen && Object.freeze(listen), address, secret };
+}
+
 function nodeName(v: string): string {
   const name = v.trim().toLowerCase();
   const problem = nodeNameProblem(name);
@@ -479,6 +541,7 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
       name: nodeName(input.nodeName ?? (env.UMS_NODE_NAME || defaultNodeName())),
       labels: parseNodeLabels(input.nodeLabels ?? env.UMS_NODE_LABELS ?? ""),
       unitSlots: nodeUnitSlots(input.nodeUnitSlots ?? env.UMS_NODE_UNITS),
+      ...nodeRole(input, env, input.databaseUrl ?? (env.UMS_DATABASE_URL || undefined)),
     }),
     objectStore: (() => {
       const v = input.objectStore ?? (env.UMS_OBJECT_STORE || undefined);

@@ -18,10 +18,12 @@ import type { Lifecycle } from "./lifecycle/lifecycle.js";
 import { createLogger } from "./log.js";
 import { metrics } from "./metrics/server-metrics.js";
 import type { NetworkEgress } from "./network/egress.js";
+import { NodeDirectory } from "./node/directory.js";
 import type { LocalNode } from "./node/local/local-node.js";
 import { openLocalNode } from "./node/local/open.js";
 import { NodePlacement } from "./node/placement/node-placement.js";
 import { NodeRegistration } from "./node/registry/registration.js";
+import { NodeEndpoint } from "./node/remote/node-endpoint.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { poolPaths } from "./runtime/storage/pool.js";
 import { openStore } from "./store/open.js";
@@ -50,6 +52,8 @@ export interface RunningServer {
   readonly sampler: UsageSampler | undefined;
   /** The port of `--metrics-listen`, if set. */
   readonly metricsPort: number | undefined;
+  /** Issue #15: the port of the node endpoint (`--node-listen`), if this process serves one. */
+  readonly nodeEndpointPort: number | undefined;
   close(): Promise<void>;
 }
 
@@ -132,7 +136,9 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       onIdleError: (err) => logger.warn({ err: err.message }, "idle database connection lost; it will be replaced"),
     }));
   let port = config.listenPort;
+  const role = config.node.role;
   let node: LocalNode | undefined;
+  let endpoint: NodeEndpoint | undefined;
   let connectors: Connectors | undefined;
   let app: ApiInstance | undefined;
   let metricsServer: HttpServer | undefined;
@@ -143,29 +149,51 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   let webhooks: Webhooks | undefined;
   try {
     await events.start();
-    await NodeRegistration.check({ store, dataDir: config.dataDir, name: config.node.name });
-    node = await openLocalNode({
-      events: events.emit,
-      config,
+    // Issue #15 (docs/SCALE-OUT.md): a node runs units on this host; `--role api` runs none.
+    if (role !== "api") {
+      // Only whether it has an endpoint matters here (its port may be known only once it listens).
+      const address = config.node.address ?? (config.node.listen ? "endpoint" : "");
+      await NodeRegistration.check({ store, dataDir: config.dataDir, name: config.node.name, address });
+      node = await openLocalNode({
+        events: events.emit,
+        config,
+        store,
+        log: logger,
+        unitUrl: (unit) => unitUrl(config, port, unit.urlLabel),
+        ...(opts.runtime && { runtime: opts.runtime }),
+        ...(opts.sweepMs !== undefined && { sweepMs: opts.sweepMs }),
+        ...(opts.signal && { signal: opts.signal }),
+      });
+      if (config.node.listen) {
+        endpoint = await NodeEndpoint.listen({
+          node,
+          secret: config.node.secret ?? "",
+          log: logger,
+          ...config.node.listen,
+        });
+      }
+      const listenHost = config.node.listen?.host ?? "";
+      registration = await NodeRegistration.register({
+        store,
+        dataDir: config.dataDir,
+        ...config.node,
+        diskPath: config.poolDir ?? poolPaths(config.dataDir).path,
+        address:
+          config.node.address ??
+          (endpoint ? `${listenHost.includes(":") ? `[${listenHost}]` : listenHost}:${endpoint.port}` : ""),
+        version: serverVersion(),
+        log: logger,
+      });
+    }
+    const localNodeId = registration?.node.id;
+    // A node is reachable from here when it is this process's, or has an endpoint.
+    const placement = new NodePlacement(store, (n) => n.id === localNodeId || n.address !== "");
+    const directory = new NodeDirectory(
       store,
-      log: logger,
-      unitUrl: (unit) => unitUrl(config, port, unit.urlLabel),
-      ...(opts.runtime && { runtime: opts.runtime }),
-      ...(opts.sweepMs !== undefined && { sweepMs: opts.sweepMs }),
-      ...(opts.signal && { signal: opts.signal }),
-    });
-    // Issue #15: this host as a node of the database (docs/SCALE-OUT.md).
-    registration = await NodeRegistration.register({
-      store,
-      dataDir: config.dataDir,
-      ...config.node,
-      diskPath: config.poolDir ?? poolPaths(config.dataDir).path,
-      address: "",
-      version: serverVersion(),
-      log: logger,
-    });
-    const localNodeId = registration.node.id;
-    const placement = new NodePlacement(store, (id) => id === localNodeId);
+      node && localNodeId ? { id: localNodeId, node } : undefined,
+      config.node.secret ?? "",
+      { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
+    );
     const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
       ? "127.0.0.1"
       : config.listenHost.includes(":")
@@ -174,7 +202,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     connectors = await openConnectors({
       config,
       store,
-      runtime: node.runtime,
+      runtime: node?.runtime,
       log: logger,
       apiBase: () => `http://${apiHost}:${port}`,
     });
@@ -185,29 +213,36 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       log: logger,
       allowPrivate: config.webhooksAllowPrivate,
     });
-    webhooks.start();
-    const gatewayPort = await connectors.listen();
-    await node.runtime.allowGatewayPort?.(gatewayPort);
-    app = await buildApp({
-      store,
-      config,
-      logger: logger as FastifyBaseLogger,
-      node,
-      connectors,
-      events,
-      webhooks,
-      placement,
-      ...(opts.mcp && { mcp: opts.mcp }),
-      ...(opts.consoleDir !== undefined && { consoleDir: opts.consoleDir }),
-    });
+    // Deliveries are the API's work: a node only records events.
+    if (role !== "node") webhooks.start();
+    // Units reach the connector gateway on their own node.
+    if (node) {
+      const gatewayPort = await connectors.listen();
+      await node.runtime.allowGatewayPort?.(gatewayPort);
+    }
+    if (role !== "node") {
+      app = await buildApp({
+        store,
+        config,
+        logger: logger as FastifyBaseLogger,
+        node: directory,
+        connectors,
+        events,
+        webhooks,
+        placement,
+        ...(opts.mcp && { mcp: opts.mcp }),
+        ...(opts.consoleDir !== undefined && { consoleDir: opts.consoleDir }),
+      });
+    }
     // The files this start made (runtime id, keys, locks) are root's alone too.
     await secureDataDir(config.dataDir);
-    await app.listen({ host: config.listenHost, port: config.listenPort });
+    await app?.listen({ host: config.listenHost, port: config.listenPort });
     if (config.metricsListen) metricsServer = await listenMetrics(config.metricsListen.host, config.metricsListen.port);
-    registration.start();
+    registration?.start();
   } catch (err) {
     await registration?.close();
     webhooks?.close();
+    await endpoint?.close().catch(() => {});
     await app?.close().catch(() => {});
     await node?.close().catch(() => {});
     await events.close();
@@ -216,30 +251,32 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     if (!opts.store) await store.close();
     throw err;
   }
-  const address = app.server.address();
-  port = typeof address === "object" && address ? address.port : config.listenPort;
-  const host = config.listenHost.includes(":") ? `[${config.listenHost}]` : config.listenHost;
+  const listening = app?.server.address();
+  port = typeof listening === "object" && listening ? listening.port : (endpoint?.port ?? config.listenPort);
+  const listenHost = app ? config.listenHost : (config.node.listen?.host ?? config.listenHost);
+  const host = listenHost.includes(":") ? `[${listenHost}]` : listenHost;
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
   logger.info(
     {
       url,
-      console: `${url}/console/`,
+      role,
+      ...(app && { console: `${url}/console/` }),
       port,
-      gatewayPort: connectors.gatewayPort(),
+      ...(endpoint && { nodeEndpoint: config.node.address }),
+      ...(node && { gatewayPort: connectors.gatewayPort() }),
       dialect: store.dialect,
       dataDir: config.dataDir,
     },
-    "ums listening",
+    role === "node" ? "ums node listening" : "ums listening",
   );
-  const local = node;
   // Issue #17: the process's metrics, and the sampler of running units' usage, whose memory and
   // disk limits reached become `limit.reached` events.
   const limitReached = limitReachedRecorder(store, events.emit);
   let sampler: UsageSampler | undefined;
   let dropUnitSource = () => {};
-  if (config.metrics) {
-    metrics.enableDefaults();
-    const lifecycle = local.lifecycle;
+  if (config.metrics) metrics.enableDefaults();
+  if (config.metrics && node) {
+    const lifecycle = node.lifecycle;
     dropUnitSource = metrics.addUnitSource(() => {
       let running = 0;
       let warm = 0;
@@ -249,7 +286,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       }
       return { running, warm };
     });
-    const rt = local.runtime;
+    const rt = node.runtime;
     if (rt.usageSources) {
       sampler = new UsageSampler({
         store: store.usage,
@@ -273,16 +310,30 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   const api = app;
   const cn = connectors;
   const hooks = webhooks as Webhooks;
-  const reg = registration as NodeRegistration;
+  const local = node;
+  const none = (what: string): never => {
+    throw new Error(`this process has no ${what} (--role ${role})`);
+  };
   return {
     url,
     port,
     store,
-    node: local,
-    runtime: local.runtime,
-    lifecycle: local.lifecycle,
-    egress: local.egress,
-    app: api,
+    get node() {
+      return local ?? none("node");
+    },
+    get runtime() {
+      return local?.runtime ?? none("node");
+    },
+    get lifecycle() {
+      return local?.lifecycle ?? none("node");
+    },
+    get egress() {
+      return local?.egress ?? none("node");
+    },
+    get app() {
+      return api ?? none("API");
+    },
+    nodeEndpointPort: endpoint?.port,
     gatewayPort: cn.gatewayPort(),
     events,
     limitReached,
@@ -291,7 +342,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     close() {
       // Units keep running when the server stops (docs/ARCHITECTURE.md section 8).
       closing ??= (async () => {
-        await reg.close();
+        await registration?.close();
         await sampler?.stop();
         dropUnitSource();
         if (metricsServer) {
@@ -299,11 +350,11 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
           await new Promise<void>((resolve) => metricsServer?.close(() => resolve()));
         }
         await cn.close();
-        await app.close();
         // Deliveries still waiting are lost (docs/EVENTS.md).
         hooks.close();
-        await api.close();
-        await local.close();
+        await api?.close();
+        await endpoint?.close();
+        await local?.close();
         await events.close();
         await closeTracing();
         if (!opts.store) await store.close();

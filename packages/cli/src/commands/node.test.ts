@@ -172,7 +172,7 @@ describe("ums node", { concurrency: 2 }, () => {
   });
 
   const pgUrl = process.env.UMS_TEST_PG_URL;
-  it("a second host on one PostgreSQL database stops before its runtime, saying what to do (one database, one node, until the remote node)", {
+  it("a second host on one PostgreSQL database stops before its runtime when its name is taken, or when the nodes have no endpoints, saying what to do", {
     skip: pgUrl ? false : "UMS_TEST_PG_URL is not set (scripts/test sets it)",
   }, async (t) => {
     const databaseUrl = await createPgDatabase();
@@ -195,6 +195,13 @@ describe("ums node", { concurrency: 2 }, () => {
       second.stderr,
       /node name 'same' is taken by another node \(node-[0-9a-f-]{36}, last heartbeat .*\): give this host another with --node-name/,
     );
+    // Another name, but neither node has an endpoint: API processes could not reach both.
+    const third = await ums(
+      ["serve", "--data-dir", other, "--listen", "127.0.0.1:0", "--gateway-port", "0", "--node-name", "third"],
+      { env, timeoutMs: 30_000 },
+    );
+    assert.equal(third.code, 2, third.stderr);
+    assert.match(third.stderr, /already has node 'same' .*nodes that share a database need endpoints .*--node-listen/);
     const rows = (await umsOk(["node", "list", "--json", "--data-dir", dir], { env })).trim().split("\n");
     assert.equal(rows.length, 1);
     assert.equal(JSON.parse(rows[0] ?? "{}").name, "same");

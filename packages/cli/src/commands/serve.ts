@@ -106,6 +106,18 @@ export function serveCommand(): Command {
       "the most units this node holds (env UMS_NODE_UNITS, default no count limit: memory and disk decide)",
     )
     .option(
+      "--role <role>",
+      "all (the API and a node, the single-host default), api (the API only) or node (units only); api and node need PostgreSQL and UMS_NODE_SECRET (env UMS_ROLE)",
+    )
+    .option(
+      "--node-listen <host:port>",
+      "serve the node endpoint API processes call here (env UMS_NODE_LISTEN; needs UMS_NODE_SECRET)",
+    )
+    .option(
+      "--node-address <host:port>",
+      "where API processes reach this node's endpoint (env UMS_NODE_ADDRESS, default the --node-listen address)",
+    )
+    .option(
       "--object-store <url>",
       "copy checkpoints to this S3-compatible store: s3://BUCKET[/PREFIX/][?endpoint=URL&region=R] (env UMS_OBJECT_STORE; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
     )

@@ -1,5 +1,6 @@
 import type { ClientRequest } from "node:http";
-import type { Socket } from "node:net";
+import { connect, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
 
 /**
  * How long the host waits on a unit's agent (issue #19 finding 8: unit root can stop or trace its
@@ -38,9 +39,28 @@ const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
 export interface AgentEndpoint {
   /** The agent's Unix socket (the runtime's `agentSocket`). */
   readonly path: string;
+  /**
+   * Issue #15: how a connection to the agent is made when it is not the Unix socket on this host
+   * (through a node's endpoint, node/remote/): `done` gets the socket once it leads to the agent.
+   */
+  readonly connect?: (done: (err: Error | null, socket?: Socket) => void) => void;
   readonly timeouts: AgentTimeouts;
   /** Told of a missed deadline (the unit is unhealthy); returns the error the waiting call fails with. */
   timedOut(err: AgentTimeoutError): Error;
+}
+
+/**
+ * A new connection to the endpoint's agent, as `createConnection` of node:http makes one: its Unix
+ * socket here, returned; or (issue #15, `ep.connect`) given to `done` once made.
+ */
+export function connectEndpoint(
+  ep: AgentEndpoint,
+  done: (err: Error | null, socket: Duplex) => void = () => {},
+): Socket {
+  if (!ep.connect) return connect({ path: ep.path });
+  ep.connect((err, socket) => done(err, socket as Duplex));
+  // node:http takes no socket returned as one to wait for `done` (its createConnection contract).
+  return undefined as unknown as Socket;
 }
 
 /** An endpoint that only bounds the waits (tools and tests; the node's are built by node/local/agent-endpoint.ts). */

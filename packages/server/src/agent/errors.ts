@@ -3,6 +3,9 @@ import { readLimited, TooLargeError } from "../util/read-limited.js";
 
 /** At most this much of an error answer is read (the agent is the unit's: it may send anything). */
 export const MAX_ANSWER_BYTES = 64 * 1024;
+/** Marks an error a node sent for a unit it runs (issue #15, node/remote/wire.ts): passed on as it is. */
+export const NODE_SENT = Symbol.for("ums.node-sent");
+
 /** At most this much of a JSON answer is read, unless a call says otherwise. */
 export const MAX_JSON_BYTES = 1 << 20;
 

@@ -1,7 +1,7 @@
 import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
-import { type AgentEndpoint, boundAnswer } from "./deadline.js";
+import { type AgentEndpoint, boundAnswer, connectEndpoint } from "./deadline.js";
 import { AgentAnswerError, readAnswerError } from "./errors.js";
 import { wrap } from "./http.js";
 import { RelaySocket } from "./relay.js";
@@ -23,7 +23,7 @@ const RAW_READ = "ums-fs-bytes";
 function connectFs(ep: AgentEndpoint, as: FsIdentity, own?: Socket): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const req = request({
-      ...(own ? { createConnection: () => own } : { socketPath: ep.path, agent: false }),
+      createConnection: (_o, done) => own ?? connectEndpoint(ep, done),
       method: "GET",
       path: `/fs/connect?as=${as}`,
       headers: { connection: "Upgrade", upgrade: "ums-fs" },
@@ -101,6 +101,9 @@ export interface RawRead {
  * error (`AgentAnswerError`, e.g. ENOENT).
  */
 export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<RawRead | IncomingMessage> {
+  // Through a node (issue #15) the file comes as the answer to a plain read; the raw relay reads a
+  // Unix socket of this host.
+  if (ep.connect) return agentFsRead(ep, as, path);
   const relay = new RelaySocket(ep.path);
   const socket = await connectFs(ep, as, relay.socket).catch((err) => {
     relay.socket.destroy();
@@ -130,4 +133,11 @@ export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string)
     req.on("error", (err) => reject(wrap(err)));
     req.end();
   });
+}
+
+/** A read answered as an ordinary response (its 200 is the file); any other answer is the error. */
+async function agentFsRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<IncomingMessage> {
+  const res = await agentFs(ep, as, "GET", `/fs/read?${new URLSearchParams({ path })}`);
+  if (res.statusCode === 200) return res;
+  throw await readAnswerError(res);
 }

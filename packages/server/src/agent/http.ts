@@ -1,8 +1,8 @@
 import { type IncomingMessage, request } from "node:http";
 import type { Readable } from "node:stream";
 import { agentSpan } from "../tracing/tracing.js";
-import { type AgentEndpoint, AgentTimeoutError, boundAnswer } from "./deadline.js";
-import { AgentAnswerError, AgentUnreachableError, MAX_JSON_BYTES } from "./errors.js";
+import { type AgentEndpoint, AgentTimeoutError, boundAnswer, connectEndpoint } from "./deadline.js";
+import { AgentAnswerError, AgentUnreachableError, MAX_JSON_BYTES, NODE_SENT } from "./errors.js";
 
 export interface AgentRequestOpts {
   /** A JSON text, or a stream piped as it comes. */
@@ -28,7 +28,7 @@ export function agentRequest(
   return new Promise<IncomingMessage>((resolve, reject) => {
     const headers: Record<string, string> = { ...opts.headers };
     if (typeof opts.body === "string") headers["content-type"] ??= "application/json";
-    const req = request({ socketPath: ep.path, method, path, headers, agent: false }, (res) => {
+    const req = request({ createConnection: (_o, done) => connectEndpoint(ep, done), method, path, headers }, (res) => {
       deadline.answered();
       if (span) {
         span.setAttribute("http.response.status_code", res.statusCode ?? 0);
@@ -68,7 +68,7 @@ export function agentCall(
 ): Promise<AgentAnswer> {
   const span = agentSpan(method, path);
   return new Promise<AgentAnswer>((resolve, reject) => {
-    const req = request({ socketPath: ep.path, method, path, agent: false }, (res) => {
+    const req = request({ createConnection: (_o, done) => connectEndpoint(ep, done), method, path }, (res) => {
       span?.setAttribute("http.response.status_code", res.statusCode ?? 0);
       let body = "";
       res.on("error", (err) => reject(wrap(err)));
@@ -99,5 +99,7 @@ export function wrap(err: unknown): Error {
   if (err instanceof AgentAnswerError || err instanceof AgentTimeoutError || err instanceof AgentUnreachableError) {
     return err;
   }
+  // What a node answered for a unit behind it (issue #15, node/remote/wire.ts) is already the node's error.
+  if (err instanceof Error && (err as { [NODE_SENT]?: true })[NODE_SENT]) return err;
   return new AgentUnreachableError(err);
 }

@@ -1,7 +1,7 @@
 import { request } from "node:http";
 import type { Socket } from "node:net";
 import { TUNNEL_TARGET_HEADER, TUNNEL_UPGRADE } from "@ums/protocol";
-import { type AgentEndpoint, boundAnswer } from "./deadline.js";
+import { type AgentEndpoint, boundAnswer, connectEndpoint } from "./deadline.js";
 import { readAnswerError } from "./errors.js";
 import { wrap } from "./http.js";
 
@@ -24,8 +24,7 @@ export interface AgentTunnel {
 export function agentTunnel(ep: AgentEndpoint, host: string, port: number): Promise<AgentTunnel> {
   return new Promise((resolve, reject) => {
     const req = request({
-      socketPath: ep.path,
-      agent: false,
+      createConnection: (_o, done) => connectEndpoint(ep, done),
       method: "GET",
       path: `/tunnel?${new URLSearchParams({ host, port: String(port) })}`,
       headers: { connection: "Upgrade", upgrade: TUNNEL_UPGRADE },

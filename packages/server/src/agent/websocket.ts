@@ -1,7 +1,8 @@
-import { connect } from "node:net";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import WebSocket from "ws";
 import { agentSpan } from "../tracing/tracing.js";
-import { AgentDeadline, type AgentEndpoint } from "./deadline.js";
+import { AgentDeadline, type AgentEndpoint, connectEndpoint } from "./deadline.js";
 import { answerError, MAX_ANSWER_BYTES } from "./errors.js";
 import { wrap } from "./http.js";
 
@@ -24,9 +25,12 @@ export function connectAgent(ep: AgentEndpoint, path: string): Promise<WebSocket
     const deadline = new AgentDeadline(ep, (err) => fail(err));
     const ws = new WebSocket(`ws+unix://${ep.path}:${path}`, {
       perMessageDeflate: false,
-      createConnection: () => {
-        const socket = connect({ path: ep.path });
-        deadline.watch(socket);
+      createConnection: (_o: unknown, done: (err: Error | null, socket: Duplex) => void) => {
+        const socket = connectEndpoint(ep, (err, s) => {
+          if (s) deadline.watch(s as Socket);
+          done(err, s);
+        });
+        if (socket) deadline.watch(socket);
         return socket;
       },
     });

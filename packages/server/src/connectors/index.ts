@@ -30,7 +30,8 @@ export interface Connectors {
 export interface ConnectorsOpts {
   readonly config: ServerConfig;
   readonly store: Store;
-  readonly runtime: UnitRuntime;
+  /** The runtime of this process's node (units reach its gateway); undefined: none (`--role api`). */
+  readonly runtime: Pick<UnitRuntime, "unitOfAddress" | "link"> | undefined;
   readonly log: Logger;
   /** This server's API base URL (known once it listens). */
   readonly apiBase: () => string;

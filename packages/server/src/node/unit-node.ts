@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import type { UnitAgent } from "../agent/client.js";
@@ -77,11 +78,11 @@ export interface UnitNode {
   /** Gives a new unit a snapshot of an image as its disk (O(1)); `ImageGoneError` if it was deleted meanwhile. */
   fromImage(image: ImageRecord, unit: UnitRecord): Promise<void>;
   /**
-   * Removes the unit and every host resource it had; `drop` removes its record (the caller's) once
-   * nothing of the unit can run again, and its answer is returned. A crash part way is finished at
-   * the node's next start.
+   * Removes the unit and every host resource it had, and its record once nothing of the unit can
+   * run again; false when the record was gone already. A crash part way is finished at the node's
+   * next start.
    */
-  destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T>;
+  destroy(unit: UnitRecord): Promise<boolean>;
   /** Spec 2.4: healthy when the agent answers in time; an unhealthy unit is restarted by the next wake. */
   health(unit: UnitRecord): Promise<UnitHealth>;
   /**
@@ -140,6 +141,14 @@ export interface CheckpointResult {
   readonly frozenMs: number;
 }
 
+/** A unit's HTTP target: its address and port, and (issue #15, a unit on another node) how to connect to it. */
+export interface HttpTarget {
+  readonly host: string;
+  readonly port: number;
+  /** A connection to the target made for this process (the node splices it); absent: connect to host:port. */
+  readonly connect?: (done: (err: Error | null, socket?: Socket) => void) => void;
+}
+
 /** A woken unit, held awake until `release()`. */
 export interface UnitLease {
   readonly unit: UnitRecord;
@@ -151,7 +160,7 @@ export interface UnitLease {
    */
   readonly agent: UnitAgent;
   /** Where the unit's HTTP target (spec 4.1: port 8080, or a service's `http_port`) is reached from here. */
-  httpTarget(): Promise<{ readonly host: string; readonly port: number }>;
+  httpTarget(): Promise<HttpTarget>;
   /** The unit's services changed (spec 2.7): its HTTP target is asked again. */
   servicesChanged(): void;
   /** Ends the hold; more calls are no-ops. */

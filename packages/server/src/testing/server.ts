@@ -24,6 +24,10 @@ export interface TestServer {
   api(method: string, path: string, opts?: ApiOpts): Promise<ApiResponse>;
   /** Creates a unit named `name` with `token` (it fails unless answered 201); returns its id. */
   unit(token: string, name: string): Promise<string>;
+  /** Stops the server as a `ums serve` stops: its units keep running (close() still cleans up). */
+  stop(): Promise<void>;
+  /** Starts it again after stop(), on the same data dir and runtime (a new port). */
+  restart(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -85,6 +89,19 @@ export interface TestServerOpts {
   metricsListen?: string;
   /** Issue #15: `--object-store` (its credentials from the test process's environment). */
   objectStore?: string;
+  /**
+   * Issue #15: one process of a deployment of several (docs/SCALE-OUT.md): its role, the
+   * database the deployment shares (the caller's: not dropped at close), its node endpoint
+   * (`--node-listen`), name and the shared node secret.
+   */
+  cluster?: {
+    role: "all" | "api" | "node";
+    databaseUrl: string;
+    secret: string;
+    nodeListen?: string;
+    nodeAddress?: string;
+    nodeName?: string;
+  };
 }
 
 /** A test server on SQLite, for the suites that do not run on every dialect. */
@@ -114,12 +131,19 @@ export async function startWithUnit(
 export async function startTestServer(dialect: TestDialect, overrides: TestServerOpts = {}): Promise<TestServer> {
   const ownDir = overrides.dataDir === undefined;
   const dataDir = overrides.dataDir ?? (await mkdtemp(join(tmpdir(), "ums-test-")));
-  const db = await dialect.createDatabase();
+  const cluster = overrides.cluster;
+  const db = cluster ? { databaseUrl: cluster.databaseUrl, drop: async () => {} } : await dialect.createDatabase();
   const config = resolveConfig(
     {
       dataDir,
       listen: "127.0.0.1:0",
       databaseUrl: db.databaseUrl,
+      ...(cluster && {
+        role: cluster.role,
+        nodeListen: cluster.nodeListen,
+        nodeAddress: cluster.nodeAddress,
+        nodeName: cluster.nodeName,
+      }),
       unitHost: overrides.unitHost,
       unitUrlScheme: overrides.unitUrlScheme,
       idleWarm: overrides.idleWarm,
@@ -136,39 +160,69 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       metricsListen: overrides.metricsListen,
       objectStore: overrides.objectStore,
     },
-    {},
+    cluster ? { UMS_NODE_SECRET: cluster.secret } : {},
   );
   const logger = overrides.logStream
     ? pino({ level: "debug" }, overrides.logStream)
     : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
-  const rt = await openTestRuntime(dataDir, {
-    gatewayPort: config.gatewayPort,
-    unitDefaults: config.unitDefaults,
-    ...(overrides.pool && { pool: overrides.pool }),
-  });
+  // An API process runs no units: no runtime.
+  const rt =
+    cluster?.role === "api"
+      ? undefined
+      : await openTestRuntime(dataDir, {
+          gatewayPort: config.gatewayPort,
+          unitDefaults: config.unitDefaults,
+          ...(overrides.pool && { pool: overrides.pool }),
+        });
   let server: RunningServer;
-  try {
-    server = await startServer(config, {
+  const start = () =>
+    startServer(config, {
       logger,
-      runtime: rt.runtime,
+      ...(rt && { runtime: rt.runtime }),
       ...(overrides.sweepMs !== undefined && { sweepMs: overrides.sweepMs }),
       ...(overrides.mcp && { mcp: overrides.mcp }),
       ...(overrides.consoleDir !== undefined && { consoleDir: overrides.consoleDir }),
       ...(overrides.usageIntervalMs !== undefined && { usageIntervalMs: overrides.usageIntervalMs }),
     });
+  try {
+    server = await start();
   } catch (err) {
     // A start that failed (e.g. a port taken) leaves no firewall table, cgroup, lock or database.
-    await rt.release().catch(() => {});
+    await rt?.release().catch(() => {});
     await db.drop().catch(() => {});
     if (ownDir) await rm(dataDir, { recursive: true, force: true });
     throw err;
   }
   const defaults = config.orgDefaults;
+  /** What the node holds, read while its store is open (a stopped server's is closed). */
+  const holdings = async () => {
+    const nodeId = await readNodeId(dataDir);
+    return {
+      units: await server.store.units.withStatus(["cold", "warm", "running"], nodeId),
+      templates: await server.store.templates.all(nodeId),
+      images: await server.store.images.all(nodeId),
+    };
+  };
+  let stopped: Awaited<ReturnType<typeof holdings>> | undefined;
 
   return {
-    url: server.url,
+    get url() {
+      return server.url;
+    },
     config,
-    server,
+    get server() {
+      return server;
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = rt ? await holdings() : { units: [], templates: [], images: [] };
+      await server.close();
+    },
+    async restart() {
+      if (!stopped) throw new Error("restart() follows stop()");
+      server = await start();
+      stopped = undefined;
+    },
     async token(slug, opts = {}) {
       const org = await server.store.orgs.ensure(slug, defaults);
       if (opts.limits) await server.store.orgs.setLimits(slug, opts.limits);
@@ -186,11 +240,13 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       return r.body.id;
     },
     async close() {
+      if (!rt) {
+        await server.close();
+        if (ownDir) await rm(dataDir, { recursive: true, force: true });
+        return;
+      }
       // Every unit this server (node) made goes, with all its host resources.
-      const nodeId = await readNodeId(dataDir);
-      const units = await server.store.units.withStatus(["cold", "warm", "running"], nodeId);
-      const templates = await server.store.templates.all(nodeId);
-      const images = await server.store.images.all(nodeId);
+      const { units, templates, images } = stopped ?? (await holdings());
       await server.close();
       const failures: unknown[] = [];
       for (const u of units) {

@@ -72,7 +72,7 @@ export class RecipeBuilds {
       const unit = builder;
       if (unit) {
         await this.node
-          .destroy(unit, () => this.store.units.delete(org.id, unit.name))
+          .destroy(unit)
           .catch((err: unknown) => hooks.progress(`the build unit ${unit.name} could not be deleted: ${String(err)}`));
       }
     }

@@ -4,7 +4,7 @@ import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { dropUnreadBody } from "../../http/early-answer.js";
-import type { UnitNode } from "../../node/unit-node.js";
+import type { HttpTarget, UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { once } from "../../util/once.js";
 import { ApiError } from "../errors.js";
@@ -46,6 +46,8 @@ interface Exchange {
   readonly call: ProxyCall;
   readonly host: string;
   readonly port: number;
+  /** Issue #15: the connection to a unit on another node, made through that node. */
+  readonly connect: HttpTarget["connect"];
   /** Ends the hold on the unit (once the exchange is over). */
   readonly release: () => void;
 }
@@ -130,10 +132,10 @@ export async function proxyToUnit(
   const lease = await deps.node.wake(call.org, call.unit);
   const release = () => lease.release();
   try {
-    const { host, port } = await lease.httpTarget();
+    const { host, port, connect } = await lease.httpTarget();
     // A fresh boot may reuse the address of a unit that is gone: its kept-alive connections lead nowhere.
     if (lease.booted) forgetConnections(host, port);
-    const exchange: Exchange = { req, reply, call, host, port, release };
+    const exchange: Exchange = { req, reply, call, host, port, connect, release };
     if (req.ws) await forwardUpgrade(exchange);
     else await forwardHttp(exchange);
   } catch (err) {
@@ -156,7 +158,19 @@ function logExchange(req: FastifyRequest, status: number, start: number, extra: 
   );
 }
 
-async function forwardHttp({ req, reply, call, host, port, release }: Exchange): Promise<void> {
+/** How a request reaches the target: kept-alive connections to host:port, or one the node splices (issue #15). */
+function route(ex: Pick<Exchange, "host" | "port" | "connect">, keepAlive: boolean): http.RequestOptions {
+  const { connect } = ex;
+  if (!connect) return { agent: keepAlive ? agent : false, host: ex.host, port: ex.port };
+  return {
+    createConnection: (_o, done) => {
+      connect((err, socket) => done(err, socket as Duplex));
+      return undefined as unknown as Duplex;
+    },
+  };
+}
+
+async function forwardHttp({ req, reply, call, host, port, connect, release }: Exchange): Promise<void> {
   const start = performance.now();
   const res = reply.raw;
   const headers = requestHeaders(req.raw, { ...call.headers, upgrade: false });
@@ -171,7 +185,12 @@ async function forwardHttp({ req, reply, call, host, port, release }: Exchange):
 
   const send = (): Promise<IncomingMessage> =>
     new Promise((resolve, reject) => {
-      const up = http.request({ agent, host, port, method: req.method, path: call.path, headers });
+      const up = http.request({
+        ...route({ host, port, connect }, true),
+        method: req.method,
+        path: call.path,
+        headers,
+      });
       current = up;
       armTimeouts(up, call.unit, port);
       up.once("response", resolve);
@@ -231,12 +250,12 @@ async function forwardHttp({ req, reply, call, host, port, release }: Exchange):
   res.once("close", () => logExchange(req, upRes.statusCode ?? 0, start, { complete: res.writableFinished }));
 }
 
-async function forwardUpgrade({ req, reply, call, host, port, release }: Exchange): Promise<void> {
+async function forwardUpgrade({ req, reply, call, host, port, connect, release }: Exchange): Promise<void> {
   const start = performance.now();
   const socket = req.raw.socket as Duplex;
   const clientHead = upgradeHead(req.raw);
   const headers = requestHeaders(req.raw, { ...call.headers, upgrade: true });
-  const up = http.request({ agent: false, host, port, method: req.method, path: call.path, headers });
+  const up = http.request({ ...route({ host, port, connect }, false), method: req.method, path: call.path, headers });
   armTimeouts(up, call.unit, port);
   const onClientClose = () => up.destroy();
   socket.once("close", onClientClose);

@@ -222,7 +222,7 @@ export class UnitService {
       // Whatever the host made of it (a part of the copy; a disk a request racing the fork booted)
       // goes with its row. If that fails, the row stays: a unit the user sees and can delete,
       // rather than a disk on the host that nothing points at.
-      await this.node.destroy(unit, () => this.store.units.delete(org.id, unit.name)).catch(() => {});
+      await this.node.destroy(unit).catch(() => {});
       throw err;
     }
     this.emit(
@@ -302,8 +302,7 @@ export class UnitService {
 
   async delete(org: OrgRecord, name: string, actor: Actor): Promise<void> {
     const unit = await this.require(org, name);
-    if (!(await this.node.destroy(unit, () => this.store.units.delete(org.id, unit.name))))
-      throw ApiError.unitNotFound(name);
+    if (!(await this.node.destroy(unit))) throw ApiError.unitNotFound(name);
     this.emit({ orgId: org.id, type: "unit.deleted", unit: unit.name, actor, data: {} });
   }
 

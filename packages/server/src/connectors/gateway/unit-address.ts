@@ -9,12 +9,12 @@ const plain = (ip: string | undefined) => (ip ?? "").replace(/^::ffff:/i, "");
  * (the host end of its veth /30).
  */
 export class GatewayUnitAddressBook {
-  constructor(private readonly runtime: UnitRuntime) {}
+  constructor(private readonly runtime: Pick<UnitRuntime, "unitOfAddress" | "link"> | undefined) {}
 
   unitIdByAddress(remoteIp: string | undefined, localIp: string | undefined): string | undefined {
     const ip = plain(remoteIp);
-    const unitId = ip ? this.runtime.unitOfAddress(ip) : undefined;
+    const unitId = ip && this.runtime ? this.runtime.unitOfAddress(ip) : undefined;
     if (!unitId) return undefined;
-    return this.runtime.link(unitId)?.hostIp === plain(localIp) ? unitId : undefined;
+    return this.runtime?.link(unitId)?.hostIp === plain(localIp) ? unitId : undefined;
   }
 }

@@ -1,5 +1,7 @@
+import { connect, type Socket } from "node:net";
 import type { UnitAgent } from "../../agent/client.js";
 import { agentClient } from "../../agent/client.js";
+import { AgentTimeoutError } from "../../agent/deadline.js";
 import { AgentUnreachableError } from "../../agent/errors.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { UnitDeletedError, UnitUnavailableError } from "../errors.js";
@@ -52,6 +54,35 @@ export class LocalLease implements UnitLease {
       this.hold = again;
       return call();
     }
+  }
+
+  /**
+   * Issue #15: a connection to the unit's agent for a node's endpoint to splice an API's call to
+   * (node/remote/node-endpoint.ts), with the liveness rule: nothing of the call was sent yet.
+   */
+  agentSocket(): Promise<Socket> {
+    const ep = this.node.agentEndpoint(this.unit);
+    return this.retry(
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect({ path: ep.path });
+          const timer = setTimeout(
+            () => socket.destroy(ep.timedOut(new AgentTimeoutError("connect", ep.timeouts.connectMs))),
+            ep.timeouts.connectMs,
+          );
+          socket.once("connect", () => {
+            clearTimeout(timer);
+            socket.removeListener("error", fail);
+            resolve(socket);
+          });
+          const fail = (err: Error) => {
+            clearTimeout(timer);
+            reject(err instanceof AgentTimeoutError ? err : new AgentUnreachableError(err));
+          };
+          socket.once("error", fail);
+        }),
+      true,
+    );
   }
 
   async httpTarget(): Promise<{ host: string; port: number }> {

@@ -14,6 +14,7 @@ import type {
   UnitRecord,
   UnitStatus,
 } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
 import { UnitStartError } from "../errors.js";
 import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
 import { agentEndpoint } from "./agent-endpoint.js";
@@ -46,6 +47,7 @@ async function timed<T>(op: LifecycleOp, work: Promise<T>): Promise<T> {
  * their internal API (internal-api/). open.ts puts it together.
  */
 export class LocalNode implements UnitNode {
+  readonly store: Store;
   readonly runtime: UnitRuntime;
   readonly lifecycle: Lifecycle;
   readonly egress: NetworkEgress;
@@ -57,6 +59,7 @@ export class LocalNode implements UnitNode {
   private closing: Promise<void> | undefined;
 
   constructor(parts: {
+    store: Store;
     runtime: UnitRuntime;
     lifecycle: Lifecycle;
     egress: NetworkEgress;
@@ -66,6 +69,7 @@ export class LocalNode implements UnitNode {
     serviceEvents?: { closeAll(): void };
     replicator?: Replicator;
   }) {
+    this.store = parts.store;
     this.runtime = parts.runtime;
     this.lifecycle = parts.lifecycle;
     this.egress = parts.egress;
@@ -154,8 +158,8 @@ export class LocalNode implements UnitNode {
     return this.lifecycle.templates.fill(template, unit);
   }
 
-  async destroy<T>(unit: UnitRecord, drop: () => Promise<T>): Promise<T> {
-    const dropped = await this.lifecycle.destroy(unit, drop);
+  async destroy(unit: UnitRecord): Promise<boolean> {
+    const dropped = await this.lifecycle.destroy(unit, () => this.store.units.delete(unit.orgId, unit.name));
     if (unit.imageId !== null) await this.lifecycle.images.pruneQuietly();
     await this.replicator?.unitDeleted(unit.id);
     return dropped;

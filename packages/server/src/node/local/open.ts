@@ -106,6 +106,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
     });
   }
   const node = new LocalNode({
+    store,
     runtime,
     lifecycle,
     egress,

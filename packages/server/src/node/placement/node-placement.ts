@@ -1,4 +1,4 @@
-import type { OrgRecord } from "../../store/records.js";
+import type { NodeRecord, OrgRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { NoNodeError } from "../errors.js";
 import { DOWN_AFTER_MS } from "../registry/liveness.js";
@@ -20,7 +20,7 @@ export class NodePlacement {
   constructor(
     private readonly store: Store,
     /** Whether this API process can reach the node. */
-    private readonly reachable: (nodeId: string) => boolean,
+    private readonly reachable: (node: NodeRecord) => boolean,
     private readonly now: () => number = Date.now,
     private readonly random: () => number = Math.random,
   ) {}
@@ -30,7 +30,7 @@ export class NodePlacement {
     const all = await this.store.nodes.usage(org.id);
     const nodes = opts.on ? all.filter((u) => u.node.id === opts.on) : all;
     const r = place(
-      nodes.map((u) => ({ ...u, reachable: this.reachable(u.node.id) })),
+      nodes.map((u) => ({ ...u, reachable: this.reachable(u.node) })),
       { now: this.now(), downAfterMs: DOWN_AFTER_MS, ...(opts.labels && { labels: opts.labels }) },
       this.random,
     );

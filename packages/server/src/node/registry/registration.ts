@@ -82,19 +82,24 @@ export class NodeRegistration {
   }
 
   /**
-   * Fails with `NodeNameError` before the slow parts of a start when the database has another node:
-   * until API processes reach nodes over the network (docs/SCALE-OUT.md), a database serves one
-   * node, and a second would take the first one's units for its own (wake them without their
-   * disks, mark them stopped at its start).
+   * Fails with `NodeNameError` before the slow parts of a start when this node cannot join the
+   * database's others (docs/SCALE-OUT.md): its name is another's; or one of them, or this one, has no
+   * endpoint (`--node-listen`): a node without one serves only the API in its own process, so API
+   * processes could not reach all units.
    */
-  static async check(opts: Pick<RegistrationOpts, "store" | "dataDir" | "name">): Promise<void> {
+  static async check(opts: Pick<RegistrationOpts, "store" | "dataDir" | "name" | "address">): Promise<void> {
     const id = await nodeId(opts.dataDir);
-    const other = (await opts.store.nodes.list()).find((n) => n.id !== id);
-    if (!other) return;
-    if (other.name === opts.name) throw nameTaken(opts.name, other);
+    const others = (await opts.store.nodes.list()).filter((n) => n.id !== id);
+    const same = others.find((n) => n.name === opts.name);
+    if (same) throw nameTaken(opts.name, same);
+    const closed = opts.address === "" ? others[0] : others.find((n) => n.address === "");
+    if (!closed) return;
     throw new NodeNameError(
-      `this database already has node '${other.name}' (${other.id}, last heartbeat ${other.heartbeatAt}), and one database serves one node until API processes reach nodes over the network (docs/SCALE-OUT.md): ` +
-        `give this host a database of its own, or remove the other with 'ums node remove ${other.name}' if it is gone for good`,
+      `this database already has node '${closed.name}' (${closed.id}, last heartbeat ${closed.heartbeatAt}), and ` +
+        (opts.address === ""
+          ? "nodes that share a database need endpoints API processes reach: start this one with --node-listen HOST:PORT and UMS_NODE_SECRET"
+          : `that node has no endpoint (it was started without --node-listen): restart it with one`) +
+        `, give this host a database of its own, or remove the other with 'ums node remove ${closed.name}' if it is gone for good`,
     );
   }
 

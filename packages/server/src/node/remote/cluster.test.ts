@@ -1,0 +1,249 @@
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { createServer } from "node:net";
+import { after, before, describe, it } from "node:test";
+import { ErrorCode } from "@ums/protocol";
+import { testDialects } from "../../testing/dialects.js";
+import { execHttp } from "../../testing/exec-client.js";
+import { startTestServer, type TestServer } from "../../testing/server.js";
+import { startTcpServer } from "../../testing/tcp-echo.js";
+import { openTestTunnel } from "../../testing/tunnel-client.js";
+import { NODE_PREFIX, SPLICE_UPGRADE } from "./wire.js";
+
+const pg = testDialects.find((d) => d.name === "postgres");
+const sha = (b: Buffer | Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+/** A port nothing listens on now (the node endpoint of n1 is told it, to listen on every address). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen({ host: "127.0.0.1", port: 0 }, () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === "object" && a ? a.port : 0));
+    });
+  });
+}
+
+/**
+ * Issue #15 (docs/SCALE-OUT.md): one deployment of an API process (`--role api`, no units of its
+ * own) and two nodes (`--role node`, each with its data dir, pool, unit subnet and endpoint) on one
+ * PostgreSQL database. Everything goes through the API process: it reaches the units over the
+ * nodes' endpoints.
+ */
+describe("an API process and two nodes on one database", { timeout: 600_000, skip: !pg }, () => {
+  let db: { databaseUrl: string | undefined; drop(): Promise<void> };
+  let n1: TestServer;
+  let n2: TestServer;
+  let api: TestServer;
+  let token: string;
+  let n1Port: number;
+  const secret = randomBytes(32).toString("hex");
+  const units = ["u0", "u1", "u2", "u3"];
+  /** The node each unit was placed on, by unit name. */
+  const placedOn = new Map<string, TestServer>();
+
+  before(async () => {
+    if (!pg) return;
+    db = await pg.createDatabase();
+    const databaseUrl = db.databaseUrl as string;
+    n1Port = await freePort();
+    // n1's endpoint listens on every address (units see the host at their gateway address): the
+    // attack test below shows no unit reaches it.
+    n1 = await startTestServer(pg, {
+      cluster: {
+        role: "node",
+        databaseUrl,
+        secret,
+        nodeListen: `0.0.0.0:${n1Port}`,
+        nodeName: "n1",
+        nodeAddress: `127.0.0.1:${n1Port}`,
+      },
+    });
+    n2 = await startTestServer(pg, {
+      cluster: { role: "node", databaseUrl, secret, nodeListen: "127.0.0.1:0", nodeName: "n2" },
+    });
+    api = await startTestServer(pg, { cluster: { role: "api", databaseUrl, secret } });
+    token = await api.token("acme");
+  });
+  after(async () => {
+    // Each goes even when another's cleanup fails: nothing of the deployment may stay behind.
+    const failures: unknown[] = [];
+    for (const done of [() => api?.close(), () => n2?.close(), () => n1?.close(), () => db?.drop()]) {
+      await Promise.resolve()
+        .then(done)
+        .catch((err: unknown) => failures.push(err));
+    }
+    if (failures.length > 0) throw new AggregateError(failures, "the deployment's cleanup failed");
+  });
+
+  it("places new units on both nodes and runs them there, through the API process", async () => {
+    for (const name of units) await api.unit(token, name);
+    const nodes = await api.server.store.nodes.list();
+    assert.deepEqual(nodes.map((n) => n.name).sort(), ["n1", "n2"]);
+    const byId = new Map([
+      [nodes.find((n) => n.name === "n1")?.id, n1],
+      [nodes.find((n) => n.name === "n2")?.id, n2],
+    ]);
+    const org = await api.server.store.orgs.getBySlug("acme");
+    for (const name of units) {
+      const row = await api.server.store.units.get(org?.id ?? "", name);
+      const node = byId.get(row?.nodeId ?? undefined);
+      assert.ok(node, `unit ${name} is on a node of the deployment`);
+      placedOn.set(name, node);
+    }
+    // Placement spreads an organization's units (placement.ts): both nodes hold two.
+    assert.equal([...placedOn.values()].filter((n) => n === n1).length, 2);
+    for (const name of units) {
+      const r = await execHttp(api.url, token, name, ["sh", "-c", "echo $((6*7)) > /tmp/answer; cat /tmp/answer"]);
+      assert.equal(r.status, 200, r.body.toString());
+      assert.equal(r.exitCode, 0);
+      assert.equal(r.stdout.toString(), "42\n");
+      // It runs on its node, and only there.
+      const id = (await api.server.store.units.get(org?.id ?? "", name))?.id ?? "";
+      const mine = placedOn.get(name) as TestServer;
+      const other = mine === n1 ? n2 : n1;
+      assert.equal(mine.server.lifecycle.statusOf(id), "running");
+      assert.equal(other.server.lifecycle.statusOf(id), "cold");
+    }
+  });
+
+  it("streams files both ways, proxies the unit's HTTP target and carries a tunnel", async () => {
+    const name = units[1] as string;
+    const bytes = randomBytes(3 << 20);
+    const w = await api.api("PUT", `/v1/units/${name}/fs/write?path=/tmp/blob&workingDir=/`, { token, body: bytes });
+    assert.equal(w.status, 200, w.text);
+    const res = await fetch(`${api.url}/v1/units/${name}/fs/read?path=/tmp/blob&workingDir=/`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(sha(new Uint8Array(await res.arrayBuffer())), sha(bytes));
+    const missing = await api.api("GET", `/v1/units/${name}/fs/read?path=/tmp/nope&workingDir=/`, { token });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.code, "ENOENT");
+
+    // The unit's HTTP target (port 8080) through the API's path proxy.
+    const started = await execHttp(api.url, token, name, [
+      "sh",
+      "-c",
+      "mkdir -p /tmp/www && echo hello from the node > /tmp/www/hi.txt && (setsid nohup python3 -m http.server 8080 --directory /tmp/www </dev/null >/dev/null 2>&1 &)",
+    ]);
+    assert.equal(started.exitCode, 0);
+    let page = "";
+    for (let i = 0; i < 100 && page !== "hello from the node\n"; i++) {
+      const r = await api.api("GET", `/v1/units/${name}/hi.txt`, { token });
+      page = r.status === 200 ? r.text : "";
+      if (!page) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(page, "hello from the node\n");
+
+    // A TCP tunnel to an echo server in the unit, half-close included.
+    await startTcpServer(api.url, token, name, "echo", 7000);
+    const t = await openTestTunnel(`${api.url.replace("http", "ws")}/v1/units/${name}/proxy`, token, {
+      host: "localhost",
+      port: 7000,
+    });
+    assert.equal((await t.answer).status, "connected");
+    t.ws.send(Buffer.from("across nodes"), { binary: true });
+    await t.waitFor((b) => b.toString() === "across nodes");
+    t.ws.send(Buffer.alloc(0), { binary: true });
+    await t.waitFor((b) => b.toString().endsWith("eof after 12 bytes\n"));
+    assert.equal((await t.closed).code, 1000);
+  });
+
+  it("checkpoints and restores a unit on its node, with progress", async () => {
+    const name = units[2] as string;
+    const cp = await api.api("POST", `/v1/units/${name}/checkpoint`, { token, json: { comment: "before" } });
+    assert.equal(cp.status, 200, cp.text);
+    // The node's progress came through: the route's own events name the checkpoint it made.
+    const id = /checkpoint (v\d+) created/.exec(cp.text)?.[1];
+    assert.ok(id, cp.text);
+    await execHttp(api.url, token, name, ["sh", "-c", "echo changed > /tmp/answer"]);
+    const restored = await api.api("POST", `/v1/units/${name}/checkpoints/${id}/restore`, { token });
+    assert.equal(restored.status, 200, restored.text);
+    const r = await execHttp(api.url, token, name, ["cat", "/tmp/answer"]);
+    assert.equal(r.stdout.toString(), "42\n");
+  });
+
+  it("refuses the node endpoint without the node secret, and no unit reaches it", async () => {
+    const base = `http://127.0.0.1:${n1Port}${NODE_PREFIX}`;
+    const none = await fetch(`${base}/call/resourceLimits`, { method: "POST", body: '{"args":[]}' });
+    assert.equal(none.status, 401);
+    const wrong = await fetch(`${base}/call/resourceLimits`, {
+      method: "POST",
+      body: '{"args":[]}',
+      headers: { authorization: `Bearer ${"x".repeat(64)}` },
+    });
+    assert.equal(wrong.status, 401);
+    const spliced = await fetch(`${base}/leases/whatever/agent`, {
+      headers: { connection: "Upgrade", upgrade: SPLICE_UPGRADE },
+    }).catch((err: unknown) => err);
+    assert.ok(!(spliced instanceof Response) || spliced.status === 401, "a splice without the secret is refused");
+    const right = await fetch(`${base}/call/resourceLimits`, {
+      method: "POST",
+      body: '{"args":[]}',
+      headers: { authorization: `Bearer ${secret}` },
+    });
+    assert.equal(right.status, 200);
+    // Root in a unit of n1 tries the endpoint's port on every host address it can name.
+    const name = [...placedOn].find(([, n]) => n === n1)?.[0] as string;
+    const probe = await execHttp(api.url, token, name, [
+      "python3",
+      "-c",
+      `import socket,subprocess
+gw=subprocess.run(["ip","route","show","default"],capture_output=True,text=True).stdout.split()[2:3]
+ok=[]
+for h in gw+["127.0.0.1"]:
+    s=socket.socket(); s.settimeout(2)
+    try:
+        s.connect((h,${n1Port})); ok.append(h)
+    except Exception: pass
+print("reached" if ok else "refused", ok)`,
+    ]);
+    assert.equal(probe.exitCode, 0, probe.stderr.toString());
+    assert.match(probe.stdout.toString(), /^refused/);
+  });
+
+  it("a stopped node's units are unavailable, with a reason, while the other node's answer; back after its restart", async () => {
+    const onN2 = [...placedOn].find(([, n]) => n === n2)?.[0] as string;
+    const onN1 = [...placedOn].find(([, n]) => n === n1)?.[0] as string;
+    await n2.stop();
+    const r = await api.api("POST", `/v1/units/${onN2}/exec?cmd=true`, { token });
+    assert.equal(r.status, 502, r.text);
+    assert.equal(r.body.code, ErrorCode.UnitUnavailable);
+    assert.match(r.body.error, /node 'n2'/);
+    const health = await api.api("GET", `/v1/units/${onN2}/check`, { token });
+    assert.equal(health.status, 200, health.text);
+    assert.equal(health.body.status, "unhealthy");
+    assert.match(health.body.reason, /node 'n2'/);
+    const fine = await execHttp(api.url, token, onN1, ["cat", "/tmp/answer"]);
+    assert.equal(fine.stdout.toString(), "42\n");
+    // Restarted (on another port: its new address is read within ROW_TTL_MS), it re-adopts its
+    // running units: their processes and files are as they were.
+    await n2.restart();
+    let back: Awaited<ReturnType<typeof execHttp>> | undefined;
+    for (let i = 0; i < 50; i++) {
+      back = await execHttp(api.url, token, onN2, ["cat", "/tmp/answer"]);
+      if (back.status === 200) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(back?.status, 200, back?.body.toString());
+    assert.equal(back?.stdout.toString(), "42\n");
+    const healthy = await api.api("GET", `/v1/units/${onN2}/check`, { token });
+    assert.equal(healthy.body.status, "healthy", healthy.text);
+  });
+
+  it("deletes units on their nodes", async () => {
+    const onN1 = [...placedOn].filter(([, n]) => n === n1).map(([name]) => name);
+    for (const name of onN1) {
+      const d = await api.api("DELETE", `/v1/units/${name}`, { token });
+      assert.equal(d.status, 204, d.text);
+      assert.equal((await api.api("GET", `/v1/units/${name}`, { token })).status, 404);
+    }
+    assert.deepEqual(
+      n1.server.lifecycle.tracked().map((t) => t.unitId),
+      [],
+      "n1 keeps nothing of its deleted units",
+    );
+  });
+});

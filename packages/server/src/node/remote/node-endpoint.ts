@@ -1,0 +1,351 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { connect, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import type { Logger } from "pino";
+import type { OrgRecord, UnitRecord } from "../../store/records.js";
+import { readLimited } from "../../util/read-limited.js";
+import type { LocalLease } from "../local/lease.js";
+import type { LocalNode } from "../local/local-node.js";
+import {
+  bearerMatches,
+  encodeError,
+  JSON_METHODS,
+  type JsonMethod,
+  NDJSON,
+  NODE_PREFIX,
+  PROGRESS_METHODS,
+  type ProgressMethod,
+  SPLICE_UPGRADE,
+  type StreamEvent,
+} from "./wire.js";
+
+/** The most a call's JSON body may hold (records and small arguments only). */
+const MAX_CALL_BYTES = 1 << 20;
+/** A unit's HTTP target answers a connect at once on the node's own bridge. */
+const TARGET_CONNECT_MS = 5_000;
+
+/** A request the endpoint refuses before doing anything: its status and what to fix. */
+class Refused extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface HeldLease {
+  readonly lease: LocalLease;
+}
+
+/**
+ * Issue #15: the node's endpoint (docs/SCALE-OUT.md, "The node endpoint"): what an API process asks
+ * of the units of this host, over HTTP with the deployment's node secret as a bearer token.
+ *
+ * - `POST /node/v1/call/{method}` `{"args": [...]}`: one UnitNode call (wire.ts JSON_METHODS); the
+ *   answer is `{"result": ...}` or `{"error": WireError}` (status 200 either way: the call was made).
+ * - `POST /node/v1/stream/{method}`: a call with progress (checkpoint, restore, upgrade, a build):
+ *   NDJSON lines `{"progress"}` then one `{"result"}` or `{"error"}`.
+ * - `POST /node/v1/images/import?org=&name=`: the archive as the body; NDJSON as above.
+ * - `POST /node/v1/wake` `{"args": [org, unit]}`: the unit woken and held; the first NDJSON line
+ *   names the lease; the hold lasts as long as this request does (an API that dies releases it).
+ * - `POST /node/v1/leases/{id}/services-changed`.
+ * - `GET /node/v1/leases/{id}/agent` and `/leases/{id}/http?port=` with `Upgrade: ums-node-splice`:
+ *   the node connects to the unit's agent (or to its HTTP target on the node's bridge), answers 101
+ *   and relays bytes both ways; the API's client then speaks to the agent (or the unit) directly.
+ *   A connection that cannot be made is answered with the error as JSON instead.
+ */
+export class NodeEndpoint {
+  private readonly leases = new Map<string, HeldLease>();
+  private readonly server: Server;
+  private readonly spliced = new Set<Duplex>();
+
+  private constructor(
+    private readonly node: LocalNode,
+    private readonly secret: string,
+    private readonly log: Logger,
+  ) {
+    this.server = createServer((req, res) => {
+      this.answer(req, res).catch((err: unknown) => {
+        this.log.error({ err }, "node endpoint: a request failed");
+        if (!res.headersSent) sendJson(res, 500, { error: encodeError(err) });
+        else res.destroy();
+      });
+    });
+    this.server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      socket.on("error", () => {});
+      this.splice(req, socket as Socket, head).catch((err: unknown) => {
+        this.log.warn({ err }, "node endpoint: a splice failed");
+        socket.destroy();
+      });
+    });
+    this.server.keepAliveTimeout = 5_000;
+    this.server.headersTimeout = 10_000;
+    this.server.requestTimeout = 0; // calls stream progress for as long as they run
+  }
+
+  /** Listens on `host`:`port` (0: any free port). */
+  static async listen(opts: {
+    node: LocalNode;
+    secret: string;
+    log: Logger;
+    host: string;
+    port: number;
+  }): Promise<NodeEndpoint> {
+    const ep = new NodeEndpoint(opts.node, opts.secret, opts.log);
+    await new Promise<void>((resolve, reject) => {
+      ep.server.once("error", reject);
+      ep.server.listen({ host: opts.host, port: opts.port }, () => {
+        ep.server.off("error", reject);
+        resolve();
+      });
+    });
+    return ep;
+  }
+
+  get port(): number {
+    const a = this.server.address();
+    return typeof a === "object" && a ? a.port : 0;
+  }
+
+  /** Stops listening; held leases are released and spliced connections cut. */
+  async close(): Promise<void> {
+    for (const s of this.spliced) s.destroy();
+    for (const { lease } of this.leases.values()) lease.release();
+    this.leases.clear();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private authorized(req: IncomingMessage): boolean {
+    return bearerMatches(req.headers.authorization, this.secret);
+  }
+
+  private async answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://node");
+    try {
+      if (!this.authorized(req)) throw new Refused(401, "the node secret is missing or wrong");
+      if (req.method !== "POST") throw new Refused(405, "only POST (and GET upgrades) here");
+      const path = url.pathname.startsWith(`${NODE_PREFIX}/`) ? url.pathname.slice(NODE_PREFIX.length + 1) : "";
+      const [what, name, sub] = path.split("/");
+      if (what === "call" && name && (JSON_METHODS as readonly string[]).includes(name)) {
+        const args = await readArgs(req);
+        let result: unknown;
+        try {
+          result = await this.call(name as JsonMethod, args);
+        } catch (err) {
+          sendJson(res, 200, { error: encodeError(err) });
+          return;
+        }
+        sendJson(res, 200, { result: result === undefined ? null : result });
+        return;
+      }
+      if (what === "stream" && name && (PROGRESS_METHODS as readonly string[]).includes(name)) {
+        const args = await readArgs(req);
+        await streamed(res, (progress) => this.progressCall(name as ProgressMethod, args, progress));
+        return;
+      }
+      if (what === "images" && name === "import") {
+        const org = parseJson<OrgRecord>(url.searchParams.get("org"), "org");
+        const image = url.searchParams.get("name") ?? "";
+        const abort = new AbortController();
+        res.once("close", () => abort.abort());
+        await streamed(res, (progress) => this.node.importImage(org, image, req, { progress, signal: abort.signal }));
+        return;
+      }
+      if (what === "wake" && !name) {
+        await this.wake(res, await readArgs(req));
+        return;
+      }
+      if (what === "leases" && name && sub === "http-target") {
+        const held = this.leases.get(name);
+        if (!held) throw new Refused(404, "that lease was released (or this node restarted)");
+        try {
+          const { port } = await held.lease.httpTarget();
+          sendJson(res, 200, { result: { port } });
+        } catch (err) {
+          sendJson(res, 200, { error: encodeError(err) });
+        }
+        return;
+      }
+      if (what === "leases" && name && sub === "services-changed") {
+        this.leases.get(name)?.lease.servicesChanged();
+        sendJson(res, 200, { result: null });
+        return;
+      }
+      throw new Refused(404, `no ${req.method} ${url.pathname} on a node`);
+    } catch (err) {
+      if (!(err instanceof Refused)) throw err;
+      req.resume();
+      sendJson(res, err.status, { error: encodeError(err) });
+    }
+  }
+
+  private call(method: JsonMethod, args: unknown[]): Promise<unknown> {
+    const n = this.node;
+    const a = (i: number) => args[i] as never;
+    switch (method) {
+      case "checkpointsPresent":
+        return n
+          .checkpointsPresent(a(0), a(1), new Set((args[2] as string[] | null) ?? []))
+          .then((present) => [...present]);
+      default: {
+        const fn = n[method] as (...x: unknown[]) => Promise<unknown>;
+        return fn.apply(n, args);
+      }
+    }
+  }
+
+  private progressCall(method: ProgressMethod, args: unknown[], progress: (m: string) => void): Promise<unknown> {
+    const n = this.node;
+    const a = (i: number) => args[i] as never;
+    switch (method) {
+      case "checkpoint":
+        return n.checkpoint(a(0), a(1), progress);
+      case "restore":
+        return n.restore(a(0), a(1), a(2), progress);
+      case "upgrade":
+        return n.upgrade(a(0), a(1), a(2), progress);
+      case "buildImage":
+        // A recipe with steps runs them through the API in a unit of the draft: not across nodes yet.
+        return n.buildImage(a(0), a(1), a(2), { progress });
+    }
+  }
+
+  private async wake(res: ServerResponse, args: unknown[]): Promise<void> {
+    const [org, unit] = args as [OrgRecord, UnitRecord];
+    let lease: LocalLease;
+    try {
+      lease = (await this.node.wake(org, unit)) as LocalLease;
+    } catch (err) {
+      sendJson(res, 200, { error: encodeError(err) });
+      return;
+    }
+    const id = randomUUID();
+    this.leases.set(id, { lease });
+    const release = () => {
+      this.leases.delete(id);
+      lease.release();
+    };
+    // The hold is the request's: the API releases by ending it, and dies releasing it.
+    res.once("close", release);
+    if (res.destroyed) return release();
+    res.writeHead(200, { "content-type": NDJSON, "cache-control": "no-store" });
+    res.write(line({ lease: id, booted: lease.booted }));
+  }
+
+  private async splice(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://node");
+    const refuse = (status: number, err: unknown) => {
+      const body = JSON.stringify({ error: encodeError(err) });
+      socket.end(
+        `HTTP/1.1 ${status} ${status === 401 ? "Unauthorized" : "Bad Gateway"}\r\ncontent-type: application/json\r\n` +
+          `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    };
+    if (!this.authorized(req)) return refuse(401, new Error("the node secret is missing or wrong"));
+    const m = /^\/node\/v1\/leases\/([^/]+)\/(agent|http)$/.exec(url.pathname);
+    if (!m || req.headers.upgrade !== SPLICE_UPGRADE) {
+      return refuse(404, new Error(`no splice at ${url.pathname}`));
+    }
+    const held = this.leases.get(m[1] as string);
+    if (!held) return refuse(404, new Error("that lease was released (or this node restarted)"));
+    let target: Socket;
+    try {
+      if (m[2] === "agent") target = await held.lease.agentSocket();
+      else {
+        const port = Number(url.searchParams.get("port"));
+        if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error("port: an integer 1-65535");
+        const { host } = await held.lease.httpTarget();
+        target = await connectTcp(host, port);
+      }
+    } catch (err) {
+      return refuse(502, err);
+    }
+    if (socket.destroyed) {
+      target.destroy();
+      return;
+    }
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SPLICE_UPGRADE}\r\n\r\n`);
+    if (head.length > 0) target.write(head);
+    this.spliced.add(socket);
+    target.on("error", () => socket.destroy());
+    socket.on("error", () => target.destroy());
+    socket.once("close", () => {
+      this.spliced.delete(socket);
+      target.destroy();
+    });
+    target.once("close", () => socket.destroy());
+    // Half-closes pass through (a tunnel's end of stream): pipe ends the other side's writes.
+    socket.pipe(target);
+    target.pipe(socket);
+  }
+}
+
+function connectTcp(host: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host, port, allowHalfOpen: true });
+    const timer = setTimeout(
+      () => s.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })),
+      TARGET_CONNECT_MS,
+    );
+    s.once("connect", () => {
+      clearTimeout(timer);
+      s.removeAllListeners("error");
+      resolve(s);
+    });
+    s.once("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+function line(ev: StreamEvent): string {
+  return `${JSON.stringify(ev)}\n`;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function parseJson<T>(text: string | null, what: string): T {
+  try {
+    if (text === null) throw new Error("missing");
+    return JSON.parse(text) as T;
+  } catch {
+    throw new Refused(400, `${what}: JSON expected`);
+  }
+}
+
+async function readArgs(req: IncomingMessage): Promise<unknown[]> {
+  let text: string;
+  try {
+    text = await readLimited(req, MAX_CALL_BYTES);
+  } catch {
+    throw new Refused(413, `a call's body is at most ${MAX_CALL_BYTES} bytes`);
+  }
+  const body = parseJson<{ args?: unknown }>(text, "body");
+  if (!Array.isArray(body.args)) throw new Refused(400, 'body: {"args": [...]} expected');
+  return body.args;
+}
+
+/** Answers with NDJSON: each progress message, then the result or the error. */
+async function streamed(res: ServerResponse, work: (progress: (m: string) => void) => Promise<unknown>): Promise<void> {
+  res.writeHead(200, { "content-type": NDJSON, "cache-control": "no-store" });
+  res.flushHeaders();
+  const progress = (m: string) => {
+    if (!res.destroyed) res.write(line({ progress: m }));
+  };
+  let ev: StreamEvent;
+  try {
+    const result = await work(progress);
+    ev = { result: result === undefined ? null : result };
+  } catch (err) {
+    ev = { error: encodeError(err) };
+  }
+  res.end(line(ev));
+}

@@ -1,0 +1,378 @@
+import { type ClientRequest, type IncomingMessage, request } from "node:http";
+import type { Socket } from "node:net";
+import type { Readable } from "node:stream";
+import type { ImageRecipe, NetworkLog } from "@ums/protocol";
+import { agentClient } from "../../agent/client.js";
+import { type AgentTimeouts, DEFAULT_AGENT_TIMEOUTS } from "../../agent/deadline.js";
+import { AgentUnreachableError, NODE_SENT } from "../../agent/errors.js";
+import type { ResourceLimits, ResourcesPolicy } from "../../runtime/runtime.js";
+import type {
+  CheckpointRecord,
+  ImageRecord,
+  OrgRecord,
+  TemplateRecord,
+  UnitRecord,
+  UnitStatus,
+} from "../../store/records.js";
+import { readLimited } from "../../util/read-limited.js";
+import { UnitUnavailableError } from "../errors.js";
+import type {
+  CheckpointResult,
+  HttpTarget,
+  Progress,
+  UnitAgent,
+  UnitHealth,
+  UnitLease,
+  UnitNode,
+} from "../unit-node.js";
+import {
+  decodeError,
+  type JsonMethod,
+  NDJSON,
+  NODE_PREFIX,
+  SPLICE_UPGRADE,
+  type StreamEvent,
+  type WireError,
+} from "./wire.js";
+
+/** The most a JSON answer of a node may hold. */
+const MAX_ANSWER_BYTES = 8 << 20;
+
+/** Where a node's endpoint is, and the secret it takes. */
+export interface NodeAddress {
+  readonly id: string;
+  readonly name: string;
+  /** `host:port` of its endpoint (the nodes table's `address`). */
+  readonly host: string;
+  readonly port: number;
+  readonly secret: string;
+}
+
+/** The node cannot be reached: its units are unavailable until it is (the API answers 502). */
+export class NodeUnreachableError extends UnitUnavailableError {}
+
+/**
+ * Issue #15: the node seam's second implementation (docs/SCALE-OUT.md): a node in another process,
+ * reached over its endpoint (node-endpoint.ts). Calls are JSON; progress streams as NDJSON; a wake
+ * holds one request open for its lease; agent calls and the unit's HTTP target go over connections
+ * the node splices to them, so bytes stream both ways without being buffered here.
+ */
+export class RemoteNode implements UnitNode {
+  constructor(
+    readonly address: NodeAddress,
+    private readonly agentTimeouts: AgentTimeouts = DEFAULT_AGENT_TIMEOUTS,
+  ) {}
+
+  private unreachable(err: unknown): NodeUnreachableError {
+    const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+    const e = new NodeUnreachableError(
+      `node '${this.address.name}' cannot be reached (${code}); its units are unavailable until it is`,
+    );
+    // Passed on as it is by the agent client (agent/http.ts wrap), not as the agent's failure.
+    Object.defineProperty(e, NODE_SENT, { value: true });
+    return e;
+  }
+
+  private open(path: string, headers: Record<string, string> = {}): ClientRequest {
+    return request({
+      host: this.address.host,
+      port: this.address.port,
+      method: "POST",
+      path: `${NODE_PREFIX}/${path}`,
+      headers: { authorization: `Bearer ${this.address.secret}`, ...headers },
+      agent: false,
+    });
+  }
+
+  /** Sends `body` (or streams it) and resolves with the answer's head. */
+  private send(req: ClientRequest, body: string | Readable): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      req.once("response", resolve);
+      req.once("error", (err) => reject(this.unreachable(err)));
+      if (typeof body === "string") req.end(body);
+      else {
+        body.once("error", (err) => req.destroy(err));
+        body.pipe(req);
+      }
+    });
+  }
+
+  private async call<T>(method: JsonMethod | `leases/${string}`, args: unknown[]): Promise<T> {
+    const req = this.open(method.startsWith("leases/") ? method : `call/${method}`, {
+      "content-type": "application/json",
+    });
+    const res = await this.send(req, JSON.stringify({ args }));
+    let answer: { result?: unknown; error?: WireError };
+    try {
+      answer = JSON.parse(await readLimited(res, MAX_ANSWER_BYTES));
+    } catch (err) {
+      throw this.unreachable(err);
+    }
+    if (answer.error) throw decodeError(answer.error);
+    return answer.result as T;
+  }
+
+  /** Reads an NDJSON answer: progress to `progress`, then the result or the error. */
+  private async events<T>(res: IncomingMessage, progress: Progress, onLease?: (ev: StreamEvent) => void): Promise<T> {
+    if (res.statusCode !== 200 || !String(res.headers["content-type"]).startsWith(NDJSON)) {
+      const text = await readLimited(res, MAX_ANSWER_BYTES).catch(() => "");
+      const parsed = safeParse(text) as { error?: WireError } | undefined;
+      throw parsed?.error ? decodeError(parsed.error) : this.unreachable(new Error(`answered ${res.statusCode}`));
+    }
+    let buffered = "";
+    res.setEncoding("utf8");
+    for await (const chunk of res) {
+      buffered += chunk;
+      for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
+        const ev = safeParse(buffered.slice(0, nl)) as StreamEvent | undefined;
+        buffered = buffered.slice(nl + 1);
+        if (!ev) continue;
+        if ("progress" in ev) progress(ev.progress);
+        else if ("error" in ev) throw decodeError(ev.error);
+        else if ("result" in ev) return ev.result as T;
+        else onLease?.(ev);
+      }
+      if (buffered.length > MAX_ANSWER_BYTES) throw this.unreachable(new Error("an answer line is too long"));
+    }
+    throw this.unreachable(new Error("the answer ended early"));
+  }
+
+  private async stream<T>(method: string, args: unknown[], progress: Progress): Promise<T> {
+    const req = this.open(`stream/${method}`, { "content-type": "application/json" });
+    return this.events<T>(await this.send(req, JSON.stringify({ args })), progress);
+  }
+
+  status(unitId: string): Promise<UnitStatus> {
+    return this.call("status", [unitId]);
+  }
+  create(unit: UnitRecord): Promise<void> {
+    return this.call("create", [unit]);
+  }
+  fork(source: UnitRecord, checkpoint: CheckpointRecord, unit: UnitRecord): Promise<void> {
+    return this.call("fork", [source, checkpoint, unit]);
+  }
+  publishTemplate(
+    source: UnitRecord,
+    checkpoint: CheckpointRecord,
+    what: { name: string; description: string },
+  ): Promise<TemplateRecord> {
+    return this.call("publishTemplate", [source, checkpoint, what]);
+  }
+  deleteTemplate(template: TemplateRecord): Promise<void> {
+    return this.call("deleteTemplate", [template]);
+  }
+  fromTemplate(template: TemplateRecord, unit: UnitRecord): Promise<void> {
+    return this.call("fromTemplate", [template, unit]);
+  }
+  async importImage(
+    org: OrgRecord,
+    name: string,
+    body: Readable,
+    hooks: { progress: Progress; signal?: AbortSignal },
+  ): Promise<ImageRecord> {
+    const query = new URLSearchParams({ org: JSON.stringify(org), name });
+    const req = this.open(`images/import?${query}`, { "content-type": "application/octet-stream" });
+    const abort = () => req.destroy(new Error("the import was cancelled"));
+    hooks.signal?.addEventListener("abort", abort, { once: true });
+    try {
+      return await this.events<ImageRecord>(await this.send(req, body), hooks.progress);
+    } finally {
+      hooks.signal?.removeEventListener("abort", abort);
+    }
+  }
+  buildImage(
+    org: OrgRecord,
+    recipe: ImageRecipe,
+    source: string,
+    hooks: {
+      progress: Progress;
+      signal?: AbortSignal;
+      steps?: (draftId: string) => Promise<{ unitId: string; checkpoint: string }>;
+    },
+  ): Promise<ImageRecord> {
+    if (hooks.steps) {
+      return Promise.reject(
+        new UnitUnavailableError(
+          `a recipe with steps is built on a node of this process only: node '${this.address.name}' is another's`,
+        ),
+      );
+    }
+    return this.stream("buildImage", [org, recipe, source], hooks.progress);
+  }
+  fillDraft(imageId: string, unit: UnitRecord): Promise<void> {
+    return this.call("fillDraft", [imageId, unit]);
+  }
+  baseImage(): Promise<{ readonly bytes: number; readonly builtAt: string }> {
+    return this.call("baseImage", []);
+  }
+  deleteImage(image: ImageRecord): Promise<void> {
+    return this.call("deleteImage", [image]);
+  }
+  fromImage(image: ImageRecord, unit: UnitRecord): Promise<void> {
+    return this.call("fromImage", [image, unit]);
+  }
+  destroy(unit: UnitRecord): Promise<boolean> {
+    return this.call("destroy", [unit]);
+  }
+  health(unit: UnitRecord): Promise<UnitHealth> {
+    return this.call("health", [unit]);
+  }
+  checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
+    return this.stream("checkpoint", [unit, comment], progress);
+  }
+  restore(
+    org: OrgRecord,
+    unit: UnitRecord,
+    checkpoint: CheckpointRecord,
+    progress: Progress,
+  ): Promise<CheckpointRecord> {
+    return this.stream("restore", [org, unit, checkpoint], progress);
+  }
+  upgrade(org: OrgRecord, unit: UnitRecord, to: ImageRecord, progress: Progress): Promise<CheckpointRecord> {
+    return this.stream("upgrade", [org, unit, to], progress);
+  }
+  deleteCheckpoint(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
+    return this.call("deleteCheckpoint", [unit, checkpoint]);
+  }
+  async checkpointsPresent(
+    unitId: string,
+    ids: readonly string[],
+    replicated?: ReadonlySet<string>,
+  ): Promise<ReadonlySet<string>> {
+    const present = await this.call<string[]>("checkpointsPresent", [unitId, ids, [...(replicated ?? [])]]);
+    return new Set(present);
+  }
+  resourceLimits(): Promise<ResourceLimits> {
+    return this.call("resourceLimits", []);
+  }
+  applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean> {
+    return this.call("applyResources", [unitId, resources]);
+  }
+  applyNetworkPolicy(unitId: string, policyJson: string): Promise<void> {
+    return this.call("applyNetworkPolicy", [unitId, policyJson]);
+  }
+  networkReport(unitId: string, limit: number): Promise<NetworkLog> {
+    return this.call("networkReport", [unitId, limit]);
+  }
+
+  async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
+    const req = this.open("wake", { "content-type": "application/json" });
+    const res = await this.send(req, JSON.stringify({ args: [org, unit] }));
+    const lease = await new Promise<{ id: string; booted: boolean }>((resolve, reject) => {
+      // The first line is the lease (or the error); the request then stays open: it is the hold.
+      this.events(
+        res,
+        () => {},
+        (ev) => {
+          if ("lease" in ev) resolve({ id: ev.lease, booted: ev.booted });
+        },
+      ).then(() => reject(this.unreachable(new Error("the node answered a wake without a lease"))), reject);
+    }).catch((err: unknown) => {
+      req.destroy();
+      throw err;
+    });
+    return new RemoteLease(this, unit, lease.id, lease.booted, req, this.agentTimeouts);
+  }
+
+  /**
+   * A connection the node splices to the leased unit's agent (`agent`) or HTTP target (`http`):
+   * `done` gets it once the node answered 101; a refusal is the node's error.
+   */
+  splice(leaseId: string, what: string, done: (err: Error | null, socket?: Socket) => void): void {
+    const req = request({
+      host: this.address.host,
+      port: this.address.port,
+      method: "GET",
+      path: `${NODE_PREFIX}/leases/${encodeURIComponent(leaseId)}/${what}`,
+      headers: {
+        authorization: `Bearer ${this.address.secret}`,
+        connection: "Upgrade",
+        upgrade: SPLICE_UPGRADE,
+      },
+      agent: false,
+    });
+    req.once("upgrade", (_res, socket: Socket, head) => {
+      socket.setTimeout(0);
+      if (head.length > 0) socket.unshift(head);
+      done(null, socket);
+    });
+    req.once("response", (res) => {
+      readLimited(res, MAX_ANSWER_BYTES)
+        .then((text) => {
+          const parsed = safeParse(text) as { error?: WireError } | undefined;
+          done(
+            parsed?.error
+              ? decodeError(parsed.error)
+              : new AgentUnreachableError(new Error(`node answered ${res.statusCode}`)),
+          );
+        })
+        .catch((err: unknown) => done(new AgentUnreachableError(err)));
+    });
+    req.once("error", (err) => done(this.unreachable(err)));
+    req.end();
+  }
+
+  /** The port of the leased unit's HTTP target (spec 4.1), as the node finds it. */
+  async httpTargetPort(leaseId: string): Promise<number> {
+    const { port } = await this.call<{ port: number }>(`leases/${encodeURIComponent(leaseId)}/http-target`, []);
+    return port;
+  }
+
+  /** Tells the node the unit's services changed (its HTTP target is asked again). */
+  servicesChanged(leaseId: string): void {
+    const req = this.open(`leases/${encodeURIComponent(leaseId)}/services-changed`);
+    req.on("response", (res) => res.resume());
+    req.on("error", () => {});
+    req.end();
+  }
+}
+
+/** A unit woken on a remote node, held while its wake request stays open. */
+class RemoteLease implements UnitLease {
+  readonly agent: UnitAgent;
+  private released = false;
+
+  constructor(
+    private readonly node: RemoteNode,
+    readonly unit: UnitRecord,
+    private readonly id: string,
+    readonly booted: boolean,
+    private readonly hold: ClientRequest,
+    timeouts: AgentTimeouts,
+  ) {
+    this.agent = agentClient({
+      path: `/node/${node.address.name}/${unit.id}`,
+      timeouts,
+      timedOut: (err) => err,
+      connect: (done) => node.splice(id, "agent", done),
+    });
+    hold.on("error", () => {});
+  }
+
+  async httpTarget(): Promise<HttpTarget> {
+    const port = await this.node.httpTargetPort(this.id);
+    return {
+      host: `${this.unit.id}.${this.node.address.name}`,
+      port,
+      connect: (done) => this.node.splice(this.id, `http?port=${port}`, done),
+    };
+  }
+
+  servicesChanged(): void {
+    this.node.servicesChanged(this.id);
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.hold.destroy();
+  }
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
