@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import type { AgentTimeouts } from "../agent/deadline.js";
 import type { EmitEvent } from "../events/event-log.js";
 import { failpoint } from "../failpoints/failpoints.js";
+import { DOWN_AFTER_MS } from "../node/registry/liveness.js";
 import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
 import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
@@ -246,7 +247,25 @@ export class Lifecycle {
     const running = this.table
       .entries()
       .filter(([id, t]) => t.orgId === org.id && t.status === "running" && id !== wakingId);
-    if (running.length < org.runningLimit) return;
+    if (running.length >= org.runningLimit) return this.makeRoomHere(org, waking, running, running.length);
+    // Issue #15: the limit is the organization's, across nodes. Those that run elsewhere count
+    // (not those of a node that is down); only units of this node can be moved down from here.
+    const nodeId = this.cfg.nodeId;
+    if (!nodeId) return;
+    const upSince = new Date(Date.now() - DOWN_AFTER_MS).toISOString();
+    const elsewhere = await this.store.units.countOnOtherNodes(org.id, "running", nodeId, upSince);
+    if (running.length + elsewhere < org.runningLimit) return;
+    return this.makeRoomHere(org, waking, running, running.length + elsewhere);
+  }
+
+  /** Moves this node's least recently used idle unit of the organization down, or refuses the wake. */
+  private async makeRoomHere(
+    org: OrgRecord,
+    waking: UnitRecord,
+    running: [string, { status: string }][],
+    total: number,
+  ): Promise<void> {
+    const wakingId = waking.id;
     const idle = running
       .filter(([id]) => !this.activity.isHeld(id))
       .sort(([a], [b]) => this.activity.idleFor(b) - this.activity.idleFor(a));
@@ -261,12 +280,12 @@ export class Lifecycle {
         type: "limit.reached",
         unit: waking.name,
         actor: "system",
-        data: { kind: "running_limit", limit: org.runningLimit, running: running.length },
+        data: { kind: "running_limit", limit: org.runningLimit, running: total },
       });
     }
     if (!victim) {
       throw new RunningLimitError(
-        `organization '${org.slug}' already runs ${running.length} busy units (running_limit ${org.runningLimit}); wait for one to go idle or raise the limit`,
+        `organization '${org.slug}' already runs ${total} busy units (running_limit ${org.runningLimit}${total > running.length ? `, ${total - running.length} of them on other nodes` : ""}); wait for one to go idle or raise the limit`,
       );
     }
     await this.table.mutex.run(victim[0], () => this.toWarm(victim[0], org.warmLimit));

@@ -737,6 +737,30 @@ for (const dialect of testDialects) {
           .sort();
       assert.deepEqual(await copies("node-mine"), ["unit-scope-mine", "unit-scope-none"]);
       assert.deepEqual(await copies(), ["unit-scope-mine", "unit-scope-none", "unit-scope-other"]);
+      // The organization's running units on other nodes that are up (the running limit's count).
+      const row = (id: string, name: string) => ({
+        id,
+        name,
+        address: "10.0.0.1:7071",
+        capacity: { cpus: 2, memoryBytes: 1, diskBytes: 1, unitSlots: null },
+        free: { memoryBytes: 1, diskBytes: 1 },
+        labels: {},
+        version: "1.0.0",
+        startedAt: "2026-11-28T10:00:00.000Z",
+      });
+      await store.nodes.register(row("node-other", "scope-other"), "2026-11-28T10:00:00.000Z");
+      await store.nodes.register(row("node-mine", "scope-mine"), "2026-11-28T10:00:00.000Z");
+      assert.equal(await store.units.countOnOtherNodes(org.id, "running", "node-mine", "2026-11-28T09:59:00.000Z"), 1);
+      assert.equal(await store.units.countOnOtherNodes(org.id, "warm", "node-mine", "2026-11-28T09:59:00.000Z"), 0);
+      assert.equal(await store.units.countOnOtherNodes(org.id, "running", "node-other", "2026-11-28T09:59:00.000Z"), 1);
+      // node-other is down (its heartbeat older than the bound): its stale records do not count.
+      assert.equal(await store.units.countOnOtherNodes(org.id, "running", "node-mine", "2026-11-28T10:00:01.000Z"), 0);
+      assert.equal(
+        await store.units.countOnOtherNodes("another-org", "running", "node-mine", "2026-11-28T09:59:00.000Z"),
+        0,
+      );
+      await store.nodes.remove("scope-other", { forgetUnits: true });
+      await store.nodes.remove("scope-mine", { forgetUnits: true });
     });
 
     it("keeps units' usage samples by step, lists them oldest first and prunes by age (issue #17)", async () => {

@@ -244,6 +244,11 @@ export interface UnitStore {
   /** Units ordered by name, at most `limit`. */
   page(orgId: string, query: UnitPageQuery): Promise<UnitRecord[]>;
   namesWithStatus(orgId: string, status: UnitStatus): Promise<string[]>;
+  /**
+   * Issue #15: how many of the organization's units have `status` on nodes other than `nodeId`
+   * whose heartbeat is at `upSince` or later (a down node's records are stale until it is back).
+   */
+  countOnOtherNodes(orgId: string, status: UnitStatus, nodeId: string, upSince: string): Promise<number>;
   update(orgId: string, name: string, patch: UnitPatch): Promise<UnitRecord | undefined>;
   delete(orgId: string, name: string): Promise<boolean>;
 }

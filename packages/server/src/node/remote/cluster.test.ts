@@ -165,6 +165,30 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
     assert.equal(r.stdout.toString(), "42\n");
   });
 
+  it("holds an organization's running limit across nodes", async () => {
+    const limited = await api.token("limited", { limits: { runningLimit: 2 } });
+    for (const name of ["busy-a", "busy-b", "third"]) await api.unit(limited, name);
+    // Two busy units (an exec holds each awake), one on each node: the organization's two.
+    const busy = ["busy-a", "busy-b"].map((name) => execHttp(api.url, limited, name, ["sleep", "6"]));
+    const org = await api.server.store.orgs.getBySlug("limited");
+    const rows = await Promise.all(["busy-a", "busy-b"].map((n) => api.server.store.units.get(org?.id ?? "", n)));
+    assert.notEqual(rows[0]?.nodeId, rows[1]?.nodeId, "placement spread the busy units over both nodes");
+    for (let i = 0; i < 100; i++) {
+      const now = await Promise.all(["busy-a", "busy-b"].map((n) => api.server.store.units.get(org?.id ?? "", n)));
+      if (now.every((u) => u?.status === "running")) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // Its node runs one of them only: the other node's counts too.
+    const r = await api.api("POST", "/v1/units/third/exec?cmd=true", { token: limited });
+    assert.equal(r.status, 409, r.text);
+    assert.equal(r.body.code, ErrorCode.RunningLimit);
+    assert.match(r.body.error, /running_limit 2, 1 of them on other nodes/);
+    for (const b of await Promise.all(busy)) assert.equal(b.exitCode, 0);
+    for (const name of ["busy-a", "busy-b", "third"]) {
+      assert.equal((await api.api("DELETE", `/v1/units/${name}`, { token: limited })).status, 204);
+    }
+  });
+
   it("refuses the node endpoint without the node secret, and no unit reaches it", async () => {
     const base = `http://127.0.0.1:${n1Port}${NODE_PREFIX}`;
     const none = await fetch(`${base}/call/resourceLimits`, { method: "POST", body: '{"args":[]}' });

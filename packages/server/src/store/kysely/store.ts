@@ -308,6 +308,18 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       if (nodeId !== undefined) query = query.where(ofNode(nodeId));
       return (await query.execute()).map(unitFromRow);
     },
+    async countOnOtherNodes(orgId, status, nodeId, upSince) {
+      const row = await db
+        .selectFrom("units")
+        .innerJoin("nodes", "nodes.id", "units.node_id")
+        .select((eb) => eb.fn.countAll<number | string>().as("n"))
+        .where("units.org_id", "=", orgId)
+        .where("units.status", "=", status)
+        .where("units.node_id", "<>", nodeId)
+        .where("nodes.heartbeat_at", ">=", upSince)
+        .executeTakeFirst();
+      return Number(row?.n ?? 0);
+    },
     async getByUrlLabel(label) {
       return first(db.selectFrom("units").selectAll().where("url_label", "=", label), unitFromRow);
     },
