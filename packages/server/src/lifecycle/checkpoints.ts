@@ -44,6 +44,8 @@ export class CheckpointWork {
     private readonly store: Store,
     private readonly runtime: UnitRuntime,
     private readonly control: UnitControl,
+    /** This node's id (issue #15): a fork of another node's unit leaves nothing of that unit here. */
+    private readonly nodeId?: string,
   ) {}
 
   setHooks(hooks: CheckpointHooks): void {
@@ -221,7 +223,18 @@ export class CheckpointWork {
       return this.table.mutex.run(source.id, async () => {
         this.table.assertNotDeleted(source);
         await this.hooks.needed?.(source.id, cp, () => {});
-        await this.runtime.forkDisk(source.id, cp.id, unit.id);
+        // Issue #15: the source is another node's; what this one received of it (from the object
+        // store) goes once the fork has its own copy, under the source's lock: no other fork of it
+        // here is between its receive and its copy.
+        const foreign = this.nodeId !== undefined && source.nodeId !== null && source.nodeId !== this.nodeId;
+        try {
+          await this.runtime.forkDisk(source.id, cp.id, unit.id);
+        } finally {
+          if (foreign) {
+            await this.runtime.destroy(source.id);
+            await this.runtime.forget(source.id);
+          }
+        }
       });
     });
   }

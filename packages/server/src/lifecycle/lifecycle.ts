@@ -82,13 +82,19 @@ export class Lifecycle {
   ) {
     this.table = new UnitTable(store);
     this.liveness = new Liveness(this.table, runtime, log, cfg.agentTimeouts);
-    this.checkpoints = new CheckpointWork(this.table, store, runtime, {
-      stopLocked: async (unit) => {
-        await this.stopTracked(unit.id);
-        await this.table.persist(unit, "cold");
+    this.checkpoints = new CheckpointWork(
+      this.table,
+      store,
+      runtime,
+      {
+        stopLocked: async (unit) => {
+          await this.stopTracked(unit.id);
+          await this.table.persist(unit, "cold");
+        },
+        ensureRunningLocked: (org, unit) => this.ensureRunning(org, unit),
       },
-      ensureRunningLocked: (org, unit) => this.ensureRunning(org, unit),
-    });
+      cfg.nodeId,
+    );
     this.templates = new TemplateWork(this.table, store, runtime, log, cfg.nodeId);
     this.images = new ImageWork(this.table, store, runtime, log, cfg.nodeId);
   }

@@ -3,47 +3,22 @@
 // fills the pool. Then every answer is a clear one (ENOSPC, 507 UMS_POOL_FULL or success, never a
 // 500), nothing already written is lost, and once the unit frees space everything works again.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { run } from "../runtime/exec/host-command.js";
-import { testImage } from "../runtime/image/test-image.js";
-import { closePool, openPool, type Pool } from "../runtime/storage/pool.js";
 import { execHttp } from "../testing/exec-client.js";
+import { openOwnPool } from "../testing/own-pool.js";
 import { startSqliteServer, type TestServer } from "../testing/server.js";
 
 const MiB = 1024 * 1024;
 
-/** `btrfs send SRC | btrfs receive DIR`: the image, read-only as it is, in another pool. */
-function copySubvolume(src: string, dir: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const send = spawn("btrfs", ["send", "-q", src], { stdio: ["ignore", "pipe", "inherit"] });
-    const receive = spawn("btrfs", ["receive", "-q", dir], { stdio: ["pipe", "ignore", "inherit"] });
-    send.stdout.pipe(receive.stdin);
-    let left = 2;
-    const done = (what: string) => (code: number | null) => {
-      if (code !== 0) reject(new Error(`btrfs ${what} exited ${code}`));
-      else if (--left === 0) resolve();
-    };
-    send.on("close", done("send"));
-    receive.on("close", done("receive"));
-  });
-}
-
 describe("a full pool", { timeout: 300_000 }, () => {
-  let dir: string;
-  let pool: Pool | undefined;
+  let own: Awaited<ReturnType<typeof openOwnPool>> | undefined;
   let s: TestServer | undefined;
   let token: string;
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), "ums-small-pool-"));
-    pool = await openPool({ dataDir: dir, sizeBytes: 700 * MiB });
-    const image = await testImage();
-    await copySubvolume(image.path, pool.imagesDir);
-    s = await startSqliteServer({ pool: { path: pool.path, imagePath: join(pool.imagesDir, "test") } });
+    own = await openOwnPool(700 * MiB);
+    s = await startSqliteServer({ pool: own.pool });
     token = await s.token("full", { limits: { runningLimit: 4 } });
     await s.unit(token, "filler");
     // Its disk may take more than the whole pool: the pool runs out first.
@@ -58,8 +33,7 @@ describe("a full pool", { timeout: 300_000 }, () => {
     try {
       await s?.close();
     } finally {
-      if (pool) await closePool(pool).catch(() => {});
-      await rm(dir, { recursive: true, force: true });
+      await own?.close().catch(() => {});
     }
   });
 
@@ -116,7 +90,7 @@ describe("a full pool", { timeout: 300_000 }, () => {
     let booted = await execHttp(srv.url, token, "late", ["true"]);
     for (let i = 0; i < 60 && booted.exitCode !== 0; i++) {
       await new Promise((r) => setTimeout(r, 500));
-      await run("btrfs", ["filesystem", "sync", (pool as Pool).path]);
+      await run("btrfs", ["filesystem", "sync", own?.pool.path as string]);
       booted = await execHttp(srv.url, token, "late", ["true"]);
     }
     assert.equal(booted.exitCode, 0, `the unit that could not boot boots now: ${booted.status} ${booted.body}`);

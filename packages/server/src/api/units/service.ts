@@ -15,6 +15,7 @@ import {
 } from "@ums/protocol";
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
+import { NoNodeError } from "../../node/errors.js";
 import type { NodePlacement } from "../../node/placement/node-placement.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
@@ -162,9 +163,10 @@ export class UnitService {
     }
     const resources = await this.configResources(config, origin?.resources ?? "{}");
     // A fork's data is on its source's node, a template's or an image's files on the node that made
-    // it: the unit goes there (until checkpoints travel, issue #15).
+    // it: the unit goes there. A fork of a checkpoint the object store holds may go to any node when
+    // that one cannot take it (the node receives the checkpoint first, issue #15).
     const on = source?.nodeId ?? template?.nodeId ?? image?.nodeId ?? null;
-    const nodeId = (await this.placement?.choose(org, { on })) ?? null;
+    const nodeId = (await this.place(org, on, cp?.replica?.state === "replicated")) ?? null;
     let unit: UnitRecord;
     try {
       unit = await this.store.units.create(
@@ -298,6 +300,17 @@ export class UnitService {
     });
     if (!unit) throw ApiError.unitNotFound(name);
     return unit;
+  }
+
+  /** The new unit's node: `on` when it must be (or should be) there; any node when `anywhere` and `on` cannot take it. */
+  private async place(org: OrgRecord, on: string | null, anywhere: boolean): Promise<string | null | undefined> {
+    if (!this.placement) return undefined;
+    try {
+      return await this.placement.choose(org, { on });
+    } catch (err) {
+      if (!(err instanceof NoNodeError) || !anywhere || on === null) throw err;
+      return this.placement.choose(org, { on: null });
+    }
   }
 
   async delete(org: OrgRecord, name: string, actor: Actor): Promise<void> {

@@ -1,4 +1,4 @@
-import { readdir, rm } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { Logger } from "pino";
@@ -96,6 +96,8 @@ export class Replicator {
       if (runtime.hasCheckpoint(unitId, cp.id)) return;
       progress(`checkpoint ${cp.id} is not on this node: receiving it from the object store`);
       const started = performance.now();
+      // A unit of another node (a fork of it here) has no directory on this one yet.
+      await mkdir(runtime.checkpointDir(unitId), { recursive: true, mode: 0o700 });
       const r = await importCheckpoint({
         store: unitObjects(this.deps.objects, unitId),
         checkpointId: cp.id,

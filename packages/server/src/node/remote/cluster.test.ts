@@ -1,10 +1,17 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { createServer } from "node:net";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ErrorCode } from "@ums/protocol";
+import S3rver from "s3rver";
+import { testImage } from "../../runtime/image/test-image.js";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
+import { openOwnPool } from "../../testing/own-pool.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
 import { startTcpServer } from "../../testing/tcp-echo.js";
 import { openTestTunnel } from "../../testing/tunnel-client.js";
@@ -38,6 +45,10 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
   let api: TestServer;
   let token: string;
   let n1Port: number;
+  let s3dir: string;
+  let s3: S3rver;
+  /** n2's pool: its own disk, as another host's (a fork onto it must get the checkpoint from the store). */
+  let n2Pool: Awaited<ReturnType<typeof openOwnPool>> | undefined;
   const secret = randomBytes(32).toString("hex");
   const units = ["u0", "u1", "u2", "u3"];
   /** The node each unit was placed on, by unit name. */
@@ -47,10 +58,24 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
     if (!pg) return;
     db = await pg.createDatabase();
     const databaseUrl = db.databaseUrl as string;
+    // The deployment's object store (s3rver on loopback): checkpoints travel between nodes through it.
+    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-cluster-"));
+    s3 = new S3rver({
+      address: "127.0.0.1",
+      port: 0,
+      silent: true,
+      directory: s3dir,
+      configureBuckets: [{ name: "cluster", configs: [] }],
+    });
+    const s3port = ((await s3.run()) as AddressInfo).port;
+    process.env.AWS_ACCESS_KEY_ID = "S3RVER";
+    process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
+    const objectStore = `s3://cluster/?endpoint=http://127.0.0.1:${s3port}&path_style=true`;
     n1Port = await freePort();
     // n1's endpoint listens on every address (units see the host at their gateway address): the
     // attack test below shows no unit reaches it.
     n1 = await startTestServer(pg, {
+      objectStore,
       cluster: {
         role: "node",
         databaseUrl,
@@ -60,7 +85,10 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
         nodeAddress: `127.0.0.1:${n1Port}`,
       },
     });
+    n2Pool = await openOwnPool(1536 * 1024 * 1024);
     n2 = await startTestServer(pg, {
+      objectStore,
+      pool: n2Pool.pool,
       cluster: { role: "node", databaseUrl, secret, nodeListen: "127.0.0.1:0", nodeName: "n2" },
     });
     api = await startTestServer(pg, { cluster: { role: "api", databaseUrl, secret } });
@@ -69,7 +97,16 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
   after(async () => {
     // Each goes even when another's cleanup fails: nothing of the deployment may stay behind.
     const failures: unknown[] = [];
-    for (const done of [() => api?.close(), () => n2?.close(), () => n1?.close(), () => db?.drop()]) {
+    const steps = [
+      () => api?.close(),
+      () => n2?.close(),
+      () => n1?.close(),
+      () => n2Pool?.close(),
+      () => db?.drop(),
+      () => s3?.close(),
+      () => (s3dir ? rm(s3dir, { recursive: true, force: true }) : undefined),
+    ];
+    for (const done of steps) {
       await Promise.resolve()
         .then(done)
         .catch((err: unknown) => failures.push(err));
@@ -163,6 +200,50 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
     assert.equal(restored.status, 200, restored.text);
     const r = await execHttp(api.url, token, name, ["cat", "/tmp/answer"]);
     assert.equal(r.stdout.toString(), "42\n");
+  });
+
+  it("forks a checkpoint onto the other node, which receives it from the object store", async () => {
+    const org = await api.server.store.orgs.getBySlug("acme");
+    const src = units[3] as string;
+    const made = await execHttp(api.url, token, src, [
+      "sh",
+      "-c",
+      "head -c 1000000 /dev/urandom > /home/unit/data; sha256sum /home/unit/data",
+    ]);
+    assert.equal(made.exitCode, 0);
+    const cp = await api.api("POST", `/v1/units/${src}/checkpoint`, { token, json: {} });
+    const id = /checkpoint (v\d+) created/.exec(cp.text)?.[1];
+    assert.ok(id, cp.text);
+    for (let i = 0; ; i++) {
+      const list = await api.api("GET", `/v1/units/${src}/checkpoints`, { token });
+      const state = (list.body as { id: string; replication?: { state: string } }[]).find((c) => c.id === id)
+        ?.replication?.state;
+      if (state === "replicated") break;
+      assert.ok(i < 300 && state !== "failed", `checkpoint ${id} copy: ${state}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // The source's node takes no new units: the fork goes to the other one.
+    const home = placedOn.get(src) as TestServer;
+    const homeName = home === n1 ? "n1" : "n2";
+    await api.server.store.nodes.setState(homeName, "cordoned");
+    try {
+      const forked = await api.api("POST", "/v1/units", {
+        token,
+        json: { name: "forked", from: { unit: src, checkpoint: id } },
+      });
+      assert.equal(forked.status, 201, forked.text);
+      const row = await api.server.store.units.get(org?.id ?? "", "forked");
+      const srcRow = await api.server.store.units.get(org?.id ?? "", src);
+      assert.notEqual(row?.nodeId, srcRow?.nodeId, "the fork is on the other node");
+      // What that node received of the source (another node's unit) went once the fork had its copy.
+      const targetPool = home === n1 ? n2Pool?.pool.path : (await testImage()).pool.path;
+      assert.equal(existsSync(join(targetPool as string, "units", srcRow?.id ?? "")), false);
+      const sum = await execHttp(api.url, token, "forked", ["sha256sum", "/home/unit/data"]);
+      assert.equal(sum.stdout.toString(), made.stdout.toString());
+      assert.equal((await api.api("DELETE", "/v1/units/forked", { token })).status, 204);
+    } finally {
+      await api.server.store.nodes.setState(homeName, "active");
+    }
   });
 
   it("holds an organization's running limit across nodes", async () => {
