@@ -28,10 +28,13 @@ export const fmt = (ms) => (Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : "n/a")
 /** Processes a benchmark started and has not seen exit: `killChildren` ends them (by PID) on cleanup. */
 export const children = new Set();
 
-/** Runs a command; resolves to its stdout, rejects with its stderr when it fails (or is killed at `timeoutMs`). */
-export function run(cmd, args, { timeoutMs } = {}) {
+/**
+ * Runs a command (with `env`, else this process's environment); resolves to its stdout, rejects
+ * with its stderr when it fails (or is killed at `timeoutMs`).
+ */
+export function run(cmd, args, { timeoutMs, env } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], ...(env && { env }) });
     children.add(child);
     const timer = timeoutMs && setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     let out = "";
@@ -54,6 +57,22 @@ export function run(cmd, args, { timeoutMs } = {}) {
       else reject(new Error(`${cmd} ${args.join(" ")}: ${signal ?? `exit ${code}`}: ${err.trim()}`));
     });
   });
+}
+
+/**
+ * A private PostgreSQL cluster (scripts/lib/pg-cluster.sh: initdb on a free loopback port in a temp
+ * dir, fsync off, as in the tests). Returns its URL (of the `postgres` database) and `stop()`, which
+ * stops it and removes its directory.
+ */
+export function pgCluster() {
+  const sh = (script, env = {}) =>
+    execFileSync(
+      "bash",
+      ["-c", `set -euo pipefail; source scripts/lib/common.sh; source scripts/lib/pg-cluster.sh; ${script}`],
+      { cwd: ROOT, env: { ...process.env, ...env }, encoding: "utf8" },
+    );
+  const [dir, url] = sh('pg_cluster_start; echo "$PG_DIR $PG_URL"').trim().split(" ");
+  return { url, stop: () => sh("pg_cluster_stop", { PG_DIR: dir }) };
 }
 
 /** SIGKILLs every child still running. */

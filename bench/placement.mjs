@@ -19,7 +19,7 @@ import { place } from "../packages/server/dist/node/placement/placement.js";
 import { DOWN_AFTER_MS } from "../packages/server/dist/node/registry/liveness.js";
 import { seededRandom } from "../packages/server/dist/soak/rng.js";
 import { openStore } from "../packages/server/dist/store/open.js";
-import { arg, fmt, percentile, ROOT } from "./lib.mjs";
+import { arg, fmt, percentile, pgCluster } from "./lib.mjs";
 
 const NODES = arg("nodes", 100);
 const UNITS = arg("units", 10_000);
@@ -129,21 +129,6 @@ async function measure(dialect, databaseUrl) {
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function pgCluster() {
-  const sh = (script, env = {}) =>
-    execFileSync(
-      "bash",
-      ["-c", `set -euo pipefail; source scripts/lib/common.sh; source scripts/lib/pg-cluster.sh; ${script}`],
-      {
-        cwd: ROOT,
-        env: { ...process.env, ...env },
-        encoding: "utf8",
-      },
-    );
-  const [dir, url] = sh('pg_cluster_start; echo "$PG_DIR $PG_URL"').trim().split(" ");
-  return { url, stop: () => sh("pg_cluster_stop", { PG_DIR: dir }) };
 }
 
 const results = [];

@@ -1,0 +1,507 @@
+#!/usr/bin/env node
+// API replica overhead (issue #15): what it costs to reach a unit through an `api` process that
+// talks to the unit's node over the node endpoint (node/remote/), against the same request to a
+// single-process server (`--role all`), both started in this run, on the same host and database
+// server:
+//
+//   - exec `true`: POST /v1/units/{name}/exec?cmd=true, to the last byte of the answer;
+//   - a 1 MiB fs read: GET /v1/units/{name}/fs/read of a file of 1 MiB, to the last byte.
+//
+// Goal: at most 1.5 ms more at p50 through the replica.
+//
+//   npx tsc -b && npm run build:agent && node bench/api-replica.mjs [--execs 500] [--reads 200] [--json]
+//
+// Three `ums serve` processes: the baseline (`--role all`), and a deployment of one `--role api`
+// and one `--role node` sharing a database and a node secret. The databases are two of their own on
+// UMS_BENCH_DATABASE_URL's server, else on a private PostgreSQL cluster this script starts. Units
+// run on the shared test pool and image with uplinks and egress ranges `none`. Requests go one
+// after another, alternating between the two setups (one keep-alive connection to each server), so
+// both see the same host load. Progress goes to stderr, results to stdout; slow figures print MISS;
+// it exits non-zero only when something is broken. Everything it starts is removed at the end, on
+// error, on Ctrl-C or SIGTERM and at the time cap (UMS_BENCH_TIMEOUT_S, default 1800): the units
+// (through the API), the servers (by PID), their host resources, data dirs, subnets and databases,
+// and the PostgreSQL cluster.
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { freePort, percentile, pgCluster, run, UMS } from "./lib.mjs";
+
+const USAGE = `usage: node bench/api-replica.mjs [options]
+
+  --execs N   timed exec \`true\` requests to each setup (default 500)
+  --reads N   timed 1 MiB fs reads from each setup (default 200)
+  --json      also print one JSON object with all figures (last line of stdout)
+  --help      this text
+
+env: UMS_BENCH_DATABASE_URL (a PostgreSQL server to make the run's two databases on; default a
+private cluster), UMS_BENCH_TIMEOUT_S (default 1800) caps the whole run.`;
+
+const flags = {};
+{
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--help" || a === "-h") {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    if (a === "--json") flags.json = true;
+    else if (["--execs", "--reads"].includes(a) && i + 1 < argv.length) {
+      const v = Number(argv[++i]);
+      if (!Number.isInteger(v) || v <= 0) usage(`${a}: a positive whole number, not '${argv[i]}'`);
+      flags[a.slice(2)] = v;
+    } else usage(`unknown argument or missing value '${a}'`);
+  }
+}
+function usage(problem) {
+  console.error(`${problem}\n\n${USAGE}`);
+  process.exit(2);
+}
+const EXECS = flags.execs ?? 500;
+const READS = flags.reads ?? 200;
+const GOAL_EXTRA_MS = 1.5;
+const FILE_BYTES = 1 << 20;
+const UNIT = "replica-bench";
+const ORG = "bench";
+const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
+const START_TIMEOUT_MS = 120_000;
+
+const log = (m) => process.stderr.write(`${m}\n`);
+const ms = (x) => (Number.isFinite(x) ? `${x.toFixed(2)} ms` : "n/a");
+const signed = (x) => (Number.isFinite(x) && x >= 0 ? `+${ms(x)}` : ms(x));
+const dist = (p) => new URL(`../packages/server/dist/${p}`, import.meta.url).href;
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+// ---------- what the run holds, and its cleanup ----------
+
+/** The `ums serve` processes, in start order; each with its data dir, subnet, log and URL. */
+const servers = [];
+/** Databases made on the PostgreSQL server, dropped at the end. */
+const databases = [];
+let cluster; // the private PostgreSQL cluster, when this run started one
+let adminUrl; // the PostgreSQL server's `postgres` database
+let tmp; // logs
+const agents = [];
+
+let cleaning;
+function cleanup() {
+  cleaning ??= (async () => {
+    for (const a of agents) a.destroy();
+    // The units go through the API first (so their containers, networks and disks go with them),
+    // then the processes (API before node: nothing calls a node that is gone), then what stopped
+    // nodes leave on the host.
+    for (const s of servers) {
+      if (s.token && s.url && running(s.child)) {
+        await fetch(`${s.url}/v1/units/${UNIT}`, {
+          method: "DELETE",
+          headers: { authorization: `Bearer ${s.token}` },
+          signal: AbortSignal.timeout(30_000),
+        }).catch((e) => log(`cleanup: deleting the unit through ${s.name}: ${e.message}`));
+      }
+    }
+    for (const s of [...servers].reverse().sort((a, b) => (a.role === "api" ? -1 : b.role === "api" ? 1 : 0))) {
+      await stop(s.child);
+    }
+    const hc = await import(dist("testing/host-cleanup.js"));
+    for (const s of servers) {
+      try {
+        if (s.role !== "api") await hc.cleanupStoppedServer(s.dataDir, s.databaseUrl);
+        else await hc.removeServerHostResources(s.dataDir);
+      } catch (e) {
+        log(`cleanup of ${s.name}: ${e.message}`);
+      }
+      await s.unlock?.();
+      rmSync(s.dataDir, { recursive: true, force: true });
+    }
+    for (const name of databases) {
+      const c = new pg.Client({ connectionString: adminUrl });
+      try {
+        await c.connect();
+        await c.query(`drop database if exists ${name} with (force)`);
+      } catch (e) {
+        log(`cleanup: dropping database ${name}: ${e.message}`);
+      } finally {
+        await c.end().catch(() => {});
+      }
+    }
+    try {
+      cluster?.stop();
+    } catch (e) {
+      log(`cleanup: stopping the PostgreSQL cluster: ${e.message}`);
+    }
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  })();
+  return cleaning;
+}
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.once(sig, () => {
+    log(`${sig}: cleaning up`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
+const timer = setTimeout(() => {
+  log(`time cap (${RUN_TIMEOUT_MS / 1000} s) reached: cleaning up`);
+  cleanup().finally(() => process.exit(1));
+}, RUN_TIMEOUT_MS);
+timer.unref();
+
+function running(child) {
+  return !!child && child.exitCode === null && child.signalCode === null;
+}
+
+/** SIGTERM, then SIGKILL after 10 s; resolves once the process has exited. */
+async function stop(child) {
+  if (!running(child)) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(t);
+}
+
+// ---------- starting the servers ----------
+
+async function createDatabase(what) {
+  const name = `ums_bench_${what}_${randomBytes(4).toString("hex")}`;
+  const c = new pg.Client({ connectionString: adminUrl });
+  await c.connect();
+  try {
+    await c.query(`create database ${name}`);
+  } finally {
+    await c.end();
+  }
+  databases.push(name);
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * Starts `ums serve --role ROLE` (`opts.env` added) with a data dir, a port (and, for a node, a
+ * unit subnet and an endpoint port) of its own, and waits until it answers: GET /healthz for one
+ * with the API, its endpoint (with the node secret) and its row in the database for a node.
+ */
+async function startServe(name, role, databaseUrl, env = {}) {
+  const { testServeEnv } = await import(dist("testing/host-cleanup.js"));
+  const { lockSubnet } = await import(dist("testing/runtime.js"));
+  const s = { name, role, databaseUrl, dataDir: mkdtempSync(join(tmpdir(), `ums-bench-${name}-`)) };
+  servers.push(s);
+  const port = await freePort();
+  let unitEnv = { UMS_GATEWAY_PORT: "0" };
+  if (role !== "api") {
+    const subnet = await lockSubnet();
+    s.unlock = subnet.unlock;
+    unitEnv = await testServeEnv(subnet.n);
+  }
+  s.env = {
+    ...unitEnv,
+    PATH: process.env.PATH,
+    UMS_DATA_DIR: s.dataDir,
+    UMS_DATABASE_URL: databaseUrl,
+    UMS_ROLE: role,
+    UMS_LISTEN: `127.0.0.1:${port}`,
+    UMS_LOG_LEVEL: "warn",
+    // Workplace rule for benches: units reach nothing outside the host, the uplinks stay untouched.
+    UMS_UPLINKS: "none",
+    UMS_EGRESS_RANGES: "none",
+    UMS_DNS_UPSTREAM: "127.0.0.1:9",
+    UMS_IDLE_WARM: "1h",
+    UMS_IDLE_COLD: "1h",
+    ...env,
+  };
+  if (role !== "node") {
+    s.url = `http://127.0.0.1:${port}`;
+    s.token = (await run(UMS, ["token", "create", "--org", ORG], { timeoutMs: 60_000, env: s.env })).trim();
+  }
+  s.log = join(tmp, `${name}.log`);
+  const fd = openSync(s.log, "a");
+  // Its own process group: a Ctrl-C in the terminal reaches this script, whose cleanup deletes the
+  // unit before it stops the servers.
+  s.child = spawn(UMS, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
+  closeSync(fd);
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  for (;;) {
+    if (await ready(s).catch(() => false)) return s;
+    if (!running(s.child) || Date.now() > deadline) {
+      throw new Error(
+        `ums serve --role ${role} (${name}) did not start: ${running(s.child) ? "no answer" : "it exited"}\n${tail(s.log)}`,
+      );
+    }
+    await sleep(100);
+  }
+}
+
+async function ready(s) {
+  if (s.role !== "node") return (await fetch(`${s.url}/healthz`)).ok;
+  const endpoint = s.env.UMS_NODE_LISTEN;
+  const r = await fetch(`http://${endpoint}/node/v1/call/resourceLimits`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${s.env.UMS_NODE_SECRET}`, "content-type": "application/json" },
+    body: '{"args":[]}',
+  });
+  await r.arrayBuffer();
+  if (!r.ok) return false;
+  // Registered (the endpoint listens a moment before the node's row is written).
+  const c = new pg.Client({ connectionString: s.databaseUrl });
+  await c.connect();
+  try {
+    const { rows } = await c.query("select count(*)::int as n from nodes where address = $1", [endpoint]);
+    return rows[0].n === 1;
+  } finally {
+    await c.end();
+  }
+}
+
+function tail(path) {
+  try {
+    return readFileSync(path, "utf8").slice(-4000);
+  } catch {
+    return "";
+  }
+}
+
+// ---------- requests ----------
+
+/** One request over `agent`'s connection; resolves with the status and the whole body. */
+function request(s, agent, method, path, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${s.url}${path}`,
+      {
+        method,
+        agent,
+        headers: {
+          authorization: `Bearer ${s.token}`,
+          ...(body && { "content-type": "application/octet-stream", "content-length": body.length }),
+        },
+      },
+      (res) => {
+        const parts = [];
+        res.on("data", (d) => parts.push(d));
+        res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(parts) }));
+        res.on("error", reject);
+      },
+    );
+    req.setTimeout(60_000, () => req.destroy(new Error(`${method} ${path}: no answer in 60 s`)));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+const ops = {
+  async exec(s, agent) {
+    const r = await request(s, agent, "POST", `/v1/units/${UNIT}/exec?cmd=true`);
+    // The answer's last frame is [3, exit code] (docs/ARCHITECTURE.md section 10).
+    if (r.status !== 200 || r.body.at(-2) !== 3 || r.body.at(-1) !== 0) {
+      throw new Error(`${s.name}: exec true answered ${r.status}: ${r.body.toString().slice(0, 300)}`);
+    }
+  },
+  async read(s, agent, expect) {
+    const r = await request(s, agent, "GET", `/v1/units/${UNIT}/fs/read?path=/tmp/blob&workingDir=/`);
+    if (r.status !== 200 || r.body.length !== FILE_BYTES) {
+      throw new Error(`${s.name}: fs read answered ${r.status} with ${r.body.length} bytes`);
+    }
+    if (expect && !r.body.equals(expect)) throw new Error(`${s.name}: fs read answered other bytes than written`);
+  },
+};
+
+/**
+ * One JSON call to a node's endpoint (resourceLimits: no unit, no work), as an API process makes
+ * its calls; `agent` false: on a new connection, as RemoteNode does.
+ */
+function nodeCall(node, agent) {
+  return new Promise((resolve, reject) => {
+    const body = '{"args":[]}';
+    const req = http.request(
+      `http://${node.env.UMS_NODE_LISTEN}/node/v1/call/resourceLimits`,
+      {
+        method: "POST",
+        agent,
+        headers: {
+          authorization: `Bearer ${node.env.UMS_NODE_SECRET}`,
+          "content-type": "application/json",
+          "content-length": body.length,
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`node call: ${res.statusCode}`))));
+      },
+    );
+    req.setTimeout(60_000, () => req.destroy(new Error("node call: no answer in 60 s")));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/**
+ * `n` timed requests of `op` to each setup, alternating which goes first, after `warm` untimed
+ * ones of each. Returns the samples (ms) of each setup.
+ */
+async function measure(op, n, warm, setups) {
+  for (let i = 0; i < warm; i++) for (const x of setups) await ops[op](x.server, x.agent, x.blob);
+  const samples = setups.map(() => []);
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < setups.length; k++) {
+      const j = (k + i) % setups.length;
+      const x = setups[j];
+      const t = performance.now();
+      await ops[op](x.server, x.agent);
+      samples[j].push(performance.now() - t);
+    }
+    if ((i + 1) % 100 === 0) log(`  ${op}: ${i + 1}/${n}`);
+  }
+  // The content is checked once more, untimed.
+  for (const x of setups) await ops[op](x.server, x.agent, x.blob);
+  return samples;
+}
+
+// ---------- the run ----------
+
+const results = {};
+let ok = true;
+try {
+  tmp = mkdtempSync(join(tmpdir(), "ums-bench-replica-"));
+  const { testImage } = await import(dist("runtime/image/test-image.js"));
+  await testImage({ onProgress: (p) => log(`image: ${p.message}`) });
+  adminUrl = process.env.UMS_BENCH_DATABASE_URL;
+  if (!adminUrl) {
+    log("starting a private PostgreSQL cluster");
+    cluster = pgCluster();
+    adminUrl = cluster.url;
+  }
+  const secret = randomBytes(32).toString("hex");
+  log("starting the single-process server (--role all)");
+  const single = await startServe("single", "all", await createDatabase("single"));
+  const clusterDb = await createDatabase("cluster");
+  log("starting a node (--role node) and an API process (--role api) on one database");
+  const endpointPort = await freePort();
+  const node = await startServe("node", "node", clusterDb, {
+    UMS_NODE_SECRET: secret,
+    UMS_NODE_LISTEN: `127.0.0.1:${endpointPort}`,
+    UMS_NODE_NAME: "bench-node",
+  });
+  const api = await startServe("api", "api", clusterDb, { UMS_NODE_SECRET: secret });
+
+  const blob = randomBytes(FILE_BYTES);
+  const setups = [];
+  for (const server of [single, api]) {
+    const created = await fetch(`${server.url}/v1/units`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: UNIT }),
+    });
+    if (created.status !== 201)
+      throw new Error(`${server.name}: create answered ${created.status}: ${await created.text()}`);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    agents.push(agent);
+    const w = await request(server, agent, "PUT", `/v1/units/${UNIT}/fs/write?path=/tmp/blob&workingDir=/`, blob);
+    if (w.status !== 200) throw new Error(`${server.name}: fs write answered ${w.status}: ${w.body}`);
+    setups.push({ server, agent, blob });
+  }
+  log(`exec true: ${EXECS} per setup (50 untimed first)`);
+  const exec = await measure("exec", EXECS, 50, setups);
+  log(`fs read of 1 MiB: ${READS} per setup (20 untimed first)`);
+  const read = await measure("read", READS, 20, setups);
+  // What one hop to the node costs by itself: a JSON call on a new connection (as the API makes
+  // them), and on a kept-alive one.
+  log(`node endpoint: ${EXECS} JSON calls each on new and on kept-alive connections`);
+  const keep = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  agents.push(keep);
+  const hops = [[], []];
+  for (let i = 0; i < EXECS + 50; i++) {
+    for (const [k, agent] of [false, keep].entries()) {
+      const t = performance.now();
+      await nodeCall(node, agent);
+      if (i >= 50) hops[k].push(performance.now() - t);
+    }
+  }
+  results.node_call = {
+    n: EXECS,
+    new_connection_p50_ms: percentile(hops[0], 50),
+    new_connection_p90_ms: percentile(hops[0], 90),
+    kept_alive_p50_ms: percentile(hops[1], 50),
+    kept_alive_p90_ms: percentile(hops[1], 90),
+  };
+  for (const [what, s] of [
+    ["exec", exec],
+    ["read", read],
+  ]) {
+    const [base, replica] = s.map((x) => ({ p50: percentile(x, 50), p90: percentile(x, 90) }));
+    results[what] = {
+      n: s[0].length,
+      single_p50_ms: base.p50,
+      single_p90_ms: base.p90,
+      replica_p50_ms: replica.p50,
+      replica_p90_ms: replica.p90,
+      extra_p50_ms: replica.p50 - base.p50,
+      extra_p90_ms: replica.p90 - base.p90,
+      ratio_p50: replica.p50 / base.p50,
+      goal_max_extra_p50_ms: GOAL_EXTRA_MS,
+      pass: replica.p50 - base.p50 <= GOAL_EXTRA_MS,
+    };
+  }
+} catch (err) {
+  ok = false;
+  log(`ERROR: ${err?.stack ?? err}`);
+  for (const s of servers) if (s.log) log(`--- ${s.name} log (tail) ---\n${tail(s.log)}`);
+} finally {
+  await cleanup();
+}
+
+console.log("\nums API replica overhead, issue #15 (against a single-process server of the same run, same host)");
+console.log(["request", "setup", "n", "p50", "p90", "extra p50", "extra p90", "p50 ratio"].join("\t"));
+for (const [what, label] of [
+  ["exec", "exec true"],
+  ["read", "fs read 1 MiB"],
+]) {
+  const r = results[what];
+  if (!r) continue;
+  console.log(
+    [label, "single process (--role all)", r.n, ms(r.single_p50_ms), ms(r.single_p90_ms), "", "", ""].join("\t"),
+  );
+  console.log(
+    [
+      label,
+      "api replica -> node",
+      r.n,
+      ms(r.replica_p50_ms),
+      ms(r.replica_p90_ms),
+      signed(r.extra_p50_ms),
+      signed(r.extra_p90_ms),
+      `${r.ratio_p50.toFixed(2)}x`,
+    ].join("\t"),
+  );
+}
+if (results.node_call) {
+  const h = results.node_call;
+  console.log(
+    [
+      "node endpoint call",
+      "new connection (as the API)",
+      h.n,
+      ms(h.new_connection_p50_ms),
+      ms(h.new_connection_p90_ms),
+    ].join("\t"),
+  );
+  console.log(
+    ["node endpoint call", "kept-alive connection", h.n, ms(h.kept_alive_p50_ms), ms(h.kept_alive_p90_ms)].join("\t"),
+  );
+}
+for (const [what, label] of [
+  ["exec", "exec true"],
+  ["read", "fs read 1 MiB"],
+]) {
+  const r = results[what];
+  if (!r) continue;
+  console.log(
+    `goal (${label}): extra p50 <= ${GOAL_EXTRA_MS} ms: ${signed(r.extra_p50_ms)} ${r.pass ? "PASS" : "MISS"}`,
+  );
+}
+console.log(`load: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
+if (flags.json) console.log(JSON.stringify({ ok, ...results }));
+process.exit(ok ? 0 : 1);
