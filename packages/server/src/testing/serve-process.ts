@@ -12,11 +12,16 @@ export const UMS_BIN = resolve(fileURLToPath(import.meta.url), "../../../../../b
 
 /**
  * Spawns `ums serve` with `env` (which must name where it listens, UMS_LISTEN) and resolves once
- * GET `<base>/healthz` answers; fails with the server's log if it exits or takes over 90 s (a start
- * takes about a second on a quiet host, but tens of seconds on a loaded 2-core one were seen). Its
- * units reach only the test network (TEST_NETWORK_ENV) unless `env` says otherwise.
+ * GET `<base>/healthz` answers (or, when given, once `ready` resolves true: a `--role node` has no
+ * API to ask); fails with the server's log if it exits or takes over 90 s (a start takes about a
+ * second on a quiet host, but tens of seconds on a loaded 2-core one were seen). Its units reach
+ * only the test network (TEST_NETWORK_ENV) unless `env` says otherwise.
  */
-export async function spawnServe(base: string, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+export async function spawnServe(
+  base: string,
+  env: NodeJS.ProcessEnv,
+  ready: () => Promise<boolean> = async () => (await fetch(`${base}/healthz`)).ok,
+): Promise<ChildProcess> {
   const child = spawn(UMS_BIN, ["serve"], {
     env: { ...TEST_NETWORK_ENV, ...env },
     stdio: ["ignore", "ignore", "pipe"],
@@ -29,7 +34,7 @@ export async function spawnServe(base: string, env: NodeJS.ProcessEnv): Promise<
   const deadline = t0 + 90_000;
   for (;;) {
     try {
-      if ((await fetch(`${base}/healthz`)).ok) return child;
+      if (await ready()) return child;
     } catch {}
     if (child.exitCode !== null || Date.now() > deadline) {
       const why = child.exitCode !== null ? `exited with ${child.exitCode}` : `no answer in ${Date.now() - t0} ms`;
