@@ -74,6 +74,10 @@ export const ErrorCode = {
    * adds or uncordons a node.
    */
   NoNode: "UMS_NO_NODE",
+  /** 409: the unit is in use (a request, a session or a keep-awake task holds it), so it cannot move now (issue #15). */
+  UnitBusy: "UMS_UNIT_BUSY",
+  /** 503: the unit is moving to another node (issue #15); try again in a few seconds. */
+  UnitMoving: "UMS_UNIT_MOVING",
   /** 500: a fault of the server; the message never carries internal details. */
   Internal: "UMS_INTERNAL",
   /** 502: the unit runs but nothing listens on its HTTP target port. */

@@ -172,6 +172,8 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.NotImplemented]: NotImplementedError,
   [ErrorCode.PoolFull]: ServerError,
   [ErrorCode.NoNode]: ServerError,
+  [ErrorCode.UnitBusy]: ConflictError,
+  [ErrorCode.UnitMoving]: ServerError,
   [ErrorCode.Internal]: ServerError,
   [ErrorCode.UnitNoListener]: ServerError,
   [ErrorCode.UnitProxyFailed]: ServerError,

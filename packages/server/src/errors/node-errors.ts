@@ -7,7 +7,9 @@ import {
   ImageInUseError,
   RunningLimitError,
   TemplateGoneError,
+  UnitBusyError,
   UnitDeletedError,
+  UnitMovingError,
   UpgradeRefusedError,
 } from "../lifecycle/errors.js";
 import { NoNodeError, UnitUnavailableError } from "../node/errors.js";
@@ -42,6 +44,8 @@ export function fromNodeError(err: unknown): ApiError | undefined {
   }
   if (err instanceof ImageArchiveError) return new ApiError(400, ErrorCode.ImageInvalid, err.message);
   if (err instanceof NoNodeError) return new ApiError(503, ErrorCode.NoNode, err.message);
+  if (err instanceof UnitBusyError) return new ApiError(409, ErrorCode.UnitBusy, err.message);
+  if (err instanceof UnitMovingError) return new ApiError(503, ErrorCode.UnitMoving, err.message);
   return undefined;
 }
 

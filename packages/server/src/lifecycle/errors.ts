@@ -58,3 +58,9 @@ export class UpgradeRefusedError extends Error {
     super(`unit '${unitName}' cannot be upgraded: ${reasons.join("; ")}`);
   }
 }
+
+/** Issue #15: the unit is in use, so it cannot move now. The API answers 409. */
+export class UnitBusyError extends Error {}
+
+/** Issue #15: the unit is moving to another node; a wake waits for that. The API answers 503. */
+export class UnitMovingError extends Error {}

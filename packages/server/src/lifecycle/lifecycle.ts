@@ -8,7 +8,7 @@ import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { Activity } from "./activity.js";
 import { type CheckpointResult, CheckpointWork } from "./checkpoints.js";
-import { RunningLimitError, UnitDeletedError } from "./errors.js";
+import { RunningLimitError, UnitBusyError, UnitDeletedError, UnitMovingError } from "./errors.js";
 import { ImageWork } from "./images.js";
 import { type HealthResult, Liveness } from "./liveness.js";
 import { reconcile } from "./readopt.js";
@@ -152,7 +152,54 @@ export class Lifecycle {
   }
 
   /** Makes sure the unit runs (booting or resuming it) and holds it awake until `release()`. */
+  /** Issue #15: units moving off this node: no wake starts them here meanwhile. */
+  private readonly moving = new Set<string>();
+
+  /**
+   * Issue #15: the unit is about to move to another node: from now on no wake starts it here; it is
+   * stopped (cold) unless a request holds it (`UnitBusyError`).
+   */
+  async beginMove(unit: UnitRecord): Promise<void> {
+    this.moving.add(unit.id);
+    try {
+      await this.table.mutex.run(unit.id, async () => {
+        this.table.assertNotDeleted(unit);
+        if (this.activity.isHeld(unit.id)) {
+          throw new UnitBusyError(
+            `unit '${unit.name}' is in use (a request, a session or a keep-awake task holds it): move it once it is idle`,
+          );
+        }
+        if (this.table.get(unit.id)) {
+          await this.stopTracked(unit.id);
+          await this.table.persist(unit, "cold");
+        }
+      });
+    } catch (err) {
+      this.moving.delete(unit.id);
+      throw err;
+    }
+  }
+
+  /** The move did not happen: the unit is this node's again. */
+  endMove(unitId: string): void {
+    this.moving.delete(unitId);
+  }
+
+  /** The unit moved to another node: nothing of it stays here (its record is the other node's now). */
+  async moved(unit: UnitRecord): Promise<void> {
+    await this.table.mutex.run(unit.id, async () => {
+      this.table.untrack(unit.id);
+      this.activity.forget(unit.id);
+      await this.runtime.destroy(unit.id);
+      await this.runtime.forget(unit.id);
+    });
+    this.moving.delete(unit.id);
+  }
+
   async acquire(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
+    if (this.moving.has(unit.id)) {
+      throw new UnitMovingError(`unit '${unit.name}' is moving to another node; try again in a few seconds`);
+    }
     // Fast path for a unit that runs and was seen alive just now: no lock, no check. Nothing can
     // pause it meanwhile: a pause begins only when the unit is not held, and marks it `changing`
     // before it looks (single-threaded, so the two never interleave).

@@ -178,6 +178,19 @@ export class NodeDirectory implements UnitNode {
   ): Promise<ReadonlySet<string>> {
     return (await this.ofUnitId(unitId)).checkpointsPresent(unitId, ids, replicated);
   }
+  async moveOut(unit: UnitRecord, progress: Progress): Promise<CheckpointRecord> {
+    return (await this.of(unit.nodeId)).moveOut(unit, progress);
+  }
+  async moveDone(unit: UnitRecord): Promise<void> {
+    return (await this.of(unit.nodeId)).moveDone(unit);
+  }
+  async moveAborted(unit: UnitRecord): Promise<void> {
+    return (await this.of(unit.nodeId)).moveAborted(unit);
+  }
+  /** On the node `unit.nodeId` names: the caller passes the record as it will be once moved. */
+  async moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void> {
+    return (await this.of(unit.nodeId)).moveIn(unit, checkpoint, progress);
+  }
   async resourceLimits(): Promise<ResourceLimits> {
     return (await this.any()).resourceLimits();
   }

@@ -118,6 +118,19 @@ export interface UnitNode {
     replicated?: ReadonlySet<string>,
   ): Promise<ReadonlySet<string>>;
 
+  /**
+   * Issue #15, a unit's move to another node (docs/SCALE-OUT.md), on the node that holds it: no wake
+   * starts it here from now on; it is stopped (`UnitBusyError` while a request holds it), its files
+   * saved as a checkpoint, and every checkpoint of it copied to the object store. Returns that
+   * checkpoint. `moveDone` then removes everything of the unit here (its record names the other
+   * node); `moveAborted` makes it this node's again.
+   */
+  moveOut(unit: UnitRecord, progress: Progress): Promise<CheckpointRecord>;
+  moveDone(unit: UnitRecord): Promise<void>;
+  moveAborted(unit: UnitRecord): Promise<void>;
+  /** On the node it moves to: receives the unit's checkpoint `checkpoint` from the store and makes it the unit's files. */
+  moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void>;
+
   /** The limits units get where their resources policy names none, and the most CPU one may have. */
   resourceLimits(): Promise<ResourceLimits>;
   /** Applies a running unit's resources policy where the kernel allows; false: it waits for the next boot. */

@@ -250,6 +250,11 @@ export interface UnitStore {
    */
   countOnOtherNodes(orgId: string, status: UnitStatus, nodeId: string, upSince: string): Promise<number>;
   update(orgId: string, name: string, patch: UnitPatch): Promise<UnitRecord | undefined>;
+  /**
+   * Issue #15: the unit moved: it names node `to` from now on, its files are checkpoint
+   * `activeCheckpoint`'s and it is cold; only while it still names `from` (false otherwise).
+   */
+  moveTo(id: string, from: string, to: string, activeCheckpoint: string): Promise<boolean>;
   delete(orgId: string, name: string): Promise<boolean>;
 }
 

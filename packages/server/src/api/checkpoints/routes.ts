@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ListCheckpointsQuery } from "@ums/protocol";
+import { CheckpointInfo, CreateCheckpointRequest, ErrorBody, ErrorCode, ListCheckpointsQuery } from "@ums/protocol";
 import { errorAnswer } from "../../errors/respond.js";
 import { actorOf } from "../../events/actor.js";
 import type { UnitNode } from "../../node/unit-node.js";
@@ -7,6 +7,7 @@ import { checkpointInfo } from "../../present/checkpoint.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import type { Dialect } from "../dialect.js";
+import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
@@ -92,6 +93,43 @@ export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect
         });
         progress(frozenMs > 0 ? `the unit was frozen for ${frozenMs.toFixed(1)} ms` : "the unit was not running");
         return { data: `checkpoint ${checkpoint.id} created`, id: checkpoint.id };
+      });
+    },
+  );
+
+  // Issue #15 (docs/SCALE-OUT.md): an admin moves a unit to another node (NDJSON progress).
+  app.post(
+    "/:name/move",
+    {
+      schema: {
+        tags: ["units"],
+        summary: "Move the unit to another node, through the object store (admin; NDJSON progress)",
+        params: Params,
+        body: Type.Optional(
+          Type.Object(
+            {
+              node: Type.Optional(
+                Type.String({
+                  minLength: 1,
+                  maxLength: 63,
+                  description: "the node's name; default: placement chooses",
+                }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        ),
+        response: { ...commonErrors, ...notFound },
+      },
+    },
+    async (req, reply) => {
+      if (req.auth.token.role !== "admin") {
+        throw new ApiError(403, ErrorCode.AdminRequired, "only an admin token moves units between nodes");
+      }
+      const plan = await units.planMove(req.auth.org, req.params.name, req.body?.node);
+      await stream(reply, async (progress) => {
+        const moved = await units.move(plan, progress);
+        return { data: `unit ${req.params.name} moved to node ${moved.node}`, id: moved.checkpoint.id };
       });
     },
   );

@@ -42,6 +42,13 @@ function urlSettings(s: UrlSettingsRequest | undefined): {
 }
 
 /** The units use cases of spec 4.1, between the routes and the store. */
+/** A move `planMove` chose: the unit, its node, and the node it goes to. */
+export interface MovePlan {
+  readonly unit: UnitRecord;
+  readonly from: string;
+  readonly target: string;
+}
+
 export class UnitService {
   constructor(
     private readonly store: Store,
@@ -300,6 +307,62 @@ export class UnitService {
     });
     if (!unit) throw ApiError.unitNotFound(name);
     return unit;
+  }
+
+  /**
+   * Issue #15 (docs/SCALE-OUT.md): where the unit moves: node `to` (by name), or the node placement
+   * chooses among the others; what is wrong with the request is thrown here, before anything moves.
+   * Then `move`: its node stops it and saves its files as a checkpoint that the object
+   * store holds with all its others; the target receives it and makes it the unit's files; then the
+   * unit's record names the target, and its old node removes what it had. Any failure before the
+   * record changes leaves the unit where it was.
+   */
+  async planMove(org: OrgRecord, name: string, to: string | undefined): Promise<MovePlan> {
+    const unit = await this.require(org, name);
+    if (!this.placement)
+      throw new ApiError(409, ErrorCode.NoNode, "this server has a single node: there is nowhere to move to");
+    const from = unit.nodeId;
+    if (!from) throw new ApiError(409, ErrorCode.NoNode, `unit '${name}' names no node yet: restart its node first`);
+    let target: string;
+    if (to !== undefined) {
+      const row = await this.store.nodes.getByName(to);
+      if (!row) throw ApiError.validation([`node: no node is named '${to}' (ums node list names them)`]);
+      if (row.id === from) throw ApiError.validation([`node: unit '${name}' is on node '${to}' already`]);
+      target = await this.placement.choose(org, { on: row.id });
+    } else {
+      target = await this.placement.choose(org, { not: from });
+    }
+    return { unit, from, target };
+  }
+
+  /** Carries out a move `planMove` chose (see there); progress tells each step. */
+  async move(plan: MovePlan, progress: (m: string) => void): Promise<{ checkpoint: CheckpointRecord; node: string }> {
+    const { unit, from, target } = plan;
+    const name = unit.name;
+    const targetName = (await this.store.nodes.get(target))?.name ?? target;
+    progress(`moving unit '${name}' to node '${targetName}'`);
+    const taken = await this.node.moveOut(unit, progress);
+    // As the store has it now (copied), not as it was taken.
+    const checkpoint = (await this.store.checkpoints.get(unit.id, taken.id)) ?? taken;
+    try {
+      await this.node.moveIn({ ...unit, nodeId: target }, checkpoint, progress);
+      if (!(await this.store.units.moveTo(unit.id, from, target, checkpoint.id))) {
+        throw new ApiError(409, ErrorCode.UnitBusy, `unit '${name}' was deleted or moved meanwhile`);
+      }
+    } catch (err) {
+      // What the target received goes (the record, still the old node's, stays).
+      await this.node.moveDone({ ...unit, nodeId: target }).catch(() => {});
+      await this.node.moveAborted(unit).catch(() => {});
+      throw err;
+    }
+    await this.node
+      .moveDone(unit)
+      .catch((err: unknown) =>
+        progress(
+          `the old node could not remove the unit's files yet (${err instanceof Error ? err.message : String(err)}); it will at its next start`,
+        ),
+      );
+    return { checkpoint, node: targetName };
   }
 
   /** The new unit's node: `on` when it must be (or should be) there; any node when `anywhere` and `on` cannot take it. */

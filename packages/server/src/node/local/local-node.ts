@@ -1,7 +1,7 @@
 import type { Readable } from "node:stream";
 import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import type { AgentEndpoint } from "../../agent/deadline.js";
-import { RunningLimitError, UnitDeletedError } from "../../lifecycle/errors.js";
+import { RunningLimitError, UnitDeletedError, UnitMovingError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { type LifecycleOp, metrics } from "../../metrics/server-metrics.js";
 import type { NetworkEgress } from "../../network/egress.js";
@@ -15,7 +15,7 @@ import type {
   UnitStatus,
 } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
-import { UnitStartError } from "../errors.js";
+import { UnitStartError, UnitUnavailableError } from "../errors.js";
 import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
 import { agentEndpoint } from "./agent-endpoint.js";
 import type { HttpTargets } from "./http-targets.js";
@@ -189,7 +189,7 @@ export class LocalNode implements UnitNode {
       try {
         return await this.lifecycle.acquire(org, unit);
       } catch (err) {
-        if (err instanceof UnitDeletedError) throw err;
+        if (err instanceof UnitDeletedError || err instanceof UnitMovingError) throw err;
         if (!(err instanceof RunningLimitError)) throw new UnitStartError(unit.name, err);
         const left = deadline - Date.now();
         if (left <= 0) throw err;
@@ -235,6 +235,56 @@ export class LocalNode implements UnitNode {
     return new Set(
       ids.filter((id) => this.runtime.hasCheckpoint(unitId, id) || (this.replicator && replicated.has(id))),
     );
+  }
+
+  async moveOut(unit: UnitRecord, progress: Progress): Promise<CheckpointRecord> {
+    const replicator = this.replicator;
+    if (!replicator) {
+      throw new UnitUnavailableError("units move through the object store: start the nodes with --object-store");
+    }
+    await this.lifecycle.beginMove(unit);
+    try {
+      progress(`unit '${unit.name}' is stopped; saving its files`);
+      const { checkpoint } = await this.lifecycle.checkpoints.checkpoint(unit, "moving to another node", progress);
+      progress("copying the unit's checkpoints to the object store");
+      for (let attempt = 0; ; attempt++) {
+        await replicator.idle();
+        const left = (await this.store.checkpoints.list(unit.id)).filter((c) => c.replica?.state !== "replicated");
+        if (left.length === 0) break;
+        if (attempt >= 1) {
+          throw new UnitUnavailableError(
+            `the object store does not hold checkpoint${left.length === 1 ? "" : "s"} ${left.map((c) => c.id).join(", ")} of unit '${unit.name}' (the copy failed): nothing moved; try again`,
+          );
+        }
+        for (const c of left) replicator.enqueue(unit.id, c.id);
+      }
+      return checkpoint;
+    } catch (err) {
+      this.lifecycle.endMove(unit.id);
+      throw err;
+    }
+  }
+
+  moveDone(unit: UnitRecord): Promise<void> {
+    return this.lifecycle.moved(unit);
+  }
+
+  async moveAborted(unit: UnitRecord): Promise<void> {
+    this.lifecycle.endMove(unit.id);
+  }
+
+  async moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void> {
+    if (!this.replicator) {
+      throw new UnitUnavailableError("units move through the object store: start the nodes with --object-store");
+    }
+    // What an earlier move of the unit here left goes first.
+    await this.runtime.destroy(unit.id);
+    await this.runtime.forget(unit.id);
+    if (!(await this.replicator.fetch(unit.id, checkpoint, progress))) {
+      throw new UnitUnavailableError(`checkpoint ${checkpoint.id} of unit '${unit.name}' is not in the object store`);
+    }
+    await this.runtime.forkDisk(unit.id, checkpoint.id, unit.id);
+    progress(`unit '${unit.name}' has its files on this node`);
   }
 
   async resourceLimits(): Promise<ResourceLimits> {

@@ -96,8 +96,9 @@ export class Replicator {
       if (runtime.hasCheckpoint(unitId, cp.id)) return;
       progress(`checkpoint ${cp.id} is not on this node: receiving it from the object store`);
       const started = performance.now();
-      // A unit of another node (a fork of it here) has no directory on this one yet.
-      await mkdir(runtime.checkpointDir(unitId), { recursive: true, mode: 0o700 });
+      // A unit of another node (a fork of it here, or one moving here) has no directory on this one
+      // yet: made as the runtime makes a unit's (its container reaches its rootfs through it).
+      await mkdir(runtime.checkpointDir(unitId), { recursive: true });
       const r = await importCheckpoint({
         store: unitObjects(this.deps.objects, unitId),
         checkpointId: cp.id,

@@ -9,6 +9,8 @@ export interface PlaceOpts {
   readonly labels?: Readonly<Record<string, string>>;
   /** The unit's data is on this node (a fork's source, say): it goes there or nowhere. */
   readonly on?: string | null;
+  /** Any node but this one (a move's target, issue #15). */
+  readonly not?: string | null;
 }
 
 /**
@@ -28,7 +30,7 @@ export class NodePlacement {
   /** The id of the node the organization's new unit goes to; `NoNodeError` says why none can take it. */
   async choose(org: OrgRecord, opts: PlaceOpts = {}): Promise<string> {
     const all = await this.store.nodes.usage(org.id);
-    const nodes = opts.on ? all.filter((u) => u.node.id === opts.on) : all;
+    const nodes = (opts.on ? all.filter((u) => u.node.id === opts.on) : all).filter((u) => u.node.id !== opts.not);
     const r = place(
       nodes.map((u) => ({ ...u, reachable: this.reachable(u.node) })),
       { now: this.now(), downAfterMs: DOWN_AFTER_MS, ...(opts.labels && { labels: opts.labels }) },

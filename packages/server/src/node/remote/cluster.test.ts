@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { type AddressInfo, createServer } from "node:net";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -11,6 +11,7 @@ import S3rver from "s3rver";
 import { testImage } from "../../runtime/image/test-image.js";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
+import { freePort } from "../../testing/free-port.js";
 import { openOwnPool } from "../../testing/own-pool.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
 import { startTcpServer } from "../../testing/tcp-echo.js";
@@ -19,18 +20,6 @@ import { NODE_PREFIX, SPLICE_UPGRADE } from "./wire.js";
 
 const pg = testDialects.find((d) => d.name === "postgres");
 const sha = (b: Buffer | Uint8Array) => createHash("sha256").update(b).digest("hex");
-
-/** A port nothing listens on now (the node endpoint of n1 is told it, to listen on every address). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen({ host: "127.0.0.1", port: 0 }, () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === "object" && a ? a.port : 0));
-    });
-  });
-}
 
 /**
  * Issue #15 (docs/SCALE-OUT.md): one deployment of an API process (`--role api`, no units of its
@@ -244,6 +233,58 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
     } finally {
       await api.server.store.nodes.setState(homeName, "active");
     }
+  });
+
+  it("moves a unit with a running service to the other node (admin), files and service with it", async () => {
+    const org = await api.server.store.orgs.getBySlug("acme");
+    await api.unit(token, "mover");
+    const made = await execHttp(api.url, token, "mover", [
+      "sh",
+      "-c",
+      "mkdir -p /home/unit/www && echo moved with me > /home/unit/www/index.html && head -c 3000000 /dev/urandom > /home/unit/blob && sha256sum /home/unit/blob",
+    ]);
+    assert.equal(made.exitCode, 0);
+    const svc = await api.api("PUT", "/v1/units/mover/services/web?duration=0", {
+      token,
+      json: { cmd: "python3", args: ["-m", "http.server", "8080", "--directory", "/home/unit/www"], http_port: 8080 },
+    });
+    assert.equal(svc.status, 200, svc.text);
+    const before = await api.server.store.units.get(org?.id ?? "", "mover");
+    const from = before?.nodeId === (await api.server.store.nodes.getByName("n1"))?.id ? "n1" : "n2";
+    const to = from === "n1" ? "n2" : "n1";
+    const member = await api.token("acme", { role: "member" });
+    const refused = await api.api("POST", "/v1/units/mover/move", { token: member, json: { node: to } });
+    assert.equal(refused.status, 403, refused.text);
+    const same = await api.api("POST", "/v1/units/mover/move", { token, json: { node: from } });
+    assert.equal(same.status, 400, same.text);
+    // Held by a request, it does not move (the request would be cut).
+    const busy = execHttp(api.url, token, "mover", ["sleep", "3"]);
+    await new Promise((r) => setTimeout(r, 500));
+    const held = await api.api("POST", "/v1/units/mover/move", { token, json: { node: to } });
+    assert.match(held.text, /UMS_UNIT_BUSY/);
+    await busy;
+    const moved = await api.api("POST", "/v1/units/mover/move", { token, json: { node: to } });
+    assert.equal(moved.status, 200, moved.text);
+    assert.match(moved.text, new RegExp(`unit mover moved to node ${to}`), moved.text);
+    const after = await api.server.store.units.get(org?.id ?? "", "mover");
+    assert.equal(after?.nodeId, (await api.server.store.nodes.getByName(to))?.id);
+    assert.equal(after?.status, "cold");
+    // Its old node kept nothing of it.
+    const oldPool = from === "n2" ? n2Pool?.pool.path : (await testImage()).pool.path;
+    assert.equal(existsSync(join(oldPool as string, "units", after?.id ?? "")), false, "the old node's disk is gone");
+    const sum = await execHttp(api.url, token, "mover", ["sha256sum", "/home/unit/blob"]);
+    assert.equal(sum.status, 200, sum.body.toString());
+    assert.equal(sum.stdout.toString(), made.stdout.toString(), sum.stderr.toString());
+    let page = "";
+    for (let i = 0; i < 100 && page !== "moved with me\n"; i++) {
+      const r = await api.api("GET", "/v1/units/mover/index.html", { token });
+      page = r.status === 200 ? r.text : "";
+      if (!page) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(page, "moved with me\n", "the service runs on the new node");
+    const list = await api.api("GET", "/v1/units/mover/checkpoints", { token });
+    assert.ok(list.body.length >= 1, list.text);
+    assert.equal((await api.api("DELETE", "/v1/units/mover", { token })).status, 204);
   });
 
   it("holds an organization's running limit across nodes", async () => {

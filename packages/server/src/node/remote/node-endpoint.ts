@@ -207,6 +207,10 @@ export class NodeEndpoint {
         return n.restore(a(0), a(1), a(2), progress);
       case "upgrade":
         return n.upgrade(a(0), a(1), a(2), progress);
+      case "moveOut":
+        return n.moveOut(a(0), progress);
+      case "moveIn":
+        return n.moveIn(a(0), a(1), progress);
       case "buildImage":
         // A recipe with steps runs them through the API in a unit of the draft: not across nodes yet.
         return n.buildImage(a(0), a(1), a(2), { progress });

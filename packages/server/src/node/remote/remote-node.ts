@@ -242,6 +242,18 @@ export class RemoteNode implements UnitNode {
     const present = await this.call<string[]>("checkpointsPresent", [unitId, ids, [...(replicated ?? [])]]);
     return new Set(present);
   }
+  moveOut(unit: UnitRecord, progress: Progress): Promise<CheckpointRecord> {
+    return this.stream("moveOut", [unit], progress);
+  }
+  moveDone(unit: UnitRecord): Promise<void> {
+    return this.call("moveDone", [unit]);
+  }
+  moveAborted(unit: UnitRecord): Promise<void> {
+    return this.call("moveAborted", [unit]);
+  }
+  moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void> {
+    return this.stream("moveIn", [unit, checkpoint], progress);
+  }
   resourceLimits(): Promise<ResourceLimits> {
     return this.call("resourceLimits", []);
   }

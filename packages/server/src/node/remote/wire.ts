@@ -7,7 +7,9 @@ import {
   ImageInUseError,
   RunningLimitError,
   TemplateGoneError,
+  UnitBusyError,
   UnitDeletedError,
+  UnitMovingError,
   UpgradeRefusedError,
 } from "../../lifecycle/errors.js";
 import { CommandError } from "../../runtime/exec/host-command.js";
@@ -49,6 +51,8 @@ const KINDS: Record<string, { prototype: Error }> = {
   AgentUnreachableError,
   UnitDeletedError,
   RunningLimitError,
+  UnitBusyError,
+  UnitMovingError,
   UnitStartError,
   UnitUnavailableError,
   ActiveCheckpointError,
@@ -125,9 +129,11 @@ export const JSON_METHODS = [
   "applyResources",
   "applyNetworkPolicy",
   "networkReport",
+  "moveDone",
+  "moveAborted",
 ] as const;
 export type JsonMethod = (typeof JSON_METHODS)[number];
 
 /** The calls whose answer streams progress before the result. */
-export const PROGRESS_METHODS = ["checkpoint", "restore", "upgrade", "buildImage"] as const;
+export const PROGRESS_METHODS = ["checkpoint", "restore", "upgrade", "buildImage", "moveOut", "moveIn"] as const;
 export type ProgressMethod = (typeof PROGRESS_METHODS)[number];

@@ -350,6 +350,15 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0 ? get(orgId, name) : undefined;
     },
+    async moveTo(id, from, to, activeCheckpoint) {
+      const r = await db
+        .updateTable("units")
+        .set({ node_id: to, active_checkpoint: activeCheckpoint, status: "cold" })
+        .where("id", "=", id)
+        .where("node_id", "=", from)
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows) > 0;
+    },
     async delete(orgId, name) {
       const r = await db.deleteFrom("units").where("org_id", "=", orgId).where("name", "=", name).executeTakeFirst();
       return Number(r.numDeletedRows) > 0;
