@@ -1,4 +1,12 @@
-import { NodeInUseError, type NodeRecord, type NodeState, nodeIsUp } from "@ums/server/nodes";
+import {
+  moveUnit,
+  NodeDirectory,
+  NodeInUseError,
+  NodePlacement,
+  type NodeRecord,
+  type NodeState,
+  nodeIsUp,
+} from "@ums/server/nodes";
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
 import { withDataDir, withStore } from "../options.js";
@@ -15,7 +23,7 @@ const labelsText = (labels: Readonly<Record<string, string>>) =>
     .map(([k, v]) => `${k}=${v}`)
     .join(",") || "-";
 
-/** `ums node list|cordon|uncordon|remove` (issue #15; docs/SCALE-OUT.md): the nodes sharing the database. */
+/** `ums node list|cordon|uncordon|drain|remove` (issue #15; docs/SCALE-OUT.md): the nodes sharing the database. */
 export function nodeCommand(): Command {
   const node = new Command("node").description("the hosts (nodes) that run units for this database");
 
@@ -79,6 +87,57 @@ export function nodeCommand(): Command {
       });
   setState("cordon", "cordoned", "give a node no new units; its units stay and run");
   setState("uncordon", "active", "give a node new units again");
+
+  withDataDir(node.command("drain"))
+    .description(
+      "cordon a node and move every unit off it to the others, through the object store (needs UMS_NODE_SECRET; the node must be up)",
+    )
+    .argument("<name>", "node name")
+    .option("--json", "one JSON object per unit moved or failed")
+    .action(async (name: string, opts: { json?: boolean; dataDir?: string }) => {
+      const secret = process.env.UMS_NODE_SECRET ?? "";
+      if (secret.length < 32) {
+        throw new UsageError("ums node drain calls the nodes: set UMS_NODE_SECRET (the deployment's node secret)");
+      }
+      await withStore(opts, async (store) => {
+        const n = await store.nodes.setState(name, "cordoned");
+        if (!n) throw new UsageError(`no node '${name}'; 'ums node list' shows them`);
+        if (!nodeIsUp(n)) {
+          throw new UsageError(
+            `node '${name}' is down (heartbeat ${n.heartbeatAt}): its units move only from a running node (it stays cordoned)`,
+          );
+        }
+        const nodes = new NodeDirectory(store, undefined, secret, { connectMs: 5_000, answerMs: 10_000 });
+        const placement = new NodePlacement(store, (x) => x.address !== "");
+        const units = (await store.units.withStatus(["cold", "warm", "running"], n.id)).filter(
+          (u) => u.nodeId === n.id,
+        );
+        let failed = 0;
+        for (const unit of units) {
+          const org = await store.orgs.getById(unit.orgId);
+          const say = (line: Record<string, unknown>, text: string) =>
+            process.stdout.write(
+              opts.json ? `${JSON.stringify({ unit: unit.name, org: org?.slug, ...line })}\n` : `${text}\n`,
+            );
+          try {
+            if (!org) throw new Error("its organization is gone");
+            const target = await placement.choose(org, { not: n.id });
+            const moved = await moveUnit(store, nodes, { unit, from: n.id, target }, () => {});
+            say(
+              { moved: true, node: moved.node, checkpoint: moved.checkpoint.id },
+              `${org.slug}/${unit.name}: moved to ${moved.node}`,
+            );
+          } catch (err) {
+            failed++;
+            const why = err instanceof Error ? err.message : String(err);
+            say({ moved: false, error: why }, `${org?.slug ?? unit.orgId}/${unit.name}: not moved: ${why}`);
+          }
+        }
+        if (!opts.json)
+          process.stdout.write(`${name}: ${units.length - failed} of ${units.length} units moved; it stays cordoned\n`);
+        if (failed > 0) process.exitCode = 1;
+      });
+    });
 
   withDataDir(node.command("remove"))
     .description(

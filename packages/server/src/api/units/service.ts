@@ -16,6 +16,7 @@ import {
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
 import { NoNodeError } from "../../node/errors.js";
+import { type MovePlan, moveUnit } from "../../node/move.js";
 import type { NodePlacement } from "../../node/placement/node-placement.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "../../store/records.js";
@@ -42,13 +43,6 @@ function urlSettings(s: UrlSettingsRequest | undefined): {
 }
 
 /** The units use cases of spec 4.1, between the routes and the store. */
-/** A move `planMove` chose: the unit, its node, and the node it goes to. */
-export interface MovePlan {
-  readonly unit: UnitRecord;
-  readonly from: string;
-  readonly target: string;
-}
-
 export class UnitService {
   constructor(
     private readonly store: Store,
@@ -335,34 +329,9 @@ export class UnitService {
     return { unit, from, target };
   }
 
-  /** Carries out a move `planMove` chose (see there); progress tells each step. */
-  async move(plan: MovePlan, progress: (m: string) => void): Promise<{ checkpoint: CheckpointRecord; node: string }> {
-    const { unit, from, target } = plan;
-    const name = unit.name;
-    const targetName = (await this.store.nodes.get(target))?.name ?? target;
-    progress(`moving unit '${name}' to node '${targetName}'`);
-    const taken = await this.node.moveOut(unit, progress);
-    // As the store has it now (copied), not as it was taken.
-    const checkpoint = (await this.store.checkpoints.get(unit.id, taken.id)) ?? taken;
-    try {
-      await this.node.moveIn({ ...unit, nodeId: target }, checkpoint, progress);
-      if (!(await this.store.units.moveTo(unit.id, from, target, checkpoint.id))) {
-        throw new ApiError(409, ErrorCode.UnitBusy, `unit '${name}' was deleted or moved meanwhile`);
-      }
-    } catch (err) {
-      // What the target received goes (the record, still the old node's, stays).
-      await this.node.moveDone({ ...unit, nodeId: target }).catch(() => {});
-      await this.node.moveAborted(unit).catch(() => {});
-      throw err;
-    }
-    await this.node
-      .moveDone(unit)
-      .catch((err: unknown) =>
-        progress(
-          `the old node could not remove the unit's files yet (${err instanceof Error ? err.message : String(err)}); it will at its next start`,
-        ),
-      );
-    return { checkpoint, node: targetName };
+  /** Carries out a move `planMove` chose (node/move.ts); progress tells each step. */
+  move(plan: MovePlan, progress: (m: string) => void): Promise<{ checkpoint: CheckpointRecord; node: string }> {
+    return moveUnit(this.store, this.node, plan, progress);
   }
 
   /** The new unit's node: `on` when it must be (or should be) there; any node when `anywhere` and `on` cannot take it. */

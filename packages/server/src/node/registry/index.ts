@@ -2,4 +2,7 @@
 
 export type { NodeRecord, NodeState } from "../../store/records.js";
 export { NodeInUseError } from "../../store/store.js";
+export { NodeDirectory } from "../directory.js";
+export { type MovePlan, moveUnit } from "../move.js";
+export { NodePlacement } from "../placement/node-placement.js";
 export { DOWN_AFTER_MS, HEARTBEAT_MS, nodeIsUp } from "./liveness.js";

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -13,6 +14,7 @@ import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { freePort } from "../../testing/free-port.js";
 import { openOwnPool } from "../../testing/own-pool.js";
+import { UMS_BIN } from "../../testing/serve-process.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
 import { startTcpServer } from "../../testing/tcp-echo.js";
 import { openTestTunnel } from "../../testing/tunnel-client.js";
@@ -391,5 +393,45 @@ print("reached" if ok else "refused", ok)`,
       [],
       "n1 keeps nothing of its deleted units",
     );
+  });
+
+  it("ums node drain moves every unit off a node and leaves it cordoned", async () => {
+    const org = await api.server.store.orgs.getBySlug("acme");
+    for (const name of ["d1", "d2", "d3"]) await api.unit(token, name);
+    await execHttp(api.url, token, "d1", ["sh", "-c", "echo drained > /home/unit/mark"]);
+    const d1 = await api.server.store.units.get(org?.id ?? "", "d1");
+    const source = (await api.server.store.nodes.list()).find((n) => n.id === d1?.nodeId);
+    assert.ok(source);
+    const onSource = async () =>
+      (await api.server.store.units.withStatus(["cold", "warm", "running"], source.id)).filter(
+        (u) => u.nodeId === source.id,
+      );
+    const before = (await onSource()).map((u) => u.name);
+    assert.ok(before.includes("d1"));
+    const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        UMS_BIN,
+        ["node", "drain", source.name, "--json"],
+        { env: { ...process.env, UMS_DATABASE_URL: db.databaseUrl, UMS_NODE_SECRET: secret }, timeout: 180_000 },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    assert.equal(out.code, 0, out.stderr + out.stdout);
+    const lines = out.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => l.unit).sort(), [...before].sort());
+    assert.ok(
+      lines.every((l) => l.moved === true),
+      out.stdout,
+    );
+    assert.deepEqual(await onSource(), [], "nothing is left on the drained node");
+    assert.equal((await api.server.store.nodes.get(source.id))?.state, "cordoned");
+    const mark = await execHttp(api.url, token, "d1", ["cat", "/home/unit/mark"]);
+    assert.equal(mark.stdout.toString(), "drained\n");
+    await api.server.store.nodes.setState(source.name, "active");
+    for (const name of ["d1", "d2", "d3"])
+      assert.equal((await api.api("DELETE", `/v1/units/${name}`, { token })).status, 204);
   });
 });
