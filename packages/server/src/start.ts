@@ -186,13 +186,16 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       });
     }
     const localNodeId = registration?.node.id;
-    // A node is reachable from here when it is this process's, or has an endpoint.
-    const placement = new NodePlacement(store, (n) => n.id === localNodeId || n.address !== "");
     const directory = new NodeDirectory(
       store,
       node && localNodeId ? { id: localNodeId, node } : undefined,
       config.node.secret ?? "",
       { connectMs: config.agentConnectTimeoutMs, answerMs: config.agentAnswerTimeoutMs },
+    );
+    // A node is reachable from here when it is this process's, or has an endpoint that did not just fail.
+    const placement = new NodePlacement(
+      store,
+      (n) => n.id === localNodeId || (n.address !== "" && !directory.recentlyUnreachable(n.id)),
     );
     const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
       ? "127.0.0.1"

@@ -13,7 +13,7 @@ import type {
 } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { UnitDeletedError, UnitUnavailableError } from "./errors.js";
-import { nodeIsUp } from "./registry/liveness.js";
+import { DOWN_AFTER_MS, nodeIsUp } from "./registry/liveness.js";
 import { type NodeAddress, NodeUnreachableError, RemoteNode } from "./remote/remote-node.js";
 import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "./unit-node.js";
 
@@ -37,6 +37,24 @@ export function parseNodeAddress(address: string): { host: string; port: number 
  */
 export class NodeDirectory implements UnitNode {
   private readonly remotes = new Map<string, { node: RemoteNode; row: NodeRecord; at: number }>();
+  /** When this process last failed to reach each node (until it reaches it again). */
+  private readonly unreached = new Map<string, number>();
+  private readonly reach = {
+    unreachable: (id: string) => this.unreached.set(id, Date.now()),
+    reached: (id: string) => this.unreached.delete(id),
+  };
+
+  /**
+   * Whether this process failed to reach the node within the time a node takes to count as down:
+   * placement keeps new units away from it meanwhile (a stopped node's heartbeat is still fresh).
+   */
+  recentlyUnreachable(nodeId: string, now = Date.now()): boolean {
+    const at = this.unreached.get(nodeId);
+    if (at === undefined) return false;
+    if (now - at <= DOWN_AFTER_MS) return true;
+    this.unreached.delete(nodeId);
+    return false;
+  }
 
   constructor(
     private readonly store: Store,
@@ -58,12 +76,17 @@ export class NodeDirectory implements UnitNode {
       if (!addr) throw new UnitUnavailableError(`node '${row.name}' has no endpoint address this process can reach`);
       const address: NodeAddress = { id: row.id, name: row.name, ...addr, secret: this.secret };
       const same = entry && entry.row.address === row.address;
-      entry = { node: same && entry ? entry.node : new RemoteNode(address, this.timeouts), row, at: now };
+      entry = {
+        node: same && entry ? entry.node : new RemoteNode(address, this.timeouts, this.reach),
+        row,
+        at: now,
+      };
       this.remotes.set(nodeId, entry);
     }
     if (!nodeIsUp(entry.row, now)) {
       throw new NodeUnreachableError(
         `node '${entry.row.name}' is down (no heartbeat since ${entry.row.heartbeatAt}); its units are unavailable until it is back`,
+        entry.row.id,
       );
     }
     return entry.node;

@@ -24,5 +24,16 @@ export class UnitStartError extends UnitUnavailableError {
   }
 }
 
+/** Issue #15: the unit's node cannot be reached (down, stopped, unreachable); the API answers 502. */
+export class NodeUnreachableError extends UnitUnavailableError {
+  constructor(
+    message: string,
+    /** The node's id. */
+    readonly nodeId: string,
+  ) {
+    super(message);
+  }
+}
+
 /** Issue #15: no node can take a unit now; the message counts why of each node (placement.ts). */
 export class NoNodeError extends Error {}

@@ -15,7 +15,7 @@ import {
 } from "@ums/protocol";
 import type { ServerConfig } from "../../config.js";
 import type { Actor, EmitEvent } from "../../events/event-log.js";
-import { NoNodeError } from "../../node/errors.js";
+import { NodeUnreachableError, NoNodeError } from "../../node/errors.js";
 import { type MovePlan, moveUnit } from "../../node/move.js";
 import type { NodePlacement } from "../../node/placement/node-placement.js";
 import type { UnitNode } from "../../node/unit-node.js";
@@ -213,7 +213,22 @@ export class UnitService {
       throw err;
     }
     if ((!source || !cp) && !template && !image) {
-      await this.node.create(unit);
+      try {
+        await this.node.create(unit);
+      } catch (err) {
+        // A plain create makes nothing on its node until the first boot: a node that could not be
+        // reached leaves only the row, which goes (the directory now keeps placement away from
+        // that node: the client's retry goes elsewhere).
+        if (err instanceof NodeUnreachableError) {
+          await this.store.units.delete(org.id, unit.name);
+          throw new ApiError(
+            503,
+            ErrorCode.NoNode,
+            `${err.message}; nothing was created: try again (another node will be chosen)`,
+          );
+        }
+        throw err;
+      }
       this.emit({ orgId: org.id, type: "unit.created", unit: unit.name, actor, data: {} });
       return unit;
     }

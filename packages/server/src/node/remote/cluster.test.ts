@@ -366,6 +366,22 @@ print("reached" if ok else "refused", ok)`,
     assert.match(health.body.reason, /node 'n2'/);
     const fine = await execHttp(api.url, token, onN1, ["cat", "/tmp/answer"]);
     assert.equal(fine.stdout.toString(), "42\n");
+    // Its heartbeat is still fresh: a create placed on it fails whole (no row), and the API process
+    // places the next ones elsewhere.
+    const org = await api.server.store.orgs.getBySlug("acme");
+    const n1Id = (await api.server.store.nodes.getByName("n1"))?.id;
+    for (let i = 0; i < 4; i++) {
+      const c = await api.api("POST", "/v1/units", { token, json: { name: `while-down-${i}` } });
+      const row = await api.server.store.units.get(org?.id ?? "", `while-down-${i}`);
+      if (c.status === 201) assert.equal(row?.nodeId, n1Id, c.text);
+      else {
+        assert.equal(c.status, 503, c.text);
+        assert.equal(c.body.code, ErrorCode.NoNode);
+        assert.equal(row, undefined, "a refused create leaves no unit");
+      }
+      if (i > 0) assert.equal(c.status, 201, "after one failure the stopped node gets no new unit");
+    }
+    for (let i = 0; i < 4; i++) await api.api("DELETE", `/v1/units/while-down-${i}`, { token });
     // Restarted (on another port: its new address is read within ROW_TTL_MS), it re-adopts its
     // running units: their processes and files are as they were.
     await n2.restart();

@@ -374,6 +374,28 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
     await invariants();
   });
 
+  it("a frozen node (SIGSTOP) does not hang the API: its units' health answers unhealthy within seconds", async () => {
+    const on = await placement();
+    const unit = [...on].find(([, p]) => p === n1)?.[0] as string;
+    const child = n1.child;
+    assert.ok(child);
+    child.kill("SIGSTOP");
+    try {
+      const t0 = Date.now();
+      const health = await apiJson(api1, "GET", `/v1/units/${unit}/check`);
+      const took = Date.now() - t0;
+      assert.equal(health.status, 200, health.text);
+      assert.equal(health.body.status, "unhealthy");
+      assert.match(String(health.body.reason), /node 'n1' cannot be reached \(ETIMEDOUT\)/);
+      assert.ok(took < 10_000, `the check took ${took} ms`);
+    } finally {
+      child.kill("SIGCONT");
+    }
+    const back = await exec(api1, unit, ["cat", "/home/unit/mark"]);
+    assert.equal(back.status, 200, back.body.toString());
+    await invariants();
+  });
+
   it("two API processes creating the same name at once: one 201, the other 409 UMS_UNIT_EXISTS", async () => {
     for (let i = 0; i < 5; i++) {
       const name = `race${i}`;

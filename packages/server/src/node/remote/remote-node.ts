@@ -15,7 +15,7 @@ import type {
   UnitStatus,
 } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
-import { UnitUnavailableError } from "../errors.js";
+import { NodeUnreachableError, UnitUnavailableError } from "../errors.js";
 import type {
   CheckpointResult,
   HttpTarget,
@@ -37,6 +37,16 @@ import {
 
 /** The most a JSON answer of a node may hold. */
 const MAX_ANSWER_BYTES = 8 << 20;
+/**
+ * How long a node may take (issue #15, a node that is stopped must not hang the API): the head of
+ * any answer (a streamed one's progress then comes as it comes); a JSON call's whole answer (a
+ * delete of a large unit's disk included); a health check's (the API answers `unhealthy` then);
+ * a wake's lease (a boot, or a wait for capacity of up to 60 s).
+ */
+const CALL_HEAD_MS = 30_000;
+const CALL_MS = 120_000;
+const HEALTH_MS = 5_000;
+const WAKE_MS = 90_000;
 
 /** Where a node's endpoint is, and the secret it takes. */
 export interface NodeAddress {
@@ -48,8 +58,7 @@ export interface NodeAddress {
   readonly secret: string;
 }
 
-/** The node cannot be reached: its units are unavailable until it is (the API answers 502). */
-export class NodeUnreachableError extends UnitUnavailableError {}
+export { NodeUnreachableError };
 
 /**
  * Issue #15: the node seam's second implementation (docs/SCALE-OUT.md): a node in another process,
@@ -61,13 +70,17 @@ export class RemoteNode implements UnitNode {
   constructor(
     readonly address: NodeAddress,
     private readonly agentTimeouts: AgentTimeouts = DEFAULT_AGENT_TIMEOUTS,
+    /** Told whether the node could be reached (the directory keeps placement away from it meanwhile). */
+    private readonly reach?: { unreachable(nodeId: string): void; reached(nodeId: string): void },
   ) {}
 
   private unreachable(err: unknown): NodeUnreachableError {
     const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
     const e = new NodeUnreachableError(
       `node '${this.address.name}' cannot be reached (${code}); its units are unavailable until it is`,
+      this.address.id,
     );
+    this.reach?.unreachable(this.address.id);
     // Passed on as it is by the agent client (agent/http.ts wrap), not as the agent's failure.
     Object.defineProperty(e, NODE_SENT, { value: true });
     return e;
@@ -84,10 +97,23 @@ export class RemoteNode implements UnitNode {
     });
   }
 
-  /** Sends `body` (or streams it) and resolves with the answer's head. */
-  private send(req: ClientRequest, body: string | Readable): Promise<IncomingMessage> {
+  /**
+   * Sends `body` (or streams it) and resolves with the answer's head, within `headMs` (a node that
+   * is stopped still has its connections accepted by the kernel: nothing else would end the wait).
+   */
+  private send(req: ClientRequest, body: string | Readable, headMs = CALL_HEAD_MS): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
-      req.once("response", resolve);
+      const timer = setTimeout(() => {
+        const err = Object.assign(new Error(`no answer within ${headMs / 1000} s`), { code: "ETIMEDOUT" });
+        req.destroy(err);
+      }, headMs);
+      timer.unref();
+      req.once("response", (res) => {
+        clearTimeout(timer);
+        this.reach?.reached(this.address.id);
+        resolve(res);
+      });
+      req.once("close", () => clearTimeout(timer));
       req.once("error", (err) => reject(this.unreachable(err)));
       if (typeof body === "string") req.end(body);
       else {
@@ -97,16 +123,24 @@ export class RemoteNode implements UnitNode {
     });
   }
 
-  private async call<T>(method: JsonMethod | `leases/${string}`, args: unknown[]): Promise<T> {
+  private async call<T>(method: JsonMethod | `leases/${string}`, args: unknown[], ms = CALL_MS): Promise<T> {
     const req = this.open(method.startsWith("leases/") ? method : `call/${method}`, {
       "content-type": "application/json",
     });
-    const res = await this.send(req, JSON.stringify({ args }));
+    // The whole answer within `ms`: a call that streams nothing is done when it answers.
+    const res = await this.send(req, JSON.stringify({ args }), ms);
+    const timer = setTimeout(
+      () => res.destroy(Object.assign(new Error(`no whole answer within ${ms / 1000} s`), { code: "ETIMEDOUT" })),
+      ms,
+    );
+    timer.unref();
     let answer: { result?: unknown; error?: WireError };
     try {
       answer = JSON.parse(await readLimited(res, MAX_ANSWER_BYTES));
     } catch (err) {
       throw this.unreachable(err);
+    } finally {
+      clearTimeout(timer);
     }
     if (answer.error) throw decodeError(answer.error);
     return answer.result as T;
@@ -215,7 +249,7 @@ export class RemoteNode implements UnitNode {
     return this.call("destroy", [unit]);
   }
   health(unit: UnitRecord): Promise<UnitHealth> {
-    return this.call("health", [unit]);
+    return this.call("health", [unit], HEALTH_MS);
   }
   checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
     return this.stream("checkpoint", [unit, comment], progress);
@@ -269,7 +303,7 @@ export class RemoteNode implements UnitNode {
 
   async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
     const req = this.open("wake", { "content-type": "application/json" });
-    const res = await this.send(req, JSON.stringify({ args: [org, unit] }));
+    const res = await this.send(req, JSON.stringify({ args: [org, unit] }), WAKE_MS);
     const lease = await new Promise<{ id: string; booted: boolean }>((resolve, reject) => {
       // The first line is the lease (or the error); the request then stays open: it is the hold.
       this.events(
