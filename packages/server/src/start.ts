@@ -255,16 +255,19 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     throw err;
   }
   const listening = app?.server.address();
-  port = typeof listening === "object" && listening ? listening.port : (endpoint?.port ?? config.listenPort);
+  // The API's port (units' URLs and the admin connector name it). A `--role node` process serves no
+  // API: its units name the deployment's --listen port, which its API processes are taken to share.
+  if (typeof listening === "object" && listening) port = listening.port;
+  const shownPort = app ? port : (endpoint?.port ?? port);
   const listenHost = app ? config.listenHost : (config.node.listen?.host ?? config.listenHost);
   const host = listenHost.includes(":") ? `[${listenHost}]` : listenHost;
-  const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
+  const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${shownPort}`;
   logger.info(
     {
       url,
       role,
       ...(app && { console: `${url}/console/` }),
-      port,
+      port: shownPort,
       ...(endpoint && { nodeEndpoint: config.node.address }),
       ...(node && { gatewayPort: connectors.gatewayPort() }),
       dialect: store.dialect,
@@ -319,7 +322,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   };
   return {
     url,
-    port,
+    port: shownPort,
     store,
     get node() {
       return local ?? none("node");

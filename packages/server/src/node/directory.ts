@@ -199,7 +199,13 @@ export class NodeDirectory implements UnitNode {
     ids: readonly string[],
     replicated?: ReadonlySet<string>,
   ): Promise<ReadonlySet<string>> {
-    return (await this.ofUnitId(unitId)).checkpointsPresent(unitId, ids, replicated);
+    try {
+      return await (await this.ofUnitId(unitId)).checkpointsPresent(unitId, ids, replicated);
+    } catch (err) {
+      // The listing answers while the unit's node is down: what the store holds can be restored.
+      if (err instanceof UnitUnavailableError) return new Set(ids.filter((id) => replicated?.has(id)));
+      throw err;
+    }
   }
   async moveOut(unit: UnitRecord, progress: Progress): Promise<CheckpointRecord> {
     return (await this.of(unit.nodeId)).moveOut(unit, progress);

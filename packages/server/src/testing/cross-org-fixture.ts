@@ -67,6 +67,7 @@ export const EXAMPLES: Record<string, (t: Target) => Example> = {
   "POST /v1/units/{name}/policy/network": () => ({ json: { rules: [] } }),
   "GET /v1/units/{name}/policy/network/log": () => ({}),
   "POST /v1/units/{name}/checkpoint": () => ({ json: { comment: "a's" } }),
+  "POST /v1/units/{name}/move": () => ({ json: {} }),
   "GET /v1/units/{name}/checkpoints": () => ({}),
   "GET /v1/units/{name}/checkpoints/{id}": () => ({}),
   "DELETE /v1/units/{name}/checkpoints/{id}": () => ({}),

@@ -339,6 +339,11 @@ export class UnitService {
       if (row.id === from) throw ApiError.validation([`node: unit '${name}' is on node '${to}' already`]);
       target = await this.placement.choose(org, { on: row.id });
     } else {
+      if (!(await this.store.nodes.list()).some((n) => n.id !== from)) {
+        throw ApiError.validation([
+          `node: there is no other node to move unit '${name}' to (ums node list names them)`,
+        ]);
+      }
       target = await this.placement.choose(org, { not: from });
     }
     return { unit, from, target };

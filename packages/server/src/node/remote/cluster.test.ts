@@ -366,6 +366,9 @@ print("reached" if ok else "refused", ok)`,
     assert.match(health.body.reason, /node 'n2'/);
     const fine = await execHttp(api.url, token, onN1, ["cat", "/tmp/answer"]);
     assert.equal(fine.stdout.toString(), "42\n");
+    // Its checkpoints are still listed (their rows are the database's).
+    const cps = await api.api("GET", `/v1/units/${onN2}/checkpoints`, { token });
+    assert.equal(cps.status, 200, cps.text);
     // Its heartbeat is still fresh: a create placed on it fails whole (no row), and the API process
     // places the next ones elsewhere.
     const org = await api.server.store.orgs.getBySlug("acme");

@@ -312,7 +312,9 @@ export class RemoteNode implements UnitNode {
         (ev) => {
           if ("lease" in ev) resolve({ id: ev.lease, booted: ev.booted });
         },
-      ).then(() => reject(this.unreachable(new Error("the node answered a wake without a lease"))), reject);
+      )
+        .then(() => reject(this.unreachable(new Error("the node answered a wake without a lease"))))
+        .catch(reject);
     }).catch((err: unknown) => {
       req.destroy();
       throw err;
