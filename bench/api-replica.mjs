@@ -28,7 +28,7 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { freePort, percentile, pgCluster, run, UMS } from "./lib.mjs";
+import { freePort, fmt as ms, percentile, pgCluster, run, UMS } from "./lib.mjs";
 
 const USAGE = `usage: node bench/api-replica.mjs [options]
 
@@ -71,7 +71,6 @@ const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
 const START_TIMEOUT_MS = 120_000;
 
 const log = (m) => process.stderr.write(`${m}\n`);
-const ms = (x) => (Number.isFinite(x) ? `${x.toFixed(2)} ms` : "n/a");
 const signed = (x) => (Number.isFinite(x) && x >= 0 ? `+${ms(x)}` : ms(x));
 const dist = (p) => new URL(`../packages/server/dist/${p}`, import.meta.url).href;
 const sleep = (t) => new Promise((r) => setTimeout(r, t));
