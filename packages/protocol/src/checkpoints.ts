@@ -7,9 +7,18 @@ export const CheckpointInfo = Type.Object(
     create_time: Type.String({ format: "date-time" }),
     comment: Type.String(),
     source_id: Type.Optional(Type.String({ description: "The checkpoint the unit was on when this one was taken" })),
-    health: Type.String({ description: "Empty when healthy; mount_failed when its snapshot is missing" }),
+    health: Type.String({
+      description:
+        "Empty when it can be restored (its snapshot on the unit's node, or its copy in the object store); mount_failed otherwise",
+    }),
     active: Type.Boolean(),
     is_auto: Type.Boolean({ description: "Taken by ums itself: the backup before a restore (spec 3.3)" }),
+    local: Type.Optional(
+      Type.Boolean({
+        description:
+          "Whether its files are on the unit's node (false once evicted: a restore or fork receives them first); shown with `replication`",
+      }),
+    ),
     replication: Type.Optional(
       Type.Object(
         {

@@ -233,6 +233,38 @@ describe("server configuration", () => {
       assert.throws(() => resolveConfig(input, env), message, JSON.stringify(input));
   });
 
+  it("reads --local-checkpoints (issue #15 retention): a whole number from 1, only with --object-store", () => {
+    const store = "s3://ums-data/?endpoint=http://127.0.0.1:9000";
+    assert.equal(resolveConfig({}, {}).localCheckpoints, undefined);
+    assert.equal(resolveConfig({ objectStore: store }, {}).localCheckpoints, undefined);
+    assert.equal(resolveConfig({ objectStore: store, localCheckpoints: "3" }, {}).localCheckpoints, 3);
+    assert.equal(resolveConfig({ objectStore: store, localCheckpoints: 1 }, {}).localCheckpoints, 1);
+    assert.equal(
+      resolveConfig({}, { UMS_OBJECT_STORE: store, UMS_LOCAL_CHECKPOINTS: "5" }).localCheckpoints,
+      5,
+      "from the environment",
+    );
+    assert.equal(
+      resolveConfig({ localCheckpoints: "2" }, { UMS_OBJECT_STORE: store, UMS_LOCAL_CHECKPOINTS: "5" })
+        .localCheckpoints,
+      2,
+      "the flag beats the environment",
+    );
+    for (const bad of ["0", "-1", "2.5", "1e3", "two", " ", "0x10", 0, 1.5]) {
+      assert.throws(
+        () => resolveConfig({ objectStore: store, localCheckpoints: bad }, {}),
+        (err: unknown) =>
+          err instanceof ConfigError && /^--local-checkpoints '.*' must be a whole number from 1/.test(err.message),
+        JSON.stringify(bad),
+      );
+    }
+    assert.throws(
+      () => resolveConfig({ localCheckpoints: "2" }, {}),
+      (err: unknown) => err instanceof ConfigError && /--local-checkpoints needs --object-store/.test(err.message),
+    );
+    assert.throws(() => resolveConfig({}, { UMS_LOCAL_CHECKPOINTS: "2" }), /needs --object-store/);
+  });
+
   it("reads --object-store (issue #15): bucket, prefix, endpoint, region, path style; never credentials", () => {
     assert.equal(resolveConfig({}, {}).objectStore, undefined);
     assert.deepEqual(parseObjectStore("s3://my-bucket"), {

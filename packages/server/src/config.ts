@@ -90,6 +90,12 @@ export interface ServerConfig {
    * none. Its credentials are read from the environment when it opens, never kept here.
    */
   readonly objectStore: ObjectStoreConfig | undefined;
+  /**
+   * Issue #15 retention (`--local-checkpoints N`, docs/SCALE-OUT.md): with an object store, a node
+   * keeps the snapshots of each unit's N newest checkpoints and evicts older ones once the store
+   * holds them; undefined: every snapshot stays on the node.
+   */
+  readonly localCheckpoints: number | undefined;
 }
 
 /** `s3://BUCKET[/PREFIX/][?endpoint=URL&region=R&path_style=true]`, parsed. */
@@ -138,6 +144,7 @@ export interface ConfigInput {
   nodeListen?: string | undefined;
   nodeAddress?: string | undefined;
   objectStore?: string | undefined;
+  localCheckpoints?: string | number | undefined;
   /** false: `--no-metrics`. */
   metrics?: boolean | undefined;
   metricsListen?: string | undefined;
@@ -421,6 +428,26 @@ function nodeUnitSlots(raw: string | number | undefined): number | undefined {
   return n;
 }
 
+/** `--local-checkpoints N`: a whole number from 1, and only where checkpoints are stored elsewhere. */
+function localCheckpoints(
+  raw: string | number | undefined,
+  objectStore: ObjectStoreConfig | undefined,
+): number | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const n = typeof raw === "number" ? raw : /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 1) {
+    throw new ConfigError(
+      `--local-checkpoints '${raw}' must be a whole number from 1 (how many of each unit's newest checkpoints stay on the node)`,
+    );
+  }
+  if (!objectStore) {
+    throw new ConfigError(
+      "--local-checkpoints needs --object-store: a node evicts only checkpoints the object store holds (without one, every checkpoint stays on the node)",
+    );
+  }
+  return n;
+}
+
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
 /** `s3://BUCKET[/PREFIX/][?endpoint=URL&region=R&path_style=true]` (docs/SCALE-OUT.md). */
@@ -543,9 +570,13 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
       unitSlots: nodeUnitSlots(input.nodeUnitSlots ?? env.UMS_NODE_UNITS),
       ...nodeRole(input, env, input.databaseUrl ?? (env.UMS_DATABASE_URL || undefined)),
     }),
-    objectStore: (() => {
+    ...(() => {
       const v = input.objectStore ?? (env.UMS_OBJECT_STORE || undefined);
-      return v === undefined ? undefined : parseObjectStore(v);
+      const objectStore = v === undefined ? undefined : parseObjectStore(v);
+      return {
+        objectStore,
+        localCheckpoints: localCheckpoints(input.localCheckpoints ?? env.UMS_LOCAL_CHECKPOINTS, objectStore),
+      };
     })(),
   });
 }

@@ -122,6 +122,10 @@ export function serveCommand(): Command {
       "copy checkpoints to this S3-compatible store: s3://BUCKET[/PREFIX/][?endpoint=URL&region=R] (env UMS_OBJECT_STORE; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
     )
     .option(
+      "--local-checkpoints <n>",
+      "with --object-store: keep each unit's n newest checkpoints on this node and evict older ones once the store holds them (env UMS_LOCAL_CHECKPOINTS, default all stay)",
+    )
+    .option(
       "--log-format <format>",
       "auto (readable lines on a terminal, else JSON), json or pretty (env UMS_LOG_FORMAT, default auto)",
     )
@@ -159,6 +163,7 @@ export function serveCommand(): Command {
         nodeLabels?: string;
         nodeUnits?: string;
         objectStore?: string;
+        localCheckpoints?: string;
         logFormat?: string;
       }) => {
         // Signals are handled from the first moment: one that arrives while the server starts

@@ -239,6 +239,27 @@ export class CheckpointWork {
     });
   }
 
+  /**
+   * Issue #15 retention (node/local/retention.ts): deletes the local snapshots of the checkpoints
+   * `choose` names, never their rows (the object store holds them; a restore or fork receives them
+   * again). Under the unit's lock, so no restore, fork, publish or receive of the unit's
+   * checkpoints runs meanwhile; `choose` sees the unit and its rows as they are under it. Returns
+   * the ids whose snapshots went.
+   */
+  evictLocal(
+    unitId: string,
+    choose: (unit: UnitRecord, rows: CheckpointRecord[]) => readonly string[],
+  ): Promise<readonly string[]> {
+    return this.table.mutex.run(unitId, async () => {
+      if (this.table.isGoing(unitId)) return [];
+      const unit = await this.store.units.getById(unitId);
+      if (!unit) return [];
+      const ids = choose(unit, await this.store.checkpoints.list(unitId));
+      for (const id of ids) await this.runtime.deleteCheckpoint(unitId, id);
+      return ids;
+    });
+  }
+
   /** Deletes a checkpoint that is not the unit's active one (checked under the lock: no restore can race it). */
   async delete(unit: UnitRecord, cp: CheckpointRecord): Promise<void> {
     await this.table.mutex.run(unit.id, async () => {

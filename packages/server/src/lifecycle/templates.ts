@@ -19,6 +19,11 @@ const lockOf = (t: TemplateRecord) => `template:${t.id}`;
  * pool is ever removed for want of a row (another server's templates may share the pool).
  */
 export class TemplateWork {
+  /** Issue #15: brings a checkpoint's files back from the object store when they are not on the node. */
+  private needed:
+    | ((unitId: string, cp: CheckpointRecord, progress: (msg: string) => void) => Promise<void>)
+    | undefined;
+
   constructor(
     private readonly table: UnitTable,
     private readonly store: Store,
@@ -27,6 +32,11 @@ export class TemplateWork {
     /** Issue #15: this node's id (Lifecycle's `nodeId`). */
     private readonly nodeId?: string,
   ) {}
+
+  /** Issue #15: what the node does before a checkpoint is published (CheckpointHooks' `needed`). */
+  setNeeded(needed: (unitId: string, cp: CheckpointRecord, progress: (msg: string) => void) => Promise<void>): void {
+    this.needed = needed;
+  }
 
   /** Publishes checkpoint `cp` of `source` as a template; TemplateExistsError (store) when the name is taken. */
   async publish(
@@ -57,6 +67,8 @@ export class TemplateWork {
       // Under the source's lock: no delete of the unit (or its checkpoint) runs meanwhile.
       await this.table.mutex.run(source.id, async () => {
         this.table.assertNotDeleted(source);
+        // Issue #15: its files first, from the object store when they are not on the node.
+        await this.needed?.(source.id, cp, () => {});
         await this.runtime.publishTemplate(source.id, cp.id, t.id);
       });
       failpoint("template.snapshotted");

@@ -89,6 +89,8 @@ export interface TestServerOpts {
   metricsListen?: string;
   /** Issue #15: `--object-store` (its credentials from the test process's environment). */
   objectStore?: string;
+  /** Issue #15: `--local-checkpoints` (retention of stored checkpoints' snapshots). */
+  localCheckpoints?: number;
   /**
    * Issue #15: one process of a deployment of several (docs/SCALE-OUT.md): its role, the
    * database the deployment shares (the caller's: not dropped at close), its node endpoint
@@ -159,6 +161,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       metrics: overrides.metrics,
       metricsListen: overrides.metricsListen,
       objectStore: overrides.objectStore,
+      localCheckpoints: overrides.localCheckpoints,
     },
     cluster ? { UMS_NODE_SECRET: cluster.secret } : {},
   );

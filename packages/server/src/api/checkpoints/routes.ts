@@ -37,14 +37,25 @@ function lineage(cps: readonly CheckpointRecord[], id: string): CheckpointRecord
 
 export function checkpointRoutes(app: ApiInstance, { store, units, node, dialect }: CheckpointDeps): void {
   const tags = ["checkpoints"];
-  /** Spec 2.6 views of the unit's checkpoints, with whether each one's files are on its node. */
+  /**
+   * Spec 2.6 views of the unit's checkpoints, with whether each one can be restored (its files on
+   * its node, or in the object store) and, for those with a copy (issue #15), whether its files are
+   * on the node itself: a second question to the node (no stored ones counted), only when some are
+   * stored; one that is not stored is on the node exactly when it can be restored.
+   */
   const infos = async (unit: UnitRecord, cps: readonly CheckpointRecord[]) => {
-    const present = await node.checkpointsPresent(
-      unit.id,
-      cps.map((c) => c.id),
-      new Set(cps.filter((c) => c.replica?.state === "replicated").map((c) => c.id)),
+    const stored = new Set(cps.filter((c) => c.replica?.state === "replicated").map((c) => c.id));
+    const [present, local] = await Promise.all([
+      node.checkpointsPresent(
+        unit.id,
+        cps.map((c) => c.id),
+        stored,
+      ),
+      stored.size > 0 ? node.checkpointsPresent(unit.id, [...stored], new Set()) : new Set<string>(),
+    ]);
+    return cps.map((cp) =>
+      checkpointInfo(unit, cp, present.has(cp.id), stored.has(cp.id) ? local.has(cp.id) : present.has(cp.id)),
     );
-    return cps.map((cp) => checkpointInfo(unit, cp, present.has(cp.id)));
   };
   const now = () => new Date().toISOString();
 

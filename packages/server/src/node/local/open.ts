@@ -9,7 +9,7 @@ import { hostResolver, NetworkEgress } from "../../network/egress.js";
 import type { ObjectStore } from "../../replication/object-store.js";
 import { openHostRuntime } from "../../runtime/host.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
-import type { UnitRecord } from "../../store/records.js";
+import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { nodeId as readOrMakeNodeId } from "../registry/registration.js";
 import { HttpTargets } from "./http-targets.js";
@@ -95,15 +95,23 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       stateDir: join(config.dataDir, "replication"),
       log,
       nodeId,
+      ...(config.localCheckpoints !== undefined && {
+        retention: {
+          keep: config.localCheckpoints,
+          evict: (unitId, choose) => lifecycle.checkpoints.evictLocal(unitId, choose),
+        },
+      }),
     });
   if (replicator) {
+    const needed = async (unitId: string, cp: CheckpointRecord, progress: (message: string) => void) => {
+      await replicator.fetch(unitId, cp, progress);
+    };
     lifecycle.checkpoints.setHooks({
       taken: (unitId, cpId) => replicator.taken(unitId, cpId),
-      needed: async (unitId, cp, progress) => {
-        await replicator.fetch(unitId, cp, progress);
-      },
+      needed,
       deleted: (unitId, cpId) => replicator.checkpointDeleted(unitId, cpId),
     });
+    lifecycle.templates.setNeeded(needed);
   }
   const node = new LocalNode({
     store,

@@ -13,9 +13,10 @@ import {
   type ObjectStore,
 } from "../../replication/index.js";
 import type { UnitRuntime } from "../../runtime/runtime.js";
-import type { CheckpointRecord } from "../../store/records.js";
+import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { UnitUnavailableError } from "../errors.js";
+import { evictable, exportParent } from "./retention.js";
 
 /**
  * The store seen from one unit: its keys under `units/<unitId>/` (checkpoint ids, `v0`, `v1`, …,
@@ -51,6 +52,18 @@ export interface ReplicatorDeps {
   readonly log: Logger;
   /** Issue #15: this node's id: it resumes the copies of its own units' checkpoints only. */
   readonly nodeId?: string;
+  /**
+   * Issue #15 retention (`--local-checkpoints`, docs/SCALE-OUT.md): once a unit's checkpoint is
+   * stored, the local snapshots of its checkpoints that node/local/retention.ts allows go, through
+   * `evict` (CheckpointWork.evictLocal: under the unit's lock). Absent: every snapshot stays.
+   */
+  readonly retention?: {
+    readonly keep: number;
+    readonly evict: (
+      unitId: string,
+      choose: (unit: UnitRecord, rows: CheckpointRecord[]) => readonly string[],
+    ) => Promise<readonly string[]>;
+  };
 }
 
 /** An object store that holds connections (the S3 client's): closed with the replicator. */
@@ -73,10 +86,15 @@ interface Job {
 export class Replicator {
   private readonly queue: Job[] = [];
   private draining: Promise<void> | undefined;
-  private current: (Job & { abort: AbortController; done: Promise<void> }) | undefined;
+  private current: (Job & { abort: AbortController; done: Promise<boolean> }) | undefined;
   private closed = false;
   /** Per unit, the fetch under way: one import at a time into a unit's checkpoint directory. */
   private readonly fetching = new Map<string, Promise<void>>();
+  /** Retention: the units whose snapshots are to be looked at, one pass at a time. */
+  private readonly toRetain = new Set<string>();
+  private retaining: Promise<void> | undefined;
+  /** Per unit, snapshots being evicted now: no export of the unit starts until they are gone. */
+  private readonly evicting = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: ReplicatorDeps) {}
 
@@ -111,6 +129,8 @@ export class Replicator {
         "received a checkpoint from the object store",
       );
       progress(`received ${r.received.join(", ")} from the object store`);
+      // What came back and is not needed here goes again (after the restore or fork, under its lock).
+      this.retain(unitId);
     });
     // The next fetch of the unit waits for this one, whatever its outcome (its own caller has it).
     const settled = run.catch(() => {});
@@ -164,6 +184,12 @@ export class Replicator {
         });
       this.enqueue(cp.unitId, cp.id);
     }
+    // Retention set (or lowered) since the last start applies now to every unit of the node.
+    if (this.deps.retention) {
+      for (const u of await this.deps.store.units.withStatus(["cold", "warm", "running"], this.deps.nodeId)) {
+        this.retain(u.id);
+      }
+    }
     return left.length;
   }
 
@@ -174,21 +200,30 @@ export class Replicator {
 
   private async drain(): Promise<void> {
     for (let job = this.queue.shift(); job && !this.closed; job = this.queue.shift()) {
+      // Snapshots of the unit being evicted (one may be this export's parent): after they are gone,
+      // parentOf picks among those left. From here to `current` nothing yields: an eviction that
+      // begins meanwhile sees this export under way.
+      for (let e = this.evicting.get(job.unitId); e; e = this.evicting.get(job.unitId)) await e;
+      if (this.closed) break;
       const abort = new AbortController();
       const done = this.exportOne(job, abort.signal).catch((err: unknown) => {
         // exportOne records its failures; this is the store (the database) failing under it.
         this.deps.log.error({ err, unitId: job.unitId, checkpoint: job.cpId }, "checkpoint export failed");
+        return false;
       });
       this.current = { ...job, abort, done };
-      await done;
+      const stored = await done;
       this.current = undefined;
+      // Once it is no longer under way: the pass may then evict what this copy made redundant.
+      if (stored) this.retain(job.unitId);
     }
   }
 
-  private async exportOne(job: Job, signal: AbortSignal): Promise<void> {
+  /** True when the checkpoint is stored now (and was not deleted meanwhile). */
+  private async exportOne(job: Job, signal: AbortSignal): Promise<boolean> {
     const { store, runtime, log } = this.deps;
     const cp = await store.checkpoints.get(job.unitId, job.cpId);
-    if (!cp || cp.replica?.state === "replicated") return;
+    if (!cp || cp.replica?.state === "replicated") return false;
     const at = () => new Date().toISOString();
     if (!runtime.hasCheckpoint(job.unitId, job.cpId)) {
       await store.checkpoints.setReplica(job.unitId, job.cpId, {
@@ -196,7 +231,7 @@ export class Replicator {
         error: "its snapshot is not on this node",
         at: at(),
       });
-      return;
+      return false;
     }
     const dir = runtime.checkpointDir(job.unitId);
     const parent = await this.parentOf(cp);
@@ -231,9 +266,10 @@ export class Replicator {
       );
       // Deleted while it was copied: its copy goes too.
       if (!stored) await this.collect(job.unitId);
+      return stored;
     } catch (err) {
-      if (this.closed && isReplicationError(err, "ABORTED")) return; // resumed at the next start
-      if (isReplicationError(err, "ABORTED")) return; // forgotten: its row or unit went
+      if (this.closed && isReplicationError(err, "ABORTED")) return false; // resumed at the next start
+      if (isReplicationError(err, "ABORTED")) return false; // forgotten: its row or unit went
       const message = err instanceof Error ? err.message : String(err);
       log.warn(
         { unitId: job.unitId, checkpoint: job.cpId, err: message },
@@ -247,16 +283,86 @@ export class Replicator {
         error: `the copy failed (${kind}); the server log says why; it is tried again at the server's next start`,
         at: at(),
       });
+      return false;
     }
   }
 
   /** The newest earlier checkpoint of the unit that is stored and on this node (its source first), if any. */
   private async parentOf(cp: CheckpointRecord): Promise<string | null> {
-    const usable = (c: CheckpointRecord) =>
-      c.seq < cp.seq && c.replica?.state === "replicated" && this.deps.runtime.hasCheckpoint(c.unitId, c.id);
-    const earlier = (await this.deps.store.checkpoints.list(cp.unitId)).filter(usable);
-    const source = earlier.find((c) => c.id === cp.sourceId);
-    return (source ?? earlier[earlier.length - 1])?.id ?? null;
+    const rows = await this.deps.store.checkpoints.list(cp.unitId);
+    return exportParent(rows, cp, (id) => this.deps.runtime.hasCheckpoint(cp.unitId, id));
+  }
+
+  /** Retention: queues a look at the unit's local snapshots (once; passes run one at a time). Never throws. */
+  private retain(unitId: string): void {
+    if (!this.deps.retention || this.closed) return;
+    this.toRetain.add(unitId);
+    this.retaining ??= this.retainAll().finally(() => {
+      this.retaining = undefined;
+    });
+  }
+
+  private async retainAll(): Promise<void> {
+    for (let id = this.first(this.toRetain); id !== undefined && !this.closed; id = this.first(this.toRetain)) {
+      this.toRetain.delete(id);
+      const unitId = id;
+      await this.retainOne(unitId).catch((err: unknown) => {
+        // Nothing went, or some did (each only once the store held it): the next copy tries again.
+        this.deps.log.warn(
+          { unitId, err: err instanceof Error ? err.message : String(err) },
+          "evicting a unit's stored checkpoints from the node failed",
+        );
+      });
+    }
+  }
+
+  private first(set: ReadonlySet<string>): string | undefined {
+    for (const v of set) return v;
+    return undefined;
+  }
+
+  /**
+   * Deletes the unit's local snapshots that retention allows (retention.ts) and that the store is
+   * seen to hold now, with every checkpoint of their chains (a row that says `replicated` is not
+   * taken on trust: the store may have been changed under the node). The rule is applied again
+   * under the unit's lock; meanwhile no export of the unit runs.
+   */
+  private async retainOne(unitId: string): Promise<void> {
+    const retention = this.deps.retention;
+    if (!retention) return;
+    const { store, runtime, nodeId, log } = this.deps;
+    const isLocal = (id: string) => runtime.hasCheckpoint(unitId, id);
+    const ours = (unit: UnitRecord) => nodeId === undefined || unit.nodeId === null || unit.nodeId === nodeId;
+    const rule = (unit: UnitRecord, rows: readonly CheckpointRecord[]) =>
+      ours(unit) ? evictable({ rows, keep: retention.keep, active: unit.activeCheckpoint, isLocal }) : [];
+    // First without the lock: most passes find nothing to do and ask the store nothing.
+    const unit = await store.units.getById(unitId);
+    if (!unit || rule(unit, await store.checkpoints.list(unitId)).length === 0) return;
+    const whole = new Set<string>();
+    const seen = new Map<string, Set<string>>();
+    for (const o of await unitObjects(this.deps.objects, unitId).list("checkpoints/")) {
+      const m = /^checkpoints\/([a-z0-9_-]{1,64})\/(.+)$/.exec(o.key);
+      if (m?.[1] && m[2]) seen.set(m[1], (seen.get(m[1]) ?? new Set()).add(m[2]));
+    }
+    for (const [id, names] of seen) {
+      const keys = checkpointKeys(id);
+      if ([keys.manifest, keys.stream].every((k) => names.has(k.slice(keys.dir.length)))) whole.add(id);
+    }
+    let release: (() => void) | undefined;
+    try {
+      const gone = await retention.evict(unitId, (fresh, rows) => {
+        // An export of the unit under way reads its parent's snapshot: this pass gives way (the
+        // export's end asks for another).
+        if (this.closed || this.current?.unitId === unitId) return [];
+        this.evicting.set(unitId, new Promise<void>((r) => (release = r)));
+        const byId = new Map(rows.map((c) => [c.id, c]));
+        return rule(fresh, rows).filter((id) => (byId.get(id)?.replica?.chain ?? [id]).every((c) => whole.has(c)));
+      });
+      if (gone.length > 0) log.info({ unitId, checkpoints: gone }, "evicted stored checkpoints from the node");
+    } finally {
+      this.evicting.delete(unitId);
+      release?.();
+    }
   }
 
   private unitStateDir(unitId: string): string {
@@ -347,8 +453,10 @@ export class Replicator {
   async close(): Promise<void> {
     this.closed = true;
     this.queue.length = 0;
+    this.toRetain.clear();
     this.current?.abort.abort(new Error("the server stops"));
     await this.draining;
+    await this.retaining;
     (this.deps.objects as Closable).destroy?.();
   }
 }
