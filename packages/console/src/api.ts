@@ -113,6 +113,8 @@ export const unitPath = (name: string, rest = "") => `/v1/units/${encodeURICompo
 export interface Session {
   organization: string;
   csrf: string;
+  /** The role of the token signed in with: `admin` or `member`. */
+  role: string;
 }
 
 export interface Unit {
@@ -127,6 +129,8 @@ export interface Unit {
   url_settings: { auth: "unit" | "public"; private_access?: string } | null;
   config?: { ram_mb?: number; cpus?: number; storage_gb?: number };
   version: string | null;
+  /** Issue #15: the node that holds it. */
+  node?: string;
 }
 
 export interface UnitList {
@@ -247,3 +251,26 @@ export const listImages = (signal?: AbortSignal) =>
   get<{ images: Image[] }>("/v1/images", { signal }).then((r) => r.images);
 export const listTemplates = (signal?: AbortSignal) =>
   get<{ templates: Template[] }>("/v1/templates", { signal }).then((r) => r.templates);
+
+/** Issue #15: a host that runs units (`GET /v1/nodes`, admin tokens only). */
+export interface Node {
+  id: string;
+  name: string;
+  up: boolean;
+  state: string;
+  status: string;
+  units: number;
+  unit_slots: number | null;
+  cpus: number;
+  memory_bytes: number;
+  memory_free_bytes: number;
+  disk_bytes: number;
+  disk_free_bytes: number;
+  labels: Record<string, string>;
+  version: string;
+  started_at: string;
+  heartbeat_at: string;
+  heartbeat_age_seconds: number;
+}
+
+export const listNodes = (signal?: AbortSignal) => get<{ nodes: Node[] }>("/v1/nodes", { signal }).then((r) => r.nodes);

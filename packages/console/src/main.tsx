@@ -8,6 +8,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, call, type Session, setCsrf, setUnauthorizedHandler } from "./api.js";
 import { Connectors } from "./connectors.js";
 import { Images } from "./images.js";
+import { Nodes } from "./nodes.js";
 import { Templates } from "./templates.js";
 import { UnitPage } from "./unit.js";
 import { prefetchUnits, Units } from "./units.js";
@@ -68,12 +69,13 @@ function SignIn({ onSession }: { onSession: (s: Session) => void }) {
   );
 }
 
-/** The main pages: the hash's first part (none: units) and the link's text. */
+/** The main pages: the hash's first part (none: units), the link's text, and whether only admin tokens see it. */
 const NAV = [
-  ["", "Units"],
-  ["images", "Images"],
-  ["templates", "Templates"],
-  ["connectors", "Connectors"],
+  ["", "Units", false],
+  ["images", "Images", false],
+  ["templates", "Templates", false],
+  ["connectors", "Connectors", false],
+  ["nodes", "Nodes", true],
 ] as const;
 
 function App({ initial }: { initial: Session | null }) {
@@ -111,6 +113,7 @@ function App({ initial }: { initial: Session | null }) {
   if (parts[0] === "connectors") page = <Connectors />;
   else if (parts[0] === "images") page = <Images />;
   else if (parts[0] === "templates") page = <Templates />;
+  else if (parts[0] === "nodes") page = <Nodes admin={session.role === "admin"} />;
   else if (parts[0] === "units" && parts[1]) page = <UnitPage name={parts[1]} tab={parts[2] ?? "overview"} />;
   const current = NAV.find(([p]) => p === parts[0])?.[0] ?? "";
   const signOut = () => {
@@ -127,7 +130,7 @@ function App({ initial }: { initial: Session | null }) {
           ums
         </a>
         <nav class="mainnav" aria-label="Main">
-          {NAV.map(([path, label]) => (
+          {NAV.filter(([, , admin]) => !admin || session.role === "admin").map(([path, label]) => (
             <a key={path} href={`#/${path}`} aria-current={path === current ? "page" : undefined}>
               {label}
             </a>

@@ -148,6 +148,12 @@ function Overview({ unit }: { unit: Unit }) {
         </dd>
         <dt>Labels</dt>
         <dd>{(unit.labels ?? []).join(", ") || "none"}</dd>
+        {unit.node && (
+          <>
+            <dt>Node</dt>
+            <dd>{unit.node}</dd>
+          </>
+        )}
         {unit.config && (
           <>
             <dt>Limits</dt>

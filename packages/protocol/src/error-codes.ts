@@ -78,6 +78,8 @@ export const ErrorCode = {
   UnitBusy: "UMS_UNIT_BUSY",
   /** 503: the unit is moving to another node (issue #15); try again in a few seconds. */
   UnitMoving: "UMS_UNIT_MOVING",
+  /** 404: no node of that name (issue #15); `GET /v1/nodes` lists them. */
+  NodeNotFound: "UMS_NODE_NOT_FOUND",
   /** 500: a fault of the server; the message never carries internal details. */
   Internal: "UMS_INTERNAL",
   /** 502: the unit runs but nothing listens on its HTTP target port. */

@@ -9,6 +9,7 @@ export * from "./fs.js";
 export * from "./images.js";
 export * from "./names.js";
 export * from "./network.js";
+export * from "./nodes.js";
 export * from "./organization.js";
 export * from "./policies.js";
 export * from "./services.js";

@@ -100,6 +100,12 @@ export const Unit = Type.Object(
     ),
     last_running_at: Nullable(DateTime()),
     last_warming_at: Nullable(DateTime()),
+    node: Type.Optional(
+      Type.String({
+        description:
+          "The name of the node (host) that holds the unit and runs it (ours, issue #15; GET /v1/nodes shows the nodes to admin tokens). Omitted for a unit that names no node",
+      }),
+    ),
   },
   { title: "Unit" },
 );

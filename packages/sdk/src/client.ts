@@ -2,6 +2,7 @@ import { IDEMPOTENT, isStaleConnection } from "@ums/protocol/retry";
 import { ConnectionConfig, type ConnectionOpts, checkTimeout, type RequestOpts } from "./config.js";
 import { ConnectionError, errorFromResponse, SdkErrorCode, TimeoutError, UmsError } from "./errors.js";
 import { Images } from "./images.js";
+import { Nodes } from "./nodes.js";
 import { Templates } from "./templates.js";
 
 export const SDK_VERSION = "0.1.0";
@@ -40,6 +41,11 @@ export class UmsClient {
   /** The organization's templates (issue #18). */
   get templates(): Templates {
     return new Templates(this);
+  }
+
+  /** The nodes, the hosts that run units (issue #15); admin tokens only. */
+  get nodes(): Nodes {
+    return new Nodes(this);
   }
 
   /**

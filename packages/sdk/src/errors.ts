@@ -193,6 +193,7 @@ const BY_CODE: Readonly<Record<ErrorCode, ErrorClass | null>> = {
   [ErrorCode.EventFollowLimit]: UmsError,
   [ErrorCode.WebhookTargetRefused]: ValidationError,
   [ErrorCode.WebhookNotFound]: NotFoundError,
+  [ErrorCode.NodeNotFound]: NotFoundError,
 };
 
 /** For answers without a known code (e.g. from a proxy in front of the server). */

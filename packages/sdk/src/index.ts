@@ -67,6 +67,7 @@ export {
   HOME_DIR,
 } from "./files.js";
 export { type ImageImportOpts, type ImageInfo, Images } from "./images.js";
+export { type NodeInfo, Nodes } from "./nodes.js";
 export {
   type AuditEvent,
   type AuditLogOpts,

@@ -7,6 +7,7 @@ import {
   StreamError,
   TimeoutError,
   type UmsClient,
+  UmsError,
   Unit,
   ValidationError,
 } from "./index.js";
@@ -268,6 +269,43 @@ describe("Unit sub-APIs against a real ums server", () => {
       assert.equal(await box.files.read("keep.txt"), "version 1");
       await assert.rejects(Unit.create("fork2", { client, from: { unit: "box", checkpoint: "v999" } }), NotFoundError);
       await fork.delete();
+    });
+  });
+
+  describe("nodes (issue #15)", () => {
+    it("client.nodes lists the host's node and gets it by name; a unit names it", async () => {
+      const nodes = await client.nodes.list();
+      assert.equal(nodes.length, 1);
+      const [n] = nodes;
+      assert.ok(n);
+      assert.equal(n.up, true);
+      assert.equal(n.state, "active");
+      assert.equal(n.status, "up");
+      assert.ok(n.units >= 1, "box is on it");
+      assert.ok(n.memoryBytes > 0 && n.diskFreeBytes > 0 && n.heartbeatAt instanceof Date);
+      assert.ok(!("address" in n));
+      const one = await client.nodes.get(n.name);
+      assert.deepEqual([one.id, one.name, one.units], [n.id, n.name, n.units]);
+      assert.equal((await box.refresh()).node, n.name);
+    });
+
+    it("an unknown node is NotFoundError; a member token gets UMS_ADMIN_REQUIRED (403)", async () => {
+      await assert.rejects(client.nodes.get("no-such-node"), (err: unknown) => {
+        assert.ok(err instanceof NotFoundError, String(err));
+        assert.equal(err.code, "UMS_NODE_NOT_FOUND");
+        assert.equal(err.status, 404);
+        return true;
+      });
+      const minted = await client.request<{ token: string }>("POST", "/v1/organizations/subapis/tokens", {
+        body: { role: "member" },
+      });
+      const member = new Client({ baseUrl: server.baseUrl, token: minted.token, timeoutMs: 60_000 });
+      await assert.rejects(member.nodes.list(), (err: unknown) => {
+        assert.ok(err instanceof UmsError, String(err));
+        assert.equal(err.code, "UMS_ADMIN_REQUIRED");
+        assert.equal(err.status, 403);
+        return true;
+      });
     });
   });
 });

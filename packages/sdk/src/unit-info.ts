@@ -45,6 +45,8 @@ export interface UnitInfo {
   image: string;
   lastRunningAt: Date | null;
   lastWarmingAt: Date | null;
+  /** The name of the node (host) that holds the unit (issue #15); null when it names none. */
+  node: string | null;
 }
 
 /** Result of `unit.check()` (spec 2.4). */
@@ -97,6 +99,7 @@ export function unitInfoFromWire(u: WireUnit): UnitInfo {
     image: u.image ?? "base",
     lastRunningAt: dateOrNull(u.last_running_at),
     lastWarmingAt: dateOrNull(u.last_warming_at),
+    node: u.node ?? null,
   };
 }
 

@@ -208,6 +208,10 @@ export class Unit {
   get lastWarmingAt(): Date | null {
     return this.#info.lastWarmingAt && new Date(this.#info.lastWarmingAt);
   }
+  /** The node (host) that holds the unit (issue #15), as of the last answer; null when it names none. */
+  get node(): string | null {
+    return this.#info.node;
+  }
 
   /** A copy of all fields. */
   info(): UnitInfo {

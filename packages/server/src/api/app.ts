@@ -31,6 +31,7 @@ import { imageRoutes } from "./images/routes.js";
 import { ImageService } from "./images/service.js";
 import type { ApiInstance } from "./instance.js";
 import { type McpHandler, mcpRoutes } from "./mcp/routes.js";
+import { nodeRoutes } from "./nodes/routes.js";
 import { organizationRoutes } from "./organization/routes.js";
 import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
@@ -231,6 +232,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     templateRoutes(api, new TemplateService(deps.store, units, node));
     imageRoutes(api, new ImageService(deps.store, node));
     if (deps.config.metrics) metricsRoute(api);
+    nodeRoutes(api, deps.store);
     if (deps.mcp) {
       mcpRoutes(api, deps.mcp, () => {
         port ||= listenPort(app, deps.config);

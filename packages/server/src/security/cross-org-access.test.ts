@@ -98,6 +98,10 @@ describe("cross-organization access on every route", { timeout: 15 * 60_000 }, (
     assert.equal(org.status, 200);
     assert.ok(!JSON.stringify(org.body).includes("beta"), JSON.stringify(org.body));
     assert.equal((await call(x.tA, "GET", "/v1/oauth/providers")).status, 200); // the registry: the same for everyone
+    // Issue #15: the nodes are the server's (hosts and their unit counts): nothing of B's in them.
+    const nodes = await call(x.tA, "GET", "/v1/nodes");
+    assert.equal(nodes.status, 200, nodes.text);
+    noLeak("A: GET /v1/nodes", "", nodes.text);
     const conns = await call(x.tA, "GET", "/v1/oauth/connections");
     assert.deepEqual(
       conns.body.connections.map((c: { id: string }) => c.id),

@@ -155,6 +155,10 @@ export const ORG_LEVEL = new Set([
   "GET /v1/images/{name}",
   "DELETE /v1/images/{name}",
   "POST /v1/images/build",
+  // Issue #15: the nodes, server-wide like the metrics: no organization's unit or record, only
+  // hosts and their unit counts, for admin tokens (api/nodes/nodes.test.ts).
+  "GET /v1/nodes",
+  "GET /v1/nodes/{name}",
 ]);
 
 /** The concrete path of an OpenAPI path for a target. */

@@ -27,7 +27,14 @@ function storageGb(policy: ResourcesPolicy, u: UnitRecord): { storage_gb?: numbe
   return policy.disk.limit_mb % 1024 === 0 ? { storage_gb: policy.disk.limit_mb / 1024 } : {};
 }
 
-export function presentUnit(server: ServerConfig, listenPort: number, org: OrgRecord, u: UnitRecord): Unit {
+/** `nodeName`: the name of the node that holds the unit (issue #15), when it names one. */
+export function presentUnit(
+  server: ServerConfig,
+  listenPort: number,
+  org: OrgRecord,
+  u: UnitRecord,
+  nodeName?: string,
+): Unit {
   const config = unitConfig(u);
   return {
     id: u.id,
@@ -45,5 +52,6 @@ export function presentUnit(server: ServerConfig, listenPort: number, org: OrgRe
     image: u.imageVersion ?? BASE_IMAGE_NAME,
     last_running_at: u.lastRunningAt,
     last_warming_at: u.lastWarmingAt,
+    ...(nodeName !== undefined && { node: nodeName }),
   };
 }

@@ -76,7 +76,7 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
     },
     async (req, reply) => {
       const unit = await units.create(req.auth.org, req.body, actorOf(req));
-      return reply.code(201).send(units.present(req.auth.org, unit));
+      return reply.code(201).send(await units.presentOne(req.auth.org, unit));
     },
   );
 
@@ -90,7 +90,7 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
         response: { 200: Unit, ...commonErrors, ...notFound },
       },
     },
-    async (req) => units.present(req.auth.org, await units.require(req.auth.org, req.params.name)),
+    async (req) => units.presentOne(req.auth.org, await units.require(req.auth.org, req.params.name)),
   );
 
   app.put(
@@ -107,7 +107,7 @@ export function unitRoutes(app: ApiInstance, { units, dialect }: UnitRouteDeps):
     async (req) => {
       const { url_settings, labels, clear_labels } = req.body;
       const unit = await units.update(req.auth.org, req.params.name, url_settings, labels, clear_labels);
-      return units.present(req.auth.org, unit);
+      return units.presentOne(req.auth.org, unit);
     },
   );
 

@@ -85,8 +85,14 @@ export class UnitService {
     });
   }
 
-  present(org: OrgRecord, unit: UnitRecord) {
-    return presentUnit(this.config, this.listenPort(), org, unit);
+  present(org: OrgRecord, unit: UnitRecord, nodeName?: string) {
+    return presentUnit(this.config, this.listenPort(), org, unit, nodeName);
+  }
+
+  /** One unit as the API answers it, with the name of the node that holds it (issue #15). */
+  async presentOne(org: OrgRecord, unit: UnitRecord) {
+    const node = unit.nodeId === null ? undefined : await this.store.nodes.get(unit.nodeId);
+    return this.present(org, unit, node?.name);
   }
 
   /** The unit's checkpoint `id`, or a 404 that says checkpoints belong to the unit they were taken of. */
@@ -281,8 +287,12 @@ export class UnitService {
     const page = hasMore ? rows.slice(0, q.maxResults) : rows;
     const last = page[page.length - 1];
     const count = (s: UnitRecord["status"]) => page.filter((u) => u.status === s).length;
+    // Issue #15: each unit names its node; the nodes are few, read once for the page.
+    const nodeNames = new Map(
+      page.some((u) => u.nodeId !== null) ? (await this.store.nodes.list()).map((n) => [n.id, n.name]) : [],
+    );
     return {
-      sprites: page.map((u) => this.present(org, u)),
+      sprites: page.map((u) => this.present(org, u, u.nodeId === null ? undefined : nodeNames.get(u.nodeId))),
       has_more: hasMore,
       next_continuation_token: hasMore && last ? encodeContinuation(last.name) : null,
       running: count("running"),
