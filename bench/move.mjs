@@ -7,8 +7,8 @@
 // A deployment of real `ums serve` processes on one PostgreSQL database: one `--role api` and two
 // `--role node` (n1, n2), each node with a data dir, a unit subnet, an endpoint and a btrfs pool of
 // its own (a loop file with the test image copied in, testing/own-pool.ts: like two hosts, the
-// nodes share no disk, so a move carries the unit's files through the store), and one object store
-// for both (s3rver in a child process on 127.0.0.1). One unit is created through the API process,
+// nodes share no disk: a move sends the unit's files from one node's pool to the other's), and one
+// object store for both (s3rver in a child process on 127.0.0.1). One unit is created through the API process,
 // writes `--mib` MiB (half random, half zeros) and goes cold by itself (the nodes' idle timers are
 // 1 s). Then, `--runs` times, moving it back and forth:
 //
@@ -350,18 +350,18 @@ async function nodeOfUnit(databaseUrl) {
 /**
  * The move's steps (server/src/node/move.ts), each ending at the progress line that the next one
  * starts with: stop (from the request: the plan, the stop of a running unit), checkpoint (its files
- * saved), upload (until the store holds every checkpoint of the unit), receive (the target gets the
- * checkpoint's chain from the store), new disk (the target makes it the unit's files), then the
- * record and the old node's disk, until the `complete` line.
+ * saved, until the target asks the old node for them), transfer (the old node's `btrfs send`
+ * straight into the target's `btrfs receive`: whole the first time, then only what changed since
+ * the snapshot the target kept when the unit left it), new disk (the target makes it the unit's
+ * files), then the record and the old node's disk, until the `complete` line.
  */
 const STEP_ENDS = [
   /is stopped; saving its files/,
-  /copying the unit's checkpoints to the object store/,
-  /receiving it from the object store/,
-  /received .* from the object store/,
+  /receiving checkpoint .* from its node/,
+  /received checkpoint .* in \d+ ms/,
   /has its files on this node/,
 ];
-const STEP_NAMES = ["stop", "checkpoint", "upload", "receive", "new disk", "record+old disk"];
+const STEP_NAMES = ["stop", "checkpoint", "transfer", "new disk", "record+old disk"];
 
 /**
  * POST move until its `complete` line. Returns the time (ms) and the progress lines with their
@@ -406,7 +406,13 @@ async function move(node) {
     const b = marks[i + 1];
     steps[STEP_NAMES[i]] = a !== undefined && b !== undefined ? b - a : Number.NaN;
   }
-  return { ms: done, steps, lines: lines.map((l) => `${secs(l.at)} ${l.type}: ${l.data ?? l.message ?? ""}`) };
+  const whole = lines.some((l) => /from its node \(whole/.test(l.data ?? ""));
+  return {
+    ms: done,
+    steps,
+    whole,
+    lines: lines.map((l) => `${secs(l.at)} ${l.type}: ${l.data ?? l.message ?? ""}`),
+  };
 }
 
 async function timedExecTrue() {
@@ -483,7 +489,15 @@ try {
     for (const l of m.lines) log(`  ${l}`);
     const now = await nodeOfUnit(db);
     if (now !== to) throw new Error(`after the move the unit's record names ${now}, not ${to}`);
-    const row = { from: at, to, move_ms: m.ms, first_exec_ms: first, total_ms: m.ms + first, steps_ms: m.steps };
+    const row = {
+      from: at,
+      to,
+      copy: m.whole ? "whole" : "changes",
+      move_ms: m.ms,
+      first_exec_ms: first,
+      total_ms: m.ms + first,
+      steps_ms: m.steps,
+    };
     results.runs.push(row);
     log(`  move ${secs(m.ms)} + first exec ${secs(first)} = ${secs(row.total_ms)}`);
     at = to;
@@ -497,6 +511,12 @@ try {
   }
   const totals = results.runs.map((r) => r.total_ms);
   results.total_p50_ms = percentile(totals, 50);
+  // The first move of a unit to a node copies it whole; a later one only what changed since the
+  // snapshot that node kept when the unit left it.
+  const whole = results.runs.filter((r) => r.copy === "whole").map((r) => r.total_ms);
+  const changes = results.runs.filter((r) => r.copy === "changes").map((r) => r.total_ms);
+  results.whole_p50_ms = whole.length ? percentile(whole, 50) : null;
+  results.changes_p50_ms = changes.length ? percentile(changes, 50) : null;
   results.move_p50_ms = percentile(
     results.runs.map((r) => r.move_ms),
     50,
@@ -521,12 +541,13 @@ console.log(
   `\nums unit move, issue #15: a cold unit with ${MIB} MiB (half random, half zeros) moved to another node until its first exec answers`,
 );
 console.log("(one --role api, two --role node with pools of their own, s3rver on 127.0.0.1; same host)");
-console.log(["run", "from->to", "move", "first exec", "total", ...STEP_NAMES].join("\t"));
+console.log(["run", "from->to", "copy", "move", "first exec", "total", ...STEP_NAMES].join("\t"));
 for (const [i, r] of results.runs.entries()) {
   console.log(
     [
       i + 1,
       `${r.from}->${r.to}`,
+      r.copy,
       secs(r.move_ms),
       secs(r.first_exec_ms),
       secs(r.total_ms),
@@ -544,6 +565,16 @@ if (results.runs.length > 0) {
     `p50: total ${secs(results.total_p50_ms)} (move ${secs(results.move_p50_ms)}, first exec ${secs(results.first_exec_p50_ms)}); baseline ${secs(results.baseline_p50_ms)}; ratio ${results.ratio_p50.toFixed(1)}x`,
   );
   console.log(`goal: total <= ${GOAL_MS / 1000} s: ${secs(results.total_p50_ms)} ${results.pass ? "PASS" : "MISS"}`);
+  for (const [what, v] of [
+    ["a first move (the unit copied whole)", results.whole_p50_ms],
+    ["a later move (only what changed since the target's kept snapshot)", results.changes_p50_ms],
+  ]) {
+    if (v !== null) {
+      console.log(
+        `  ${what}: p50 ${secs(v)}, ${(v / results.baseline_p50_ms).toFixed(1)}x the baseline: ${v <= GOAL_MS ? "PASS" : "MISS"}`,
+      );
+    }
+  }
 }
 console.log(`load: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
 if (flags.json) console.log(JSON.stringify({ ok, ...results }));

@@ -180,20 +180,42 @@ export class Lifecycle {
     }
   }
 
+  /** Whether the unit is moving off this node (between `beginMove` and `endMove` or `moved`). */
+  isMoving(unitId: string): boolean {
+    return this.moving.has(unitId);
+  }
+
   /** The move did not happen: the unit is this node's again. */
   endMove(unitId: string): void {
     this.moving.delete(unitId);
   }
 
-  /** The unit moved to another node: nothing of it stays here (its record is the other node's now). */
-  async moved(unit: UnitRecord): Promise<void> {
+  /**
+   * The unit moved to another node (its record is the other node's now): nothing of it stays here
+   * but the snapshots of checkpoints `keep`, when given (runtime `retire`). With `keep`, resolves
+   * once the unit is marked retired; `removed` is the rest (its files going), done under the unit's
+   * lock (a move back waits for it).
+   */
+  async moved(unit: UnitRecord, keep?: readonly string[]): Promise<{ removed: Promise<void> }> {
+    let removed: Promise<void> = Promise.resolve();
     await this.table.mutex.run(unit.id, async () => {
       this.table.untrack(unit.id);
       this.activity.forget(unit.id);
-      await this.runtime.destroy(unit.id);
-      await this.runtime.forget(unit.id);
+      if (keep !== undefined) {
+        await this.runtime.markRetired(unit.id);
+        removed = this.table.mutex.run(unit.id, () => this.runtime.retire(unit.id, keep));
+      } else {
+        await this.runtime.destroy(unit.id);
+        await this.runtime.forget(unit.id);
+      }
     });
     this.moving.delete(unit.id);
+    return { removed };
+  }
+
+  /** Runs `fn` while nothing else of this node changes the unit (its boot, stop, checkpoints, move). */
+  withUnitLock<T>(unitId: string, fn: () => Promise<T>): Promise<T> {
+    return this.table.mutex.run(unitId, fn);
   }
 
   async acquire(org: OrgRecord, unit: UnitRecord): Promise<() => void> {

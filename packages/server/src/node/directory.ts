@@ -217,8 +217,8 @@ export class NodeDirectory implements UnitNode {
     return (await this.of(unit.nodeId)).moveAborted(unit);
   }
   /** On the node `unit.nodeId` names: the caller passes the record as it will be once moved. */
-  async moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void> {
-    return (await this.of(unit.nodeId)).moveIn(unit, checkpoint, progress);
+  async moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress, from?: string): Promise<void> {
+    return (await this.of(unit.nodeId)).moveIn(unit, checkpoint, progress, from);
   }
   async resourceLimits(): Promise<ResourceLimits> {
     return (await this.any()).resourceLimits();

@@ -11,11 +11,13 @@ export interface MovePlan {
 }
 
 /**
- * Issue #15 (docs/SCALE-OUT.md): moves a unit between nodes through the object store, for the API
- * (`POST /v1/units/{name}/move`) and `ums node drain`. Its node stops it and saves its files as a
- * checkpoint the store holds with all its others; the target receives that checkpoint and makes it
- * the unit's files; then the unit's record names the target (only while it still names the old
- * node), and the old node removes what it had. A failure before the record changes leaves the unit
+ * Issue #15 (docs/SCALE-OUT.md): moves a unit between nodes, for the API (`POST
+ * /v1/units/{name}/move`) and `ums node drain`. Its node stops it and saves its files as a
+ * checkpoint; the target receives that checkpoint straight from the old node (incremental against
+ * one both have, else whole; from the store if the old node cannot send it) and makes it the unit's
+ * files; then the unit's record names the target (only while it still names the old node), and the
+ * old node removes the unit but the snapshots it keeps (the parent of a move back, and those it
+ * still copies to the store). A failure before the record changes leaves the unit
  * where it was, and what the target received goes. `node` is the API's node directory.
  */
 export async function moveUnit(
@@ -31,7 +33,7 @@ export async function moveUnit(
   // As the store has it now (copied), not as it was taken.
   const checkpoint = (await store.checkpoints.get(unit.id, taken.id)) ?? taken;
   try {
-    await node.moveIn({ ...unit, nodeId: target }, checkpoint, progress);
+    await node.moveIn({ ...unit, nodeId: target }, checkpoint, progress, from);
     if (!(await store.units.moveTo(unit.id, from, target, checkpoint.id))) {
       throw new UnitBusyError(`unit '${unit.name}' was deleted or moved meanwhile`);
     }

@@ -121,15 +121,20 @@ export interface UnitNode {
   /**
    * Issue #15, a unit's move to another node (docs/SCALE-OUT.md), on the node that holds it: no wake
    * starts it here from now on; it is stopped (`UnitBusyError` while a request holds it), its files
-   * saved as a checkpoint, and every checkpoint of it copied to the object store. Returns that
-   * checkpoint. `moveDone` then removes everything of the unit here (its record names the other
-   * node); `moveAborted` makes it this node's again.
+   * saved as a checkpoint; returns that checkpoint. `moveDone` then removes the unit here but its
+   * newest snapshot (the parent of a move back) and those the object store does not hold yet (this
+   * node goes on copying them); `moveAborted` makes it this node's again. A checkpoint is copied to
+   * the store by the node it was taken on.
    */
   moveOut(unit: UnitRecord, progress: Progress): Promise<CheckpointRecord>;
   moveDone(unit: UnitRecord): Promise<void>;
   moveAborted(unit: UnitRecord): Promise<void>;
-  /** On the node it moves to: receives the unit's checkpoint `checkpoint` from the store and makes it the unit's files. */
-  moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void>;
+  /**
+   * On the node it moves to: receives the unit's checkpoint `checkpoint` straight from node `from`
+   * (incremental against a snapshot both have), else from the object store, and makes it the
+   * unit's files.
+   */
+  moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress, from?: string): Promise<void>;
 
   /** The limits units get where their resources policy names none, and the most CPU one may have. */
   resourceLimits(): Promise<ResourceLimits>;

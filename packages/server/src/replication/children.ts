@@ -59,6 +59,14 @@ export function startChild(command: string, args: readonly string[], stdio: Stdi
   };
 }
 
+/**
+ * `startChild` at the lowest CPU priority (`nice -n 19`): work in the background (a checkpoint's
+ * copy to the object store) yields the CPU to the units and requests of its host.
+ */
+export function startBackgroundChild(command: string, args: readonly string[], stdio: StdioOptions): Child {
+  return startChild("nice", ["-n", "19", command, ...args], stdio);
+}
+
 /** A one-line account of a child's failure, or undefined when it exited 0. */
 export function childFailure(label: string, e: ChildExit): string | undefined {
   if (e.spawnError) return `${label}: ${e.spawnError.message}`;

@@ -2,7 +2,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { run } from "../runtime/exec/host-command.js";
 import { withFileLock } from "../runtime/storage/lock.js";
-import { childFailure, startChild } from "./children.js";
+import { childFailure, startBackgroundChild } from "./children.js";
 import { abortError, ReplicationError } from "./errors.js";
 import { assertId, checkpointKeys } from "./keys.js";
 import { MANIFEST_FORMAT, MANIFEST_VERSION, MAX_CHAIN, MAX_PART_BYTES, type Manifest } from "./manifest.js";
@@ -100,6 +100,15 @@ async function writeState(path: string, state: ExportState): Promise<void> {
   const tmp = `${path}.${process.pid}-${++stateWrites}.tmp`;
   await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
   await rename(tmp, path);
+}
+
+/**
+ * Whether subvolume `path` was received (`btrfs receive`: from the store, or from the node a unit
+ * moved from) rather than taken here: its copy in the store is its own node's to make.
+ */
+export async function isReceived(path: string): Promise<boolean> {
+  const { stdout } = await run("btrfs", ["subvolume", "show", resolve(path)]);
+  return /^\s*Received UUID:\s*[0-9a-f-]{36}\s*$/m.test(stdout);
 }
 
 /** The btrfs uuid of subvolume `path` (from `btrfs subvolume show`, which reads no file inside it). */
@@ -293,12 +302,16 @@ async function sendToStore(
   signal?.addEventListener("abort", onAbort, { once: true });
 
   const sendArgs = ["send", "-q", ...(opts.parent ? ["-p", resolve(opts.parent.snapshotPath)] : [])];
-  const send = startChild("btrfs", [...sendArgs, resolve(opts.snapshotPath)], ["ignore", "pipe", "pipe"]);
+  const send = startBackgroundChild("btrfs", [...sendArgs, resolve(opts.snapshotPath)], ["ignore", "pipe", "pipe"]);
   // send's stdout is zstd's stdin, a pipe between the two: the uncompressed stream never passes
   // through this process (passing it through cost more CPU than zstd itself on a 2-CPU host).
   // -vv: zstd's last line gives the exact bytes in and out ("(N B => M B, ...)").
-  // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-  const zstd = startChild("zstd", ["-c", "-T0", `-${ZSTD_LEVEL}`, "-vv"], [send.proc.stdout!, "pipe", "pipe"]);
+  const zstd = startBackgroundChild(
+    "zstd",
+    ["-c", "-T0", `-${ZSTD_LEVEL}`, "-vv"],
+    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+    [send.proc.stdout!, "pipe", "pipe"],
+  );
   send.proc.stdout?.destroy(); // this process's copy of the pipe's read end
   const killAll = () => {
     send.kill();

@@ -1,4 +1,6 @@
 // Issue #15: checkpoints exported to S3-compatible object storage and restored from it on another node.
+
+export { type ReceiveSnapshotOptions, receiveSnapshot, sendSnapshot } from "./direct.js";
 export { isReplicationError, ReplicationError, type ReplicationErrorCode } from "./errors.js";
 export {
   deleteExport,
@@ -8,6 +10,7 @@ export {
   type ExportProgress,
   type ExportResult,
   exportCheckpoint,
+  isReceived,
   MIN_PART_SIZE,
 } from "./export.js";
 export { type ImportCheckpointOptions, type ImportProgress, type ImportResult, importCheckpoint } from "./import.js";

@@ -88,6 +88,16 @@ export interface UnitRuntime {
    */
   destroy(unitId: string): Promise<void>;
   forget(unitId: string): Promise<void>;
+  /**
+   * Issue #15: the unit moved to another node: everything of it goes but the snapshots of
+   * checkpoints `keep` (marked retired; again with fewer, the others go). `unretire` makes them the
+   * unit's again; `retired` lists such units; `destroy` + `forget` remove one for good.
+   */
+  retire(unitId: string, keep: readonly string[]): Promise<void>;
+  /** The first step of `retire` alone (durable): from now on the unit is retired here, whatever happens. */
+  markRetired(unitId: string): Promise<void>;
+  unretire(unitId: string): Promise<void>;
+  retired(): Promise<string[]>;
   /** Units whose delete a crash interrupted: destroy them again, drop their records, forget them. */
   deleting(): Promise<string[]>;
   state(unitId: string): Promise<RuntimeState>;

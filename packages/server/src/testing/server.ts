@@ -258,6 +258,13 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
           .then(() => rt.runtime.forget(u.id))
           .catch((err) => failures.push(err));
       }
+      // What it kept of units that moved to another node (issue #15), and those nodes' own.
+      for (const id of await rt.runtime.retired().catch(() => [] as string[])) {
+        await rt.runtime
+          .destroy(id)
+          .then(() => rt.runtime.forget(id))
+          .catch((err) => failures.push(err));
+      }
       for (const t of templates) await rt.runtime.deleteTemplate(t.id).catch((err) => failures.push(err));
       for (const i of images) await rt.runtime.deleteImage(i.id).catch((err) => failures.push(err));
       // A safety net for what a failed destroy may have left mounted in the run dirs.

@@ -1,10 +1,16 @@
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { ImageRecipe, NetworkLog } from "@ums/protocol";
+import type { Logger } from "pino";
 import type { AgentEndpoint } from "../../agent/deadline.js";
 import { RunningLimitError, UnitDeletedError, UnitMovingError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { type LifecycleOp, metrics } from "../../metrics/server-metrics.js";
 import type { NetworkEgress } from "../../network/egress.js";
+import type { Child } from "../../replication/children.js";
+import { receiveSnapshot, sendSnapshot } from "../../replication/direct.js";
+import { assertId } from "../../replication/keys.js";
 import type { ResourceLimits, ResourcesPolicy, UnitRuntime } from "../../runtime/runtime.js";
 import type {
   CheckpointRecord,
@@ -16,6 +22,7 @@ import type {
 } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { UnitStartError, UnitUnavailableError } from "../errors.js";
+import type { PeerNodes } from "../remote/peers.js";
 import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
 import { agentEndpoint } from "./agent-endpoint.js";
 import type { HttpTargets } from "./http-targets.js";
@@ -23,6 +30,8 @@ import type { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalLease } from "./lease.js";
 import type { Replicator } from "./replicator.js";
 
+/** How often a node looks for the snapshots kept of units that moved away and are gone now. */
+const RETIRED_SWEEP_MS = 10 * 60_000;
 /** How long a wake of a unit created with `wait_for_capacity` waits for a running slot. */
 export const CAPACITY_WAIT_MS = 60_000;
 /** Tries again at least this often while it waits (deletes and stops free slots without a release). */
@@ -56,7 +65,10 @@ export class LocalNode implements UnitNode {
   private readonly serviceEvents: { closeAll(): void } | undefined;
   /** Issue #15: copies checkpoints to the object store, when there is one. */
   readonly replicator: Replicator | undefined;
+  private readonly peers: PeerNodes | undefined;
   private closing: Promise<void> | undefined;
+  private retiredTimer: NodeJS.Timeout | undefined;
+  private retired: { nodeId: string; log: Logger } | undefined;
 
   constructor(parts: {
     store: Store;
@@ -68,6 +80,8 @@ export class LocalNode implements UnitNode {
     /** Issue #17: the follows of running units' service events (events/service-events.ts). */
     serviceEvents?: { closeAll(): void };
     replicator?: Replicator;
+    /** Issue #15: the other nodes' endpoints (a unit moving here comes straight from its node). */
+    peers?: PeerNodes;
   }) {
     this.store = parts.store;
     this.runtime = parts.runtime;
@@ -77,10 +91,64 @@ export class LocalNode implements UnitNode {
     this.hostSockets = parts.hostSockets;
     this.serviceEvents = parts.serviceEvents;
     this.replicator = parts.replicator;
+    this.peers = parts.peers;
+  }
+
+  /**
+   * Issue #15: the snapshots kept of units that moved to another node (moveDone) go once the unit,
+   * or its checkpoints, are gone, and once the store holds them but the newest; a unit whose record
+   * names this node again is this node's. Now, then every `everyMs` until close; a sweep that fails
+   * is logged and done again next time.
+   */
+  startRetiredSweep(nodeId: string, log: Logger, everyMs = RETIRED_SWEEP_MS): Promise<void> {
+    this.retired = { nodeId, log };
+    // sweepRetired logs its own failures; the catch is for a logger that throws.
+    this.retiredTimer ??= setInterval(() => this.sweepRetired().catch(() => {}), everyMs);
+    this.retiredTimer.unref();
+    return this.sweepRetired();
+  }
+
+  /** One sweep (startRetiredSweep); never throws. */
+  async sweepRetired(): Promise<void> {
+    const r = this.retired;
+    if (!r) return;
+    try {
+      for (const id of await this.runtime.retired()) {
+        await this.lifecycle.withUnitLock(id, () => this.sweepRetiredUnit(id, r.nodeId, r.log));
+      }
+    } catch (err) {
+      r.log.warn({ err }, "sweeping the snapshots kept of units that moved away failed");
+    }
+  }
+
+  private async sweepRetiredUnit(id: string, nodeId: string, log: Logger): Promise<void> {
+    const unit = await this.store.units.getById(id);
+    if (unit?.nodeId === nodeId) {
+      // Moved back, and a crash came before its move in made it this node's again.
+      if (this.lifecycle.statusOf(id) === "cold") await this.runtime.unretire(id);
+      return;
+    }
+    const local = unit
+      ? (await this.store.checkpoints.list(id)).filter((c) => this.runtime.hasCheckpoint(id, c.id))
+      : [];
+    if (local.length === 0) {
+      await this.runtime.destroy(id);
+      await this.runtime.forget(id);
+      log.info({ unitId: id }, "removed what was kept of a unit that moved away (it, or its checkpoints, are gone)");
+      return;
+    }
+    // The newest stays (the parent of a move back); the others until the store holds them.
+    const keep = local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated");
+    await this.runtime.retire(
+      id,
+      keep.map((c) => c.id),
+    );
+    for (const c of keep) if (c.replica?.state !== "replicated") this.replicator?.enqueue(id, c.id);
   }
 
   /** Stops the idle sweep and closes what the node serves; units keep running (a restart re-adopts them). */
   close(): Promise<void> {
+    if (this.retiredTimer) clearInterval(this.retiredTimer);
     this.closing ??= (async () => {
       await this.replicator?.close();
       await this.lifecycle.stop();
@@ -243,48 +311,161 @@ export class LocalNode implements UnitNode {
       throw new UnitUnavailableError("units move through the object store: start the nodes with --object-store");
     }
     await this.lifecycle.beginMove(unit);
+    // The unit's copies to the store wait while its files go to the other node (the same disk and
+    // CPU); this node makes them once the move is done (moveDone) or failed (moveAborted).
+    replicator.hold(unit.id);
     try {
       progress(`unit '${unit.name}' is stopped; saving its files`);
       const { checkpoint } = await this.lifecycle.checkpoints.checkpoint(unit, "moving to another node", progress);
-      progress("copying the unit's checkpoints to the object store");
-      for (let attempt = 0; ; attempt++) {
-        await replicator.idle();
-        const left = (await this.store.checkpoints.list(unit.id)).filter((c) => c.replica?.state !== "replicated");
-        if (left.length === 0) break;
-        if (attempt >= 1) {
-          throw new UnitUnavailableError(
-            `the object store does not hold checkpoint${left.length === 1 ? "" : "s"} ${left.map((c) => c.id).join(", ")} of unit '${unit.name}' (the copy failed): nothing moved; try again`,
-          );
-        }
-        for (const c of left) replicator.enqueue(unit.id, c.id);
-      }
       return checkpoint;
     } catch (err) {
+      replicator.release(unit.id);
       this.lifecycle.endMove(unit.id);
       throw err;
     }
   }
 
-  moveDone(unit: UnitRecord): Promise<void> {
-    return this.lifecycle.moved(unit);
+  /**
+   * The move is done and the unit's record names another node: nothing of the unit stays here but
+   * its newest snapshot (the parent of a move back) and those the store does not hold yet, which
+   * this node goes on copying (retireDisk). On the node it was moving to, when the move failed:
+   * what it received goes (it keeps only the newest snapshot the store holds, if it had one).
+   */
+  async moveDone(unit: UnitRecord): Promise<void> {
+    const leaving = this.lifecycle.isMoving(unit.id);
+    const local = (await this.store.checkpoints.list(unit.id)).filter((c) => this.runtime.hasCheckpoint(unit.id, c.id));
+    const keep = leaving
+      ? local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated")
+      : local.filter((c) => c.replica?.state === "replicated").slice(-1);
+    const { removed } = await this.lifecycle.moved(
+      unit,
+      keep.map((c) => c.id),
+    );
+    if (leaving) this.replicator?.release(unit.id);
+    // Its files go after the answer (a move is done once its record names the other node); what a
+    // failure leaves, the retired sweep removes.
+    removed.catch((err: unknown) =>
+      this.retired?.log.warn({ err, unitId: unit.id }, "removing the files of a unit that moved away failed"),
+    );
   }
 
   async moveAborted(unit: UnitRecord): Promise<void> {
+    this.replicator?.release(unit.id);
     this.lifecycle.endMove(unit.id);
   }
 
-  async moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void> {
+  /**
+   * Checkpoint `checkpointId` of a unit moving off this node, for the node it moves to (`have`:
+   * the unit's checkpoints that node holds): a `btrfs send` incremental against the newest of
+   * them this node holds too, else whole.
+   */
+  async sendCheckpoint(
+    unitId: string,
+    checkpointId: string,
+    have: readonly string[],
+  ): Promise<{ parent: string | null; child: Child }> {
+    assertId(unitId, "unit id");
+    assertId(checkpointId, "checkpoint id");
+    if (!this.runtime.hasCheckpoint(unitId, checkpointId)) {
+      throw new UnitUnavailableError(`checkpoint ${checkpointId} of unit ${unitId} is not on this node`);
+    }
+    const wanted = new Set(have);
+    const cps = await this.store.checkpoints.list(unitId);
+    const parent = cps
+      .filter((c) => c.id !== checkpointId && wanted.has(c.id) && this.runtime.hasCheckpoint(unitId, c.id))
+      .at(-1);
+    const dir = this.runtime.checkpointDir(unitId);
+    const child = sendSnapshot(join(dir, checkpointId), parent && join(dir, parent.id));
+    return { parent: parent?.id ?? null, child };
+  }
+
+  async moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress, from?: string): Promise<void> {
     if (!this.replicator) {
       throw new UnitUnavailableError("units move through the object store: start the nodes with --object-store");
     }
-    // What an earlier move of the unit here left goes first.
-    await this.runtime.destroy(unit.id);
-    await this.runtime.forget(unit.id);
-    if (!(await this.replicator.fetch(unit.id, checkpoint, progress))) {
-      throw new UnitUnavailableError(`checkpoint ${checkpoint.id} of unit '${unit.name}' is not in the object store`);
+    await this.lifecycle.withUnitLock(unit.id, () => this.receiveUnit(unit, checkpoint, progress, from));
+    progress(`unit '${unit.name}' has its files on this node`);
+  }
+
+  private async receiveUnit(
+    unit: UnitRecord,
+    checkpoint: CheckpointRecord,
+    progress: Progress,
+    from: string | undefined,
+  ): Promise<void> {
+    const replicator = this.replicator as Replicator;
+    // What an earlier stay of the unit here left goes first, but the snapshots kept (moveDone): the
+    // newest is the parent to receive against; those not in the store yet are still being copied.
+    const local = (await this.store.checkpoints.list(unit.id)).filter((c) => this.runtime.hasCheckpoint(unit.id, c.id));
+    const kept = local.at(-1);
+    if (kept) {
+      await this.runtime.retire(
+        unit.id,
+        local.map((c) => c.id),
+      );
+      await this.runtime.unretire(unit.id);
+    } else {
+      await this.runtime.destroy(unit.id);
+      await this.runtime.forget(unit.id);
+    }
+    if (!this.runtime.hasCheckpoint(unit.id, checkpoint.id)) {
+      let direct: Error | undefined;
+      if (from && this.peers) {
+        try {
+          await this.receiveFrom(from, unit, checkpoint, kept?.id, progress);
+        } catch (err) {
+          direct = err instanceof Error ? err : new Error(String(err));
+          progress(`receiving it from its node failed (${direct.message}); trying the object store`);
+        }
+      }
+      if (!this.runtime.hasCheckpoint(unit.id, checkpoint.id)) {
+        if (!(await replicator.fetch(unit.id, checkpoint, progress))) {
+          throw new UnitUnavailableError(
+            `checkpoint ${checkpoint.id} of unit '${unit.name}' could not be received${direct ? ` from its node (${direct.message})` : ""} and is not in the object store`,
+          );
+        }
+      }
     }
     await this.runtime.forkDisk(unit.id, checkpoint.id, unit.id);
-    progress(`unit '${unit.name}' has its files on this node`);
+  }
+
+  /** Receives the checkpoint straight from node `from` (node-endpoint.ts `send`), incremental against `kept` if it can. */
+  private async receiveFrom(
+    from: string,
+    unit: UnitRecord,
+    checkpoint: CheckpointRecord,
+    kept: string | undefined,
+    progress: Progress,
+  ): Promise<void> {
+    const peers = this.peers as PeerNodes;
+    const started = performance.now();
+    const { parent, body } = await peers.send(from, unit.id, checkpoint.id, kept ? [kept] : []);
+    if (parent !== null && parent !== kept) {
+      body.destroy();
+      throw new UnitUnavailableError(`the node sent checkpoint ${checkpoint.id} against ${parent}, which is not here`);
+    }
+    progress(
+      parent
+        ? `receiving checkpoint ${checkpoint.id} from its node (only what changed since ${parent})`
+        : `receiving checkpoint ${checkpoint.id} from its node (whole: no earlier one is on this node)`,
+    );
+    const dir = this.runtime.checkpointDir(unit.id);
+    await mkdir(dir, { recursive: true });
+    const bytes = await receiveSnapshot({
+      destDir: dir,
+      checkpointId: checkpoint.id,
+      incremental: parent !== null,
+      body,
+    });
+    await this.runtime.checkpointsChanged(unit.id);
+    progress(
+      `received checkpoint ${checkpoint.id} (${(bytes / 1048576).toFixed(1)} MiB) in ${Math.round(performance.now() - started)} ms`,
+    );
+  }
+
+  /** The unit's record names this node now: the move's checkpoint is copied to the store from here. */
+  async moveSettled(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
+    await this.replicator?.taken(unit.id, checkpoint.id);
   }
 
   async resourceLimits(): Promise<ResourceLimits> {

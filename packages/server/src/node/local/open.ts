@@ -12,6 +12,7 @@ import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { nodeId as readOrMakeNodeId } from "../registry/registration.js";
+import { PeerNodes } from "../remote/peers.js";
 import { HttpTargets } from "./http-targets.js";
 import { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalNode } from "./local-node.js";
@@ -122,6 +123,8 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
     hostSockets,
     ...(serviceEvents && { serviceEvents }),
     ...(replicator && { replicator }),
+    // Issue #15: with a node secret, units moving here come straight from the node they leave.
+    ...(config.node.secret && { peers: new PeerNodes(store, config.node.secret) }),
   });
   lifecycle.setHooks({
     running: async (id) => {
@@ -140,6 +143,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
     await node.close().catch(() => {});
     throw err;
   });
+  await node.startRetiredSweep(nodeId, log);
   if (replicator) {
     const left = await replicator.resume().catch((err: unknown) => {
       log.error({ err }, "listing the checkpoints still to copy to the object store failed");

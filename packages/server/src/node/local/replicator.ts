@@ -9,6 +9,7 @@ import {
   discardExport,
   exportCheckpoint,
   importCheckpoint,
+  isReceived,
   isReplicationError,
   type ObjectStore,
 } from "../../replication/index.js";
@@ -85,6 +86,8 @@ interface Job {
  */
 export class Replicator {
   private readonly queue: Job[] = [];
+  /** Units whose copies wait: a unit moving off this node (its files go to the other node meanwhile). */
+  private readonly held = new Set<string>();
   private draining: Promise<void> | undefined;
   private current: (Job & { abort: AbortController; done: Promise<boolean> }) | undefined;
   private closed = false;
@@ -167,9 +170,22 @@ export class Replicator {
   enqueue(unitId: string, cpId: string): void {
     if (this.closed || this.queue.some((j) => j.unitId === unitId && j.cpId === cpId)) return;
     this.queue.push({ unitId, cpId });
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.closed || !this.queue.some((j) => !this.held.has(j.unitId))) return;
     this.draining ??= this.drain().finally(() => {
       this.draining = undefined;
+      // A job queued after the drain's last look starts its own.
+      this.kick();
     });
+  }
+
+  /** The first queued job of a unit not held, taken off the queue. */
+  private next(): Job | undefined {
+    const i = this.queue.findIndex((j) => !this.held.has(j.unitId));
+    return i < 0 ? undefined : this.queue.splice(i, 1)[0];
   }
 
   /** At start: queues every checkpoint of this node's units whose export is pending or failed. */
@@ -193,13 +209,23 @@ export class Replicator {
     return left.length;
   }
 
-  /** Resolves once nothing is queued or running (tests, and a stop that waits). */
+  /** The unit's queued copies wait until `release` (its move is done, or failed). */
+  hold(unitId: string): void {
+    this.held.add(unitId);
+  }
+
+  release(unitId: string): void {
+    this.held.delete(unitId);
+    this.kick();
+  }
+
+  /** Resolves once nothing is queued but held copies, and nothing runs (tests, and a stop that waits). */
   async idle(): Promise<void> {
     while (this.draining) await this.draining;
   }
 
   private async drain(): Promise<void> {
-    for (let job = this.queue.shift(); job && !this.closed; job = this.queue.shift()) {
+    for (let job = this.next(); job && !this.closed; job = this.next()) {
       // Snapshots of the unit being evicted (one may be this export's parent): after they are gone,
       // parentOf picks among those left. From here to `current` nothing yields: an eviction that
       // begins meanwhile sees this export under way.
@@ -234,6 +260,8 @@ export class Replicator {
       return false;
     }
     const dir = runtime.checkpointDir(job.unitId);
+    // Received here (a unit that moved here from the node it was taken on): that node copies it.
+    if (await isReceived(join(dir, job.cpId))) return false;
     const parent = await this.parentOf(cp);
     const started = performance.now();
     try {
@@ -329,7 +357,8 @@ export class Replicator {
    */
   private async retainOne(unitId: string): Promise<void> {
     const retention = this.deps.retention;
-    if (!retention) return;
+    // A unit moving off this node: its snapshots are being sent to the other node (the parent too).
+    if (!retention || this.held.has(unitId)) return;
     const { store, runtime, nodeId, log } = this.deps;
     const isLocal = (id: string) => runtime.hasCheckpoint(unitId, id);
     const ours = (unit: UnitRecord) => nodeId === undefined || unit.nodeId === null || unit.nodeId === nodeId;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -18,6 +18,7 @@ import { UMS_BIN } from "../../testing/serve-process.js";
 import { startTestServer, type TestServer } from "../../testing/server.js";
 import { startTcpServer } from "../../testing/tcp-echo.js";
 import { openTestTunnel } from "../../testing/tunnel-client.js";
+import type { LocalNode } from "../local/local-node.js";
 import { NODE_PREFIX, SPLICE_UPGRADE } from "./wire.js";
 
 const pg = testDialects.find((d) => d.name === "postgres");
@@ -268,12 +269,20 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
     const moved = await api.api("POST", "/v1/units/mover/move", { token, json: { node: to } });
     assert.equal(moved.status, 200, moved.text);
     assert.match(moved.text, new RegExp(`unit mover moved to node ${to}`), moved.text);
+    // Straight from its node, whole: the new node had nothing of it.
+    assert.match(moved.text, /from its node \(whole/, moved.text);
     const after = await api.server.store.units.get(org?.id ?? "", "mover");
     assert.equal(after?.nodeId, (await api.server.store.nodes.getByName(to))?.id);
     assert.equal(after?.status, "cold");
-    // Its old node kept nothing of it.
-    const oldPool = from === "n2" ? n2Pool?.pool.path : (await testImage()).pool.path;
-    assert.equal(existsSync(join(oldPool as string, "units", after?.id ?? "")), false, "the old node's disk is gone");
+    const pools = { n1: (await testImage()).pool.path, n2: n2Pool?.pool.path as string };
+    const unitDir = (node: "n1" | "n2") => join(pools[node], "units", after?.id ?? "");
+    // Its old node keeps only the move's snapshot (the parent of a move back), not its files (they
+    // go right after the answer).
+    const kept = after?.activeCheckpoint as string;
+    for (let i = 0; i < 100 && existsSync(join(unitDir(from), "rootfs")); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    assert.equal(existsSync(join(unitDir(from), "rootfs")), false, "the old node's disk is gone");
+    assert.deepEqual(readdirSync(join(unitDir(from), "checkpoints")), [kept]);
     const sum = await execHttp(api.url, token, "mover", ["sha256sum", "/home/unit/blob"]);
     assert.equal(sum.status, 200, sum.body.toString());
     assert.equal(sum.stdout.toString(), made.stdout.toString(), sum.stderr.toString());
@@ -284,9 +293,34 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
       if (!page) await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal(page, "moved with me\n", "the service runs on the new node");
-    const list = await api.api("GET", "/v1/units/mover/checkpoints", { token });
-    assert.ok(list.body.length >= 1, list.text);
+    // Back: only what changed since the snapshot the old node kept goes.
+    const changed = await execHttp(api.url, token, "mover", ["sh", "-c", "echo back > /home/unit/back"]);
+    assert.equal(changed.exitCode, 0);
+    const back = await api.api("POST", "/v1/units/mover/move", { token, json: { node: from } });
+    assert.equal(back.status, 200, back.text);
+    assert.match(back.text, new RegExp(`only what changed since ${kept}\\)`), back.text);
+    const again = await execHttp(api.url, token, "mover", [
+      "sh",
+      "-c",
+      "sha256sum /home/unit/blob; cat /home/unit/back",
+    ]);
+    assert.equal(again.stdout.toString(), `${made.stdout.toString()}back\n`, again.stderr.toString());
+    // Every checkpoint is in the store or on a node; the old nodes copy theirs (each its own).
+    let states: string[] = [];
+    for (let i = 0; i < 600; i++) {
+      const list = await api.api("GET", "/v1/units/mover/checkpoints", { token });
+      states = (list.body as { replication?: { state: string } }[]).map((c) => c.replication?.state ?? "none");
+      if (states.every((st) => st === "replicated")) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.ok(
+      states.every((st) => st === "replicated"),
+      `every checkpoint is copied to the store: ${states}`,
+    );
     assert.equal((await api.api("DELETE", "/v1/units/mover", { token })).status, 204);
+    // What the nodes kept of it goes at their next sweep.
+    for (const n of [n1, n2]) await (n.server.node as LocalNode).sweepRetired();
+    for (const node of ["n1", "n2"] as const) assert.equal(existsSync(unitDir(node)), false, `nothing on ${node}`);
   });
 
   it("holds an organization's running limit across nodes", async () => {

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
+import { childFailure } from "../../replication/children.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
 import type { LocalLease } from "../local/lease.js";
@@ -48,6 +49,8 @@ interface HeldLease {
  * - `POST /node/v1/stream/{method}`: a call with progress (checkpoint, restore, upgrade, a build):
  *   NDJSON lines `{"progress"}` then one `{"result"}` or `{"error"}`.
  * - `POST /node/v1/images/import?org=&name=`: the archive as the body; NDJSON as above.
+ * - `POST /node/v1/send` `{"args": [unitId, checkpointId, have]}`: another node's request for a
+ *   checkpoint of a unit moving to it: the raw `btrfs send` stream (LocalNode.sendCheckpoint).
  * - `POST /node/v1/wake` `{"args": [org, unit]}`: the unit woken and held; the first NDJSON line
  *   names the lease; the hold lasts as long as this request does (an API that dies releases it).
  * - `POST /node/v1/leases/{id}/services-changed`.
@@ -154,6 +157,11 @@ export class NodeEndpoint {
         await streamed(res, (progress) => this.node.importImage(org, image, req, { progress, signal: abort.signal }));
         return;
       }
+      if (what === "send" && !name) {
+        const [unitId, checkpointId, have] = await readArgs(req);
+        await this.send(res, String(unitId), String(checkpointId), Array.isArray(have) ? have.map(String) : []);
+        return;
+      }
       if (what === "wake" && !name) {
         await this.wake(res, await readArgs(req));
         return;
@@ -210,11 +218,42 @@ export class NodeEndpoint {
       case "moveOut":
         return n.moveOut(a(0), progress);
       case "moveIn":
-        return n.moveIn(a(0), a(1), progress);
+        return n.moveIn(a(0), a(1), progress, (args[2] as string | null) ?? undefined);
       case "buildImage":
         // A recipe with steps runs them through the API in a unit of the draft: not across nodes yet.
         return n.buildImage(a(0), a(1), a(2), { progress });
     }
+  }
+
+  /**
+   * Another node asks for a checkpoint of a unit moving to it (`have`: the unit's checkpoints it
+   * holds): the raw `btrfs send` stream, incremental against the newest of `have` this node holds
+   * too (named in `x-ums-parent`). A stream that fails is cut, never ended: the receiver keeps
+   * nothing of it.
+   */
+  private async send(res: ServerResponse, unitId: string, checkpointId: string, have: string[]): Promise<void> {
+    let sent: Awaited<ReturnType<LocalNode["sendCheckpoint"]>>;
+    try {
+      sent = await this.node.sendCheckpoint(unitId, checkpointId, have);
+    } catch (err) {
+      sendJson(res, 409, { error: encodeError(err) });
+      return;
+    }
+    const { parent, child } = sent;
+    res.once("close", () => child.kill());
+    res.writeHead(200, {
+      "content-type": "application/octet-stream",
+      "cache-control": "no-store",
+      "x-ums-parent": parent ?? "",
+    });
+    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+    child.proc.stdout!.pipe(res, { end: false });
+    const exit = await child.exit;
+    const why = childFailure("btrfs send", exit);
+    if (why) {
+      this.log.warn({ unitId, checkpoint: checkpointId, err: why }, "node endpoint: sending a checkpoint failed");
+      res.destroy();
+    } else res.end();
   }
 
   private async wake(res: ServerResponse, args: unknown[]): Promise<void> {

@@ -285,8 +285,8 @@ export class RemoteNode implements UnitNode {
   moveAborted(unit: UnitRecord): Promise<void> {
     return this.call("moveAborted", [unit]);
   }
-  moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress): Promise<void> {
-    return this.stream("moveIn", [unit, checkpoint], progress);
+  moveIn(unit: UnitRecord, checkpoint: CheckpointRecord, progress: Progress, from?: string): Promise<void> {
+    return this.stream("moveIn", [unit, checkpoint, from ?? null], progress);
   }
   resourceLimits(): Promise<ResourceLimits> {
     return this.call("resourceLimits", []);

@@ -30,7 +30,19 @@ import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
 import { publishNetworkPolicy } from "./run-dir.js";
 import { Runc } from "./runc.js";
 import { deleteTemplate, publishTemplate, templateDisk } from "./templates.js";
-import { createDisk, deletingDisks, destroyDisk, forgetDisk, forkDisk, limitDisk, unitQgroup } from "./unit-disk.js";
+import {
+  createDisk,
+  deletingDisks,
+  destroyDisk,
+  forgetDisk,
+  forkDisk,
+  limitDisk,
+  markRetired,
+  retireDisk,
+  retiredDisks,
+  unitQgroup,
+  unretireDisk,
+} from "./unit-disk.js";
 import { UnitLinks } from "./unit-links.js";
 import { UnitPaths } from "./unit-paths.js";
 import { UnitResources } from "./unit-resources.js";
@@ -240,6 +252,24 @@ export class RuncRuntime implements UnitRuntime {
 
   async forget(id: string): Promise<void> {
     await forgetDisk(this.paths, id);
+  }
+
+  async retire(id: string, keep: readonly string[]): Promise<void> {
+    await this.stop(id);
+    await retireDisk(this.paths, id, keep, this.quotaPool);
+    this.diskLimits.delete(id);
+  }
+
+  markRetired(id: string): Promise<void> {
+    return markRetired(this.paths, id);
+  }
+
+  unretire(id: string): Promise<void> {
+    return unretireDisk(this.paths, id);
+  }
+
+  retired(): Promise<string[]> {
+    return retiredDisks(this.paths);
   }
 
   deleting(): Promise<string[]> {

@@ -140,6 +140,72 @@ export async function destroyDisk(paths: UnitPaths, id: string, pool: string | u
   if (group && pool) await dropQgroup(pool, group).catch(() => false);
 }
 
+/**
+ * Issue #15: a unit that moved to another node: `<disk>/retired.<runtime id>` says this server keeps
+ * only a snapshot of it (the parent of a move back), swept once the unit or that checkpoint is gone.
+ */
+const RETIRED = "retired.";
+const retiredMark = (paths: UnitPaths) => `${RETIRED}${paths.rid}`;
+
+/**
+ * Removes a stopped unit's disk but the snapshots of checkpoints `keep` (the rootfs, a restore's
+ * leftovers, its other checkpoints, its run dir and quota group) and marks what stays as retired.
+ * The mark is written first: a crash midway leaves a retired unit for the sweep, never a unit
+ * this server would take for its own.
+ */
+export async function retireDisk(
+  paths: UnitPaths,
+  id: string,
+  keep: readonly string[],
+  pool: string | undefined,
+): Promise<void> {
+  const { disk: dir, checkpoints, run } = paths.unit(id);
+  const group = unitQgroup(paths, id);
+  await markRetired(paths, id);
+  let cps: string[] = [];
+  try {
+    cps = await readdir(checkpoints);
+  } catch {}
+  for (const sub of [
+    ...cps.filter((cp) => !keep.includes(cp)).map((cp) => join("checkpoints", cp)),
+    "rootfs",
+    "rootfs.old",
+    "rootfs.new",
+    "rootfs.check",
+  ]) {
+    if (existsSync(join(dir, sub))) await deleteSubvolume(join(dir, sub));
+  }
+  for (const name of await readdir(dir)) {
+    if (name !== "checkpoints" && name !== retiredMark(paths) && !isTombstone(name)) {
+      await rm(join(dir, name), { recursive: true, force: true });
+    }
+  }
+  await rm(run, { recursive: true, force: true });
+  if (group && pool) await dropQgroup(pool, group).catch(() => false);
+}
+
+/** Marks the unit retired (retireDisk's first step), durably; idempotent. */
+export async function markRetired(paths: UnitPaths, id: string): Promise<void> {
+  const { disk: dir } = paths.unit(id);
+  if (existsSync(join(dir, retiredMark(paths)))) return;
+  await mkdir(dir, { recursive: true });
+  await createMarkerDurably(join(dir, retiredMark(paths)));
+}
+
+/** The unit is this server's again (it moved back): its kept snapshot is one of its checkpoints. */
+export async function unretireDisk(paths: UnitPaths, id: string): Promise<void> {
+  await rm(join(paths.unit(id).disk, retiredMark(paths)), { force: true });
+}
+
+/** This server's retired units (retireDisk). */
+export async function retiredDisks(paths: UnitPaths): Promise<string[]> {
+  let ids: string[] = [];
+  try {
+    ids = await readdir(paths.unitsDir);
+  } catch {}
+  return ids.filter((id) => existsSync(join(paths.unit(id).disk, retiredMark(paths))));
+}
+
 /** Removes a destroyed unit's tombstone: its record is gone. */
 export async function forgetDisk(paths: UnitPaths, id: string): Promise<void> {
   await rm(paths.unit(id).disk, { recursive: true, force: true });

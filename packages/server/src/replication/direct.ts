@@ -1,0 +1,91 @@
+import { join, resolve } from "node:path";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { isSubvolume } from "../runtime/storage/btrfs.js";
+import { type Child, childFailure, startChild } from "./children.js";
+import { abortError, ReplicationError } from "./errors.js";
+import { assertId } from "./keys.js";
+import { exists, removePartial, StreamCheck } from "./receive-check.js";
+
+// Issue #15, units that move (docs/SCALE-OUT.md): a checkpoint sent from one node straight to
+// another, without the object store on the way: `btrfs send --compressed-data [-p parent]` on the
+// node that has it, its bytes over the node endpoint, `btrfs receive` on the other. Extents btrfs
+// holds compressed go as they are (send protocol 2): nothing is decompressed, compressed again or
+// written twice. The object store keeps its copy of the chain; this is only the fast way across.
+
+/**
+ * `btrfs send` of the read-only snapshot `snapshotPath`, incremental against `parentPath` when
+ * given (a snapshot the receiving node has too, as itself or as received from it). Its stdout is
+ * the stream; its `exit` says whether the stream is whole.
+ */
+export function sendSnapshot(snapshotPath: string, parentPath?: string): Child {
+  const args = ["send", "-q", "--compressed-data", ...(parentPath ? ["-p", resolve(parentPath)] : [])];
+  return startChild("btrfs", [...args, resolve(snapshotPath)], ["ignore", "pipe", "pipe"]);
+}
+
+export interface ReceiveSnapshotOptions {
+  /** The unit's checkpoint directory: the stream may make `<destDir>/<checkpointId>` only. */
+  readonly destDir: string;
+  readonly checkpointId: string;
+  /** Whether the stream is incremental (a snapshot of a parent already in `destDir`). */
+  readonly incremental: boolean;
+  readonly body: Readable;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Receives a send stream as `<destDir>/<checkpointId>` (`btrfs receive --chroot`, checked like an
+ * import from the store: its first command must make that subvolume). Nothing of it is left when
+ * it fails (a cut stream, a missing parent, an abort). Resolves with the bytes received.
+ */
+export async function receiveSnapshot(opts: ReceiveSnapshotOptions): Promise<number> {
+  const id = assertId(opts.checkpointId, "checkpoint id");
+  const destDir = resolve(opts.destDir);
+  const path = join(destDir, id);
+  if (await exists(path)) throw new ReplicationError("EXISTS", `${path} exists already`);
+  const { signal } = opts;
+  if (signal?.aborted) throw abortError(signal, `receive of ${id}`);
+  const inner = new AbortController();
+  const fail = (err: unknown) => {
+    if (!inner.signal.aborted) inner.abort(err);
+  };
+  const onAbort = () => fail(abortError(signal, `receive of ${id}`));
+  signal?.addEventListener("abort", onAbort, { once: true });
+  // -e: it stops at the stream's end marker (one subvolume); -E 1: at its first error.
+  const receive = startChild("btrfs", ["receive", "-e", "--chroot", "-E", "1", destDir], ["pipe", "ignore", "pipe"]);
+  inner.signal.addEventListener("abort", () => receive.kill(), { once: true });
+  const check = new StreamCheck(id, opts.incremental);
+  const tasks = [
+    receive.exit.then((e) => {
+      const why = childFailure("btrfs receive", e);
+      if (why) {
+        const code = /cannot find parent subvolume/i.test(e.stderr) ? "PARENT_MISSING" : "RECEIVE_FAILED";
+        const err = new ReplicationError(code, why);
+        fail(err);
+        throw err;
+      }
+    }),
+    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+    pipeline(opts.body, check, receive.proc.stdin!, { signal: inner.signal }).catch((err: unknown) => {
+      fail(err);
+      throw err;
+    }),
+  ];
+  let ok = false;
+  try {
+    const results = await Promise.allSettled(tasks);
+    if (signal?.aborted) throw abortError(signal, `receive of ${id}`);
+    if (inner.signal.aborted) throw inner.signal.reason;
+    for (const r of results) if (r.status === "rejected") throw r.reason;
+    if (!(await isSubvolume(path))) throw new ReplicationError("RECEIVE_FAILED", `btrfs receive made no ${path}`);
+    ok = true;
+    return check.bytes;
+  } finally {
+    receive.kill();
+    await receive.exit;
+    signal?.removeEventListener("abort", onAbort);
+    opts.body.destroy();
+    // The path did not exist before, and the stream could only make `<destDir>/<id>`.
+    if (!ok) await removePartial(path);
+  }
+}
