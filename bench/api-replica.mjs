@@ -21,14 +21,20 @@
 // error, on Ctrl-C or SIGTERM and at the time cap (UMS_BENCH_TIMEOUT_S, default 1800): the units
 // (through the API), the servers (by PID), their host resources, data dirs, subnets and databases,
 // and the PostgreSQL cluster.
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
-import { freePort, fmt as ms, percentile, pgCluster, run, UMS } from "./lib.mjs";
+import {
+  benchPostgres,
+  cleanupOnSignalsAndTimeCap,
+  freePort,
+  fmt as ms,
+  percentile,
+  serveGroup,
+  tail,
+} from "./lib.mjs";
 
 const USAGE = `usage: node bench/api-replica.mjs [options]
 
@@ -67,22 +73,17 @@ const GOAL_EXTRA_MS = 1.5;
 const FILE_BYTES = 1 << 20;
 const UNIT = "replica-bench";
 const ORG = "bench";
-const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
-const START_TIMEOUT_MS = 120_000;
+// The units do not go idle during the run.
+const NO_IDLE = { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" };
 
 const log = (m) => process.stderr.write(`${m}\n`);
 const signed = (x) => (Number.isFinite(x) && x >= 0 ? `+${ms(x)}` : ms(x));
 const dist = (p) => new URL(`../packages/server/dist/${p}`, import.meta.url).href;
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
 // ---------- what the run holds, and its cleanup ----------
 
-/** The `ums serve` processes, in start order; each with its data dir, subnet, log and URL. */
-const servers = [];
-/** Databases made on the PostgreSQL server, dropped at the end. */
-const databases = [];
-let cluster; // the private PostgreSQL cluster, when this run started one
-let adminUrl; // the PostgreSQL server's `postgres` database
+let serves; // the `ums serve` processes (bench/lib.mjs serveGroup)
+let postgres; // the PostgreSQL server, its databases and the private cluster (bench/lib.mjs benchPostgres)
 let tmp; // logs
 const agents = [];
 
@@ -90,178 +91,15 @@ let cleaning;
 function cleanup() {
   cleaning ??= (async () => {
     for (const a of agents) a.destroy();
-    // The units go through the API first (so their containers, networks and disks go with them),
-    // then the processes (API before node: nothing calls a node that is gone), then what stopped
-    // nodes leave on the host.
-    for (const s of servers) {
-      if (s.token && s.url && running(s.child)) {
-        await fetch(`${s.url}/v1/units/${UNIT}`, {
-          method: "DELETE",
-          headers: { authorization: `Bearer ${s.token}` },
-          signal: AbortSignal.timeout(30_000),
-        }).catch((e) => log(`cleanup: deleting the unit through ${s.name}: ${e.message}`));
-      }
-    }
-    for (const s of [...servers].reverse().sort((a, b) => (a.role === "api" ? -1 : b.role === "api" ? 1 : 0))) {
-      await stop(s.child);
-    }
-    const hc = await import(dist("testing/host-cleanup.js"));
-    for (const s of servers) {
-      try {
-        if (s.role !== "api") await hc.cleanupStoppedServer(s.dataDir, s.databaseUrl);
-        else await hc.removeServerHostResources(s.dataDir);
-      } catch (e) {
-        log(`cleanup of ${s.name}: ${e.message}`);
-      }
-      await s.unlock?.();
-      rmSync(s.dataDir, { recursive: true, force: true });
-    }
-    for (const name of databases) {
-      const c = new pg.Client({ connectionString: adminUrl });
-      try {
-        await c.connect();
-        await c.query(`drop database if exists ${name} with (force)`);
-      } catch (e) {
-        log(`cleanup: dropping database ${name}: ${e.message}`);
-      } finally {
-        await c.end().catch(() => {});
-      }
-    }
-    try {
-      cluster?.stop();
-    } catch (e) {
-      log(`cleanup: stopping the PostgreSQL cluster: ${e.message}`);
-    }
+    // The unit through the API of each setup first, then the servers, what they leave on the host,
+    // their subnets and data dirs; then the databases and the cluster.
+    await serves?.stopServes({ units: [UNIT] });
+    await postgres?.stop();
     if (tmp) rmSync(tmp, { recursive: true, force: true });
   })();
   return cleaning;
 }
-for (const sig of ["SIGINT", "SIGTERM"]) {
-  process.once(sig, () => {
-    log(`${sig}: cleaning up`);
-    cleanup().finally(() => process.exit(130));
-  });
-}
-const timer = setTimeout(() => {
-  log(`time cap (${RUN_TIMEOUT_MS / 1000} s) reached: cleaning up`);
-  cleanup().finally(() => process.exit(1));
-}, RUN_TIMEOUT_MS);
-timer.unref();
-
-function running(child) {
-  return !!child && child.exitCode === null && child.signalCode === null;
-}
-
-/** SIGTERM, then SIGKILL after 10 s; resolves once the process has exited. */
-async function stop(child) {
-  if (!running(child)) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
-  await exited;
-  clearTimeout(t);
-}
-
-// ---------- starting the servers ----------
-
-async function createDatabase(what) {
-  const name = `ums_bench_${what}_${randomBytes(4).toString("hex")}`;
-  const c = new pg.Client({ connectionString: adminUrl });
-  await c.connect();
-  try {
-    await c.query(`create database ${name}`);
-  } finally {
-    await c.end();
-  }
-  databases.push(name);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
-/**
- * Starts `ums serve --role ROLE` (`opts.env` added) with a data dir, a port (and, for a node, a
- * unit subnet and an endpoint port) of its own, and waits until it answers: GET /healthz for one
- * with the API, its endpoint (with the node secret) and its row in the database for a node.
- */
-async function startServe(name, role, databaseUrl, env = {}) {
-  const { testServeEnv } = await import(dist("testing/host-cleanup.js"));
-  const { lockSubnet } = await import(dist("testing/runtime.js"));
-  const s = { name, role, databaseUrl, dataDir: mkdtempSync(join(tmpdir(), `ums-bench-${name}-`)) };
-  servers.push(s);
-  const port = await freePort();
-  let unitEnv = { UMS_GATEWAY_PORT: "0" };
-  if (role !== "api") {
-    const subnet = await lockSubnet();
-    s.unlock = subnet.unlock;
-    unitEnv = await testServeEnv(subnet.n);
-  }
-  s.env = {
-    ...unitEnv,
-    PATH: process.env.PATH,
-    UMS_DATA_DIR: s.dataDir,
-    UMS_DATABASE_URL: databaseUrl,
-    UMS_ROLE: role,
-    UMS_LISTEN: `127.0.0.1:${port}`,
-    UMS_LOG_LEVEL: "warn",
-    // Workplace rule for benches: units reach nothing outside the host, the uplinks stay untouched.
-    UMS_UPLINKS: "none",
-    UMS_EGRESS_RANGES: "none",
-    UMS_DNS_UPSTREAM: "127.0.0.1:9",
-    UMS_IDLE_WARM: "1h",
-    UMS_IDLE_COLD: "1h",
-    ...env,
-  };
-  if (role !== "node") {
-    s.url = `http://127.0.0.1:${port}`;
-    s.token = (await run(UMS, ["token", "create", "--org", ORG], { timeoutMs: 60_000, env: s.env })).trim();
-  }
-  s.log = join(tmp, `${name}.log`);
-  const fd = openSync(s.log, "a");
-  // Its own process group: a Ctrl-C in the terminal reaches this script, whose cleanup deletes the
-  // unit before it stops the servers.
-  s.child = spawn(UMS, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
-  closeSync(fd);
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (await ready(s).catch(() => false)) return s;
-    if (!running(s.child) || Date.now() > deadline) {
-      throw new Error(
-        `ums serve --role ${role} (${name}) did not start: ${running(s.child) ? "no answer" : "it exited"}\n${tail(s.log)}`,
-      );
-    }
-    await sleep(100);
-  }
-}
-
-async function ready(s) {
-  if (s.role !== "node") return (await fetch(`${s.url}/healthz`)).ok;
-  const endpoint = s.env.UMS_NODE_LISTEN;
-  const r = await fetch(`http://${endpoint}/node/v1/call/resourceLimits`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${s.env.UMS_NODE_SECRET}`, "content-type": "application/json" },
-    body: '{"args":[]}',
-  });
-  await r.arrayBuffer();
-  if (!r.ok) return false;
-  // Registered (the endpoint listens a moment before the node's row is written).
-  const c = new pg.Client({ connectionString: s.databaseUrl });
-  await c.connect();
-  try {
-    const { rows } = await c.query("select count(*)::int as n from nodes where address = $1", [endpoint]);
-    return rows[0].n === 1;
-  } finally {
-    await c.end();
-  }
-}
-
-function tail(path) {
-  try {
-    return readFileSync(path, "utf8").slice(-4000);
-  } catch {
-    return "";
-  }
-}
+cleanupOnSignalsAndTimeCap(cleanup);
 
 // ---------- requests ----------
 
@@ -365,26 +203,23 @@ const results = {};
 let ok = true;
 try {
   tmp = mkdtempSync(join(tmpdir(), "ums-bench-replica-"));
+  serves = serveGroup({ org: ORG, logDir: tmp, dataDirPrefix: "ums-bench-" });
   const { testImage } = await import(dist("runtime/image/test-image.js"));
   await testImage({ onProgress: (p) => log(`image: ${p.message}`) });
-  adminUrl = process.env.UMS_BENCH_DATABASE_URL;
-  if (!adminUrl) {
-    log("starting a private PostgreSQL cluster");
-    cluster = pgCluster();
-    adminUrl = cluster.url;
-  }
+  postgres = benchPostgres();
   const secret = randomBytes(32).toString("hex");
   log("starting the single-process server (--role all)");
-  const single = await startServe("single", "all", await createDatabase("single"));
-  const clusterDb = await createDatabase("cluster");
+  const single = await serves.startServe("single", "all", await postgres.createDatabase("single"), NO_IDLE);
+  const clusterDb = await postgres.createDatabase("cluster");
   log("starting a node (--role node) and an API process (--role api) on one database");
   const endpointPort = await freePort();
-  const node = await startServe("node", "node", clusterDb, {
+  const node = await serves.startServe("node", "node", clusterDb, {
+    ...NO_IDLE,
     UMS_NODE_SECRET: secret,
     UMS_NODE_LISTEN: `127.0.0.1:${endpointPort}`,
     UMS_NODE_NAME: "bench-node",
   });
-  const api = await startServe("api", "api", clusterDb, { UMS_NODE_SECRET: secret });
+  const api = await serves.startServe("api", "api", clusterDb, { ...NO_IDLE, UMS_NODE_SECRET: secret });
 
   const blob = randomBytes(FILE_BYTES);
   const setups = [];
@@ -447,7 +282,7 @@ try {
 } catch (err) {
   ok = false;
   log(`ERROR: ${err?.stack ?? err}`);
-  for (const s of servers) if (s.log) log(`--- ${s.name} log (tail) ---\n${tail(s.log)}`);
+  for (const s of serves?.servers ?? []) if (s.log) log(`--- ${s.name} log (tail) ---\n${tail(s.log)}`);
 } finally {
   await cleanup();
 }

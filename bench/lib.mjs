@@ -1,10 +1,13 @@
-// Shared pieces of the benchmarks: a `ums serve` of their own on the shared test pool, timing and
-// percentiles. Benchmarks print; they never fail on slow figures.
+// Shared pieces of the benchmarks: a `ums serve` of their own on the shared test pool, deployments
+// of `ums serve` processes by role on PostgreSQL, timing and percentiles. Benchmarks print; they
+// never fail on slow figures.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 import { freePort } from "../packages/server/dist/testing/free-port.js";
 
 export { freePort };
@@ -199,4 +202,236 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
       await release();
     }
   }
+}
+
+// ---------- deployments of `ums serve` processes by role (api-replica.mjs, move.mjs) ----------
+
+const log = (m) => process.stderr.write(`${m}\n`);
+const sleep = (t) => new Promise((r) => setTimeout(r, t));
+
+/** Whether `child` was started and has not exited. */
+export function running(child) {
+  return !!child && child.exitCode === null && child.signalCode === null;
+}
+
+/** SIGTERM, then SIGKILL after 10 s; resolves once the process has exited (at once if it is not running). */
+export async function stopProcess(child) {
+  if (!running(child)) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(t);
+}
+
+/** The last 4,000 characters of a file (a server's log), or "" when it cannot be read. */
+export function tail(path) {
+  try {
+    return readFileSync(path, "utf8").slice(-4000);
+  } catch {
+    return "";
+  }
+}
+
+/** The rows of one SQL statement on the PostgreSQL database at `url` (a connection of its own). */
+export async function query(url, sql, params) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query(sql, params)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * Runs `cleanup` (a function that runs once however often it is called) on SIGINT or SIGTERM, then
+ * exits 130, and when the run's time cap passes (UMS_BENCH_TIMEOUT_S, default 1800), then exits 1.
+ */
+export function cleanupOnSignalsAndTimeCap(cleanup) {
+  const capMs = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
+  for (const sig of ["SIGINT", "SIGTERM"]) {
+    process.once(sig, () => {
+      log(`${sig}: cleaning up`);
+      cleanup().finally(() => process.exit(130));
+    });
+  }
+  const timer = setTimeout(() => {
+    log(`time cap (${capMs / 1000} s) reached: cleaning up`);
+    cleanup().finally(() => process.exit(1));
+  }, capMs);
+  timer.unref();
+}
+
+/**
+ * The PostgreSQL server a run makes its databases on: UMS_BENCH_DATABASE_URL's, else a private
+ * cluster (pgCluster) started here. `createDatabase(what)` makes a database of the run's own
+ * (`ums_bench_<what>_<random>`) and returns its URL; `stop()` drops those databases (with force)
+ * and stops the private cluster, logging what fails and going on.
+ */
+export function benchPostgres() {
+  let cluster;
+  let adminUrl = process.env.UMS_BENCH_DATABASE_URL;
+  if (!adminUrl) {
+    log("starting a private PostgreSQL cluster");
+    cluster = pgCluster();
+    adminUrl = cluster.url;
+  }
+  const databases = [];
+  return {
+    adminUrl,
+    async createDatabase(what) {
+      const name = `ums_bench_${what}_${randomBytes(4).toString("hex")}`;
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      try {
+        await c.query(`create database ${name}`);
+      } finally {
+        await c.end();
+      }
+      databases.push(name);
+      const url = new URL(adminUrl);
+      url.pathname = `/${name}`;
+      return url.toString();
+    },
+    async stop() {
+      for (const name of databases) {
+        const c = new pg.Client({ connectionString: adminUrl });
+        try {
+          await c.connect();
+          await c.query(`drop database if exists ${name} with (force)`);
+        } catch (e) {
+          log(`cleanup: dropping database ${name}: ${e.message}`);
+        } finally {
+          await c.end().catch(() => {});
+        }
+      }
+      try {
+        cluster?.stop();
+      } catch (e) {
+        log(`cleanup: stopping the PostgreSQL cluster: ${e.message}`);
+      }
+    },
+  };
+}
+
+/**
+ * The `ums serve` processes of a run, started by role (`--role all|api|node`) on PostgreSQL, each
+ * with a data dir (`<dataDirPrefix><name>-` in the temp dir) and a port of its own, its log in
+ * `logDir`, and an API token of `org` for one with the API. `servers` lists them in start order
+ * (each as soon as its start begins, so that `stopServes` removes what a failed start left).
+ */
+export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
+  const servers = [];
+  let stopping = false;
+
+  /**
+   * Starts `ums serve --role ROLE` (`env` added, last) with a data dir and a port (for a node, a
+   * unit subnet too) of its own, on the test pool's environment with uplinks and egress ranges
+   * `none`, and waits until it answers: GET /healthz for one with the API; its endpoint
+   * (UMS_NODE_LISTEN, with UMS_NODE_SECRET) and its row in the database for a node. Resolves to
+   * the server: name, role, databaseUrl, dataDir, env, url and token (with the API), log, child.
+   */
+  async function startServe(name, role, databaseUrl, env = {}) {
+    const { testServeEnv } = await import("../packages/server/dist/testing/host-cleanup.js");
+    const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
+    const s = { name, role, databaseUrl, dataDir: mkdtempSync(join(tmpdir(), `${dataDirPrefix}${name}-`)) };
+    servers.push(s);
+    const port = await freePort();
+    let unitEnv = { UMS_GATEWAY_PORT: "0" };
+    if (role !== "api") {
+      const subnet = await lockSubnet();
+      s.unlock = subnet.unlock;
+      unitEnv = await testServeEnv(subnet.n);
+    }
+    s.env = {
+      ...unitEnv,
+      PATH: process.env.PATH,
+      UMS_DATA_DIR: s.dataDir,
+      UMS_DATABASE_URL: databaseUrl,
+      UMS_ROLE: role,
+      UMS_LISTEN: `127.0.0.1:${port}`,
+      UMS_LOG_LEVEL: "warn",
+      // Workplace rule for benches: units reach nothing outside the host, the uplinks stay untouched.
+      UMS_UPLINKS: "none",
+      UMS_EGRESS_RANGES: "none",
+      UMS_DNS_UPSTREAM: "127.0.0.1:9",
+      ...env,
+    };
+    if (role !== "node") {
+      s.url = `http://127.0.0.1:${port}`;
+      s.token = (await run(UMS, ["token", "create", "--org", org], { timeoutMs: 60_000, env: s.env })).trim();
+    }
+    s.log = join(logDir, `${name}.log`);
+    // No process once stopServes has begun (a Ctrl-C during a start): it would outlive the run.
+    if (stopping) throw new Error(`ums serve --role ${role} (${name}): not started, the run is stopping`);
+    const fd = openSync(s.log, "a");
+    // Its own process group: a Ctrl-C in the terminal reaches the benchmark, whose cleanup deletes
+    // the units before it stops the servers.
+    s.child = spawn(UMS, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
+    closeSync(fd);
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      if (await ready(s).catch(() => false)) return s;
+      if (!running(s.child) || Date.now() > deadline) {
+        throw new Error(
+          `ums serve --role ${role} (${name}) did not start: ${running(s.child) ? "no answer" : "it exited"}\n${tail(s.log)}`,
+        );
+      }
+      await sleep(100);
+    }
+  }
+
+  async function ready(s) {
+    if (s.role !== "node") return (await fetch(`${s.url}/healthz`)).ok;
+    const endpoint = s.env.UMS_NODE_LISTEN;
+    const r = await fetch(`http://${endpoint}/node/v1/call/resourceLimits`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.env.UMS_NODE_SECRET}`, "content-type": "application/json" },
+      body: '{"args":[]}',
+    });
+    await r.arrayBuffer();
+    if (!r.ok) return false;
+    // Registered (the endpoint listens a moment before the node's row is written).
+    const rows = await query(s.databaseUrl, "select count(*)::int as n from nodes where address = $1", [endpoint]);
+    return rows[0].n === 1;
+  }
+
+  /**
+   * Removes everything the servers hold: the `units` (by name) through each server with the API
+   * that still runs (their containers, networks and disks go with them), then the processes by PID
+   * (those with the API first: nothing calls a node that is gone; then in reverse start order;
+   * SIGTERM, SIGKILL after 10 s), then what stopped servers leave on the host
+   * (cleanupStoppedServer; removeServerHostResources for an API process), their subnets and data
+   * dirs. Logs what fails and goes on.
+   */
+  async function stopServes({ units = [] } = {}) {
+    stopping = true;
+    for (const s of servers) {
+      if (!s.token || !s.url || !running(s.child)) continue;
+      for (const unit of units) {
+        await fetch(`${s.url}/v1/units/${unit}`, {
+          method: "DELETE",
+          headers: { authorization: `Bearer ${s.token}` },
+          signal: AbortSignal.timeout(30_000),
+        }).catch((e) => log(`cleanup: deleting unit ${unit} through ${s.name}: ${e.message}`));
+      }
+    }
+    for (const s of [...servers].reverse().sort((a, b) => (a.role === "api" ? -1 : b.role === "api" ? 1 : 0))) {
+      await stopProcess(s.child);
+    }
+    const hc = await import("../packages/server/dist/testing/host-cleanup.js");
+    for (const s of servers) {
+      try {
+        if (s.role !== "api") await hc.cleanupStoppedServer(s.dataDir, s.databaseUrl);
+        else await hc.removeServerHostResources(s.dataDir);
+      } catch (e) {
+        log(`cleanup of ${s.name}: ${e.message}`);
+      }
+      await s.unlock?.();
+      rmSync(s.dataDir, { recursive: true, force: true });
+    }
+  }
+
+  return { servers, startServe, stopServes };
 }

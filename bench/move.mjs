@@ -24,11 +24,19 @@
 // PostgreSQL cluster, the store and its files.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
-import { freePort, percentile, pgCluster, run, UMS } from "./lib.mjs";
+import {
+  benchPostgres,
+  cleanupOnSignalsAndTimeCap,
+  freePort,
+  percentile,
+  query,
+  serveGroup,
+  stopProcess,
+  tail,
+} from "./lib.mjs";
 
 const USAGE = `usage: node bench/move.mjs [options]
 
@@ -67,8 +75,6 @@ const GOAL_MS = 5000;
 const UNIT = "move-bench";
 const ORG = "bench";
 const BUCKET = "bench";
-const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
-const START_TIMEOUT_MS = 120_000;
 // Each node's pool: the test image, the unit's files and what a move receives (zeros compress).
 const POOL_BYTES = Math.max(4096, 2 * MIB + 2048) * 1024 * 1024;
 
@@ -79,13 +85,10 @@ const sleep = (t) => new Promise((r) => setTimeout(r, t));
 
 // ---------- what the run holds, and its cleanup ----------
 
-/** The `ums serve` processes, in start order; each with its data dir, subnet, log and URL. */
-const servers = [];
+let serves; // the `ums serve` processes (bench/lib.mjs serveGroup)
 /** The nodes' own pools (openOwnPool), closed after the nodes stopped. */
 const pools = [];
-const databases = [];
-let cluster; // the private PostgreSQL cluster, when this run started one
-let adminUrl; // the PostgreSQL server's `postgres` database
+let postgres; // the PostgreSQL server, the database and the private cluster (bench/lib.mjs benchPostgres)
 let tmp; // logs and the store's files
 let s3; // the s3rver child process
 
@@ -93,76 +96,17 @@ let cleaning;
 function cleanup() {
   cleaning ??= (async () => {
     // The unit through the API first (its container, network and disk go with it), then the
-    // processes (API before the nodes), then what stopped nodes leave on the host, then the pools.
-    const api = servers.find((s) => s.role === "api");
-    if (api?.token && running(api.child)) {
-      await fetch(`${api.url}/v1/units/${UNIT}`, {
-        method: "DELETE",
-        headers: { authorization: `Bearer ${api.token}` },
-        signal: AbortSignal.timeout(30_000),
-      }).catch((e) => log(`cleanup: deleting the unit: ${e.message}`));
-    }
-    for (const s of [...servers].sort((a, b) => (a.role === "api" ? -1 : b.role === "api" ? 1 : 0))) {
-      await stop(s.child);
-    }
-    const hc = await import(dist("testing/host-cleanup.js"));
-    for (const s of servers) {
-      try {
-        if (s.role !== "api") await hc.cleanupStoppedServer(s.dataDir, s.databaseUrl);
-        else await hc.removeServerHostResources(s.dataDir);
-      } catch (e) {
-        log(`cleanup of ${s.name}: ${e.message}`);
-      }
-      await s.unlock?.();
-      rmSync(s.dataDir, { recursive: true, force: true });
-    }
+    // processes (API before the nodes), then what stopped nodes leave on the host, their subnets
+    // and data dirs, then the pools, the store, the database and the cluster.
+    await serves?.stopServes({ units: [UNIT] });
     for (const p of pools) await p.close().catch((e) => log(`cleanup: closing a pool: ${e.message}`));
-    await stop(s3);
-    for (const name of databases) {
-      const c = new pg.Client({ connectionString: adminUrl });
-      try {
-        await c.connect();
-        await c.query(`drop database if exists ${name} with (force)`);
-      } catch (e) {
-        log(`cleanup: dropping database ${name}: ${e.message}`);
-      } finally {
-        await c.end().catch(() => {});
-      }
-    }
-    try {
-      cluster?.stop();
-    } catch (e) {
-      log(`cleanup: stopping the PostgreSQL cluster: ${e.message}`);
-    }
+    await stopProcess(s3);
+    await postgres?.stop();
     if (tmp) rmSync(tmp, { recursive: true, force: true });
   })();
   return cleaning;
 }
-for (const sig of ["SIGINT", "SIGTERM"]) {
-  process.once(sig, () => {
-    log(`${sig}: cleaning up`);
-    cleanup().finally(() => process.exit(130));
-  });
-}
-const timer = setTimeout(() => {
-  log(`time cap (${RUN_TIMEOUT_MS / 1000} s) reached: cleaning up`);
-  cleanup().finally(() => process.exit(1));
-}, RUN_TIMEOUT_MS);
-timer.unref();
-
-function running(child) {
-  return !!child && child.exitCode === null && child.signalCode === null;
-}
-
-/** SIGTERM, then SIGKILL after 10 s; resolves once the process has exited. */
-async function stop(child) {
-  if (!running(child)) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  const t = setTimeout(() => child.kill("SIGKILL"), 10_000);
-  await exited;
-  clearTimeout(t);
-}
+cleanupOnSignalsAndTimeCap(cleanup);
 
 // ---------- starting the store and the servers ----------
 
@@ -190,21 +134,6 @@ async function startStore(dir) {
   return `s3://${BUCKET}/?endpoint=http://127.0.0.1:${port}&path_style=true`;
 }
 
-async function createDatabase(what) {
-  const name = `ums_bench_${what}_${randomBytes(4).toString("hex")}`;
-  const c = new pg.Client({ connectionString: adminUrl });
-  await c.connect();
-  try {
-    await c.query(`create database ${name}`);
-  } finally {
-    await c.end();
-  }
-  databases.push(name);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
 /**
  * A btrfs pool of the node's own (a loop file) with the test image and its manifest: `ums serve`
  * finds the image there as built (UMS_POOL_DIR, UMS_IMAGE_VARIANT=test) and builds nothing.
@@ -217,92 +146,6 @@ async function ownPool() {
   const shared = await testImage();
   copyFileSync(`${shared.path}.json`, `${p.pool.imagePath}.json`);
   return p.pool.path;
-}
-
-/**
- * Starts `ums serve --role ROLE` (`env` added) with a data dir and a port (for a node, a unit
- * subnet too) of its own, and waits until it answers: GET /healthz for the API process; its
- * endpoint (with the node secret) and its row in the database for a node.
- */
-async function startServe(name, role, databaseUrl, env = {}) {
-  const { testServeEnv } = await import(dist("testing/host-cleanup.js"));
-  const { lockSubnet } = await import(dist("testing/runtime.js"));
-  const s = { name, role, databaseUrl, dataDir: mkdtempSync(join(tmpdir(), `ums-bench-move-${name}-`)) };
-  servers.push(s);
-  const port = await freePort();
-  let unitEnv = { UMS_GATEWAY_PORT: "0" };
-  if (role !== "api") {
-    const subnet = await lockSubnet();
-    s.unlock = subnet.unlock;
-    unitEnv = await testServeEnv(subnet.n);
-  }
-  s.env = {
-    ...unitEnv,
-    PATH: process.env.PATH,
-    UMS_DATA_DIR: s.dataDir,
-    UMS_DATABASE_URL: databaseUrl,
-    UMS_ROLE: role,
-    UMS_LISTEN: `127.0.0.1:${port}`,
-    UMS_LOG_LEVEL: "warn",
-    // Workplace rule for benches: units reach nothing outside the host, the uplinks stay untouched.
-    UMS_UPLINKS: "none",
-    UMS_EGRESS_RANGES: "none",
-    UMS_DNS_UPSTREAM: "127.0.0.1:9",
-    ...env,
-  };
-  if (role !== "node") {
-    s.url = `http://127.0.0.1:${port}`;
-    s.token = (await run(UMS, ["token", "create", "--org", ORG], { timeoutMs: 60_000, env: s.env })).trim();
-  }
-  s.log = join(tmp, `${name}.log`);
-  const fd = openSync(s.log, "a");
-  // Its own process group: a Ctrl-C in the terminal reaches this script, whose cleanup deletes the
-  // unit before it stops the servers.
-  s.child = spawn(UMS, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
-  closeSync(fd);
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (await ready(s).catch(() => false)) return s;
-    if (!running(s.child) || Date.now() > deadline) {
-      throw new Error(
-        `ums serve --role ${role} (${name}) did not start: ${running(s.child) ? "no answer" : "it exited"}\n${tail(s.log)}`,
-      );
-    }
-    await sleep(100);
-  }
-}
-
-async function ready(s) {
-  if (s.role !== "node") return (await fetch(`${s.url}/healthz`)).ok;
-  const endpoint = s.env.UMS_NODE_LISTEN;
-  const r = await fetch(`http://${endpoint}/node/v1/call/resourceLimits`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${s.env.UMS_NODE_SECRET}`, "content-type": "application/json" },
-    body: '{"args":[]}',
-  });
-  await r.arrayBuffer();
-  if (!r.ok) return false;
-  // Registered (the endpoint listens a moment before the node's row is written).
-  const rows = await query(s.databaseUrl, "select count(*)::int as n from nodes where address = $1", [endpoint]);
-  return rows[0].n === 1;
-}
-
-async function query(url, sql, params) {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(sql, params)).rows;
-  } finally {
-    await c.end();
-  }
-}
-
-function tail(path) {
-  try {
-    return readFileSync(path, "utf8").slice(-4000);
-  } catch {
-    return "";
-  }
 }
 
 // ---------- requests ----------
@@ -427,16 +270,12 @@ const results = { mib: MIB, runs: [], baseline_ms: [] };
 let ok = true;
 try {
   tmp = mkdtempSync(join(tmpdir(), "ums-bench-move-"));
+  serves = serveGroup({ org: ORG, logDir: tmp, dataDirPrefix: "ums-bench-move-" });
   const { testImage } = await import(dist("runtime/image/test-image.js"));
   await testImage({ onProgress: (p) => log(`image: ${p.message}`) });
   ({ execHttp } = await import(dist("testing/exec-client.js")));
-  adminUrl = process.env.UMS_BENCH_DATABASE_URL;
-  if (!adminUrl) {
-    log("starting a private PostgreSQL cluster");
-    cluster = pgCluster();
-    adminUrl = cluster.url;
-  }
-  const db = await createDatabase("move");
+  postgres = benchPostgres();
+  const db = await postgres.createDatabase("move");
   log("starting the object store (s3rver on 127.0.0.1)");
   const objectStore = await startStore(join(tmp, "s3"));
   const secret = randomBytes(32).toString("hex");
@@ -444,7 +283,7 @@ try {
     log(`${name}: a pool of its own (the test image copied in)`);
     const pool = await ownPool();
     log(`${name}: starting ums serve --role node`);
-    await startServe(name, "node", db, {
+    await serves.startServe(name, "node", db, {
       UMS_POOL_DIR: pool,
       UMS_OBJECT_STORE: objectStore,
       AWS_ACCESS_KEY_ID: "S3RVER",
@@ -458,7 +297,7 @@ try {
     });
   }
   log("starting ums serve --role api");
-  api = await startServe("api", "api", db, { UMS_NODE_SECRET: secret });
+  api = await serves.startServe("api", "api", db, { UMS_NODE_SECRET: secret });
 
   const created = await fetch(`${api.url}/v1/units`, {
     method: "POST",
@@ -532,7 +371,7 @@ try {
 } catch (err) {
   ok = false;
   log(`ERROR: ${err?.stack ?? err}`);
-  for (const s of servers) if (s.log) log(`--- ${s.name} log (tail) ---\n${tail(s.log)}`);
+  for (const s of serves?.servers ?? []) if (s.log) log(`--- ${s.name} log (tail) ---\n${tail(s.log)}`);
 } finally {
   await cleanup();
 }
