@@ -3,20 +3,14 @@ import {
   NodeDirectory,
   NodeInUseError,
   NodePlacement,
-  type NodeRecord,
   type NodeState,
   nodeIsUp,
+  nodeStatus,
 } from "@ums/server/nodes";
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
 import { withDataDir, withStore } from "../options.js";
 import { humanBytes } from "./top.js";
-
-/** up or down, with the operator's state when it is not `active`: `up`, `down`, `up, cordoned`. */
-export function nodeStatus(node: NodeRecord, now = Date.now()): string {
-  const up = nodeIsUp(node, now) ? "up" : "down";
-  return node.state === "active" ? up : `${up}, ${node.state}`;
-}
 
 const labelsText = (labels: Readonly<Record<string, string>>) =>
   Object.entries(labels)

@@ -1,6 +1,6 @@
 import { Type } from "@sinclair/typebox";
 import { ErrorBody, ErrorCode, Node, NodeList } from "@ums/protocol";
-import { nodeIsUp } from "../../node/registry/liveness.js";
+import { nodeIsUp, nodeStatus } from "../../node/registry/liveness.js";
 import type { NodeUse, Store } from "../../store/store.js";
 import type { AuthContext } from "../auth.js";
 import { ApiError } from "../errors.js";
@@ -10,15 +10,6 @@ import { commonErrors } from "../schemas.js";
 const Params = Type.Object({ name: Type.String({ maxLength: 256 }) });
 const tags = ["nodes"];
 
-/**
- * `up` or `down`, with the operator's state when it is not `active` (`up, cordoned`): the STATUS
- * column of `ums node list`.
- */
-export function nodeStatus(up: boolean, state: string): string {
-  const word = up ? "up" : "down";
-  return state === "active" ? word : `${word}, ${state}`;
-}
-
 /** A node as the API shows it: `ums node list --json`'s figures without its endpoint address. */
 export function presentNode({ node: n, units }: NodeUse, now: number): Node {
   const up = nodeIsUp(n, now);
@@ -27,7 +18,7 @@ export function presentNode({ node: n, units }: NodeUse, now: number): Node {
     name: n.name,
     up,
     state: n.state,
-    status: nodeStatus(up, n.state),
+    status: nodeStatus(n, now),
     units,
     unit_slots: n.capacity.unitSlots,
     cpus: n.capacity.cpus,
