@@ -12,6 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { dockerSaveArchive, makeTar, ociLayoutArchive } from "../../runtime/image/oci/test-archives.js";
 import { testImage } from "../../runtime/image/test-image.js";
 import { isReadonly } from "../../runtime/storage/btrfs.js";
+import { assertMadeOnItsNodeAlone } from "../../testing/made-on-node.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 import { tools } from "../../testing/services.js";
 import { tinyRootfs } from "../../testing/tiny-rootfs.js";
@@ -170,26 +171,8 @@ describe("images", { timeout: 300_000 }, () => {
     assert.equal(await sh("on-app", "touch /srv/new && stat -c %u /srv/new"), "1000", "the unit writes its own files");
   });
 
-  it("names the node that made it, and units made from it go to that node alone (issue #15)", async () => {
-    const store = s.server.store;
-    const [node] = await store.nodes.list();
-    assert.ok(node);
-    const org = await store.orgs.getBySlug("img");
-    assert.equal((await store.images.get(org?.id ?? "", "app"))?.nodeId, node.id);
-    // Cordoned, its node takes no new unit: both creates fail, but only the image's for its files.
-    await store.nodes.setState(node.name, "cordoned");
-    try {
-      const fromIt = await s.api("POST", "/v1/units", { token, json: { name: "i-cordoned", image: "app" } });
-      assert.equal(fromIt.status, 503, fromIt.text);
-      assert.equal(fromIt.body.code, "UMS_NO_NODE");
-      assert.match(fromIt.body.error, /on that node alone/);
-      const plain = await s.api("POST", "/v1/units", { token, json: { name: "p-cordoned" } });
-      assert.equal(plain.status, 503, plain.text);
-      assert.doesNotMatch(plain.body.error, /on that node alone/);
-    } finally {
-      await store.nodes.setState(node.name, "active");
-    }
-  });
+  it("names the node that made it, and units made from it go to that node alone (issue #15)", () =>
+    assertMadeOnItsNodeAlone(s, token, "img", { image: "app" }));
 
   it("an OCI layout archive (gzip layers, an index) imports the same", async () => {
     const r = await importArchive("app-oci", await appArchive("oci-layout"));

@@ -11,6 +11,7 @@ import { after, before, describe, it } from "node:test";
 import { run } from "../../runtime/exec/host-command.js";
 import { testImage } from "../../runtime/image/test-image.js";
 import { isReadonly, listQgroups, quotaMode, subvolumeId } from "../../runtime/storage/btrfs.js";
+import { assertMadeOnItsNodeAlone } from "../../testing/made-on-node.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 import { tools } from "../../testing/services.js";
 
@@ -76,26 +77,8 @@ describe("templates", { timeout: 300_000 }, () => {
     assert.deepEqual(one.body, r.body);
   });
 
-  it("names the node that made it, and units made from it go to that node alone (issue #15)", async () => {
-    const store = s.server.store;
-    const [node] = await store.nodes.list();
-    assert.ok(node);
-    const org = await store.orgs.getBySlug("tpl");
-    assert.equal((await store.templates.get(org?.id ?? "", "base"))?.nodeId, node.id);
-    // Cordoned, its node takes no new unit: both creates fail, but only the template's for its data.
-    await store.nodes.setState(node.name, "cordoned");
-    try {
-      const fromIt = await s.api("POST", "/v1/units", { token, json: { name: "t-cordoned", template: "base" } });
-      assert.equal(fromIt.status, 503, fromIt.text);
-      assert.equal(fromIt.body.code, "UMS_NO_NODE");
-      assert.match(fromIt.body.error, /on that node alone/);
-      const plain = await s.api("POST", "/v1/units", { token, json: { name: "p-cordoned" } });
-      assert.equal(plain.status, 503, plain.text);
-      assert.doesNotMatch(plain.body.error, /on that node alone/);
-    } finally {
-      await store.nodes.setState(node.name, "active");
-    }
-  });
+  it("names the node that made it, and units made from it go to that node alone (issue #15)", () =>
+    assertMadeOnItsNodeAlone(s, token, "tpl", { template: "base" }));
 
   it("starts three units from it, each with the service running, the files and the policies", async () => {
     const made = await Promise.all(
