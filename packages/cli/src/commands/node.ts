@@ -4,8 +4,10 @@ import {
   NodeInUseError,
   NodePlacement,
   type NodeState,
+  newestStored,
   nodeIsUp,
   nodeStatus,
+  rehomeUnit,
 } from "@ums/server/nodes";
 import { Command } from "commander";
 import { UsageError } from "../errors.js";
@@ -84,28 +86,51 @@ export function nodeCommand(): Command {
 
   withDataDir(node.command("drain"))
     .description(
-      "cordon a node and move every unit off it to the others, through the object store (needs UMS_NODE_SECRET; the node must be up)",
+      "cordon a node and move every unit off it to the others, through the object store (needs UMS_NODE_SECRET; the node must be up, or --from-store)",
     )
     .argument("<name>", "node name")
     .option("--json", "one JSON object per unit moved or failed")
-    .action(async (name: string, opts: { json?: boolean; dataDir?: string }) => {
+    .option(
+      "--from-store",
+      "for a node that is down for good: make each of its units again on another node from its newest checkpoint in the object store; what changed in it since that checkpoint is lost",
+    )
+    .action(async (name: string, opts: { json?: boolean; fromStore?: boolean; dataDir?: string }) => {
       const secret = process.env.UMS_NODE_SECRET ?? "";
       if (secret.length < 32) {
         throw new UsageError("ums node drain calls the nodes: set UMS_NODE_SECRET (the deployment's node secret)");
       }
       await withStore(opts, async (store) => {
+        const found = await store.nodes.getByName(name);
+        if (!found) throw new UsageError(`no node '${name}'; 'ums node list' shows them`);
+        const unitsOf = async (id: string) =>
+          (await store.units.withStatus(["cold", "warm", "running"], id)).filter((u) => u.nodeId === id);
+        if (opts.fromStore) {
+          if (nodeIsUp(found)) {
+            throw new UsageError(
+              `node '${name}' is up (heartbeat ${found.heartbeatAt}): drain it without --from-store (its units move with their files as they are now)`,
+            );
+          }
+          // Without a store for the nodes nothing is ever copied there: nothing can be made again.
+          const units = await unitsOf(found.id);
+          const stored = await Promise.all(
+            units.map(async (u) => newestStored(u, await store.checkpoints.list(u.id)) !== undefined),
+          );
+          if (units.length > 0 && !stored.includes(true)) {
+            throw new UsageError(
+              `node '${name}' has ${units.length} units and none has a checkpoint in the object store (the nodes copy checkpoints there with --object-store): none can be made again elsewhere; 'ums node remove ${name} --forget-units' drops their records`,
+            );
+          }
+        }
         const n = await store.nodes.setState(name, "cordoned");
         if (!n) throw new UsageError(`no node '${name}'; 'ums node list' shows them`);
-        if (!nodeIsUp(n)) {
+        if (!opts.fromStore && !nodeIsUp(n)) {
           throw new UsageError(
-            `node '${name}' is down (heartbeat ${n.heartbeatAt}): its units move only from a running node (it stays cordoned)`,
+            `node '${name}' is down (heartbeat ${n.heartbeatAt}): its units move only from a running node (it stays cordoned); if it is lost for good, 'ums node drain ${name} --from-store' makes them again from the object store`,
           );
         }
         const nodes = new NodeDirectory(store, undefined, secret, { connectMs: 5_000, answerMs: 10_000 });
         const placement = new NodePlacement(store, (x) => x.address !== "");
-        const units = (await store.units.withStatus(["cold", "warm", "running"], n.id)).filter(
-          (u) => u.nodeId === n.id,
-        );
+        const units = await unitsOf(n.id);
         let failed = 0;
         for (const unit of units) {
           const org = await store.orgs.getById(unit.orgId);
@@ -115,20 +140,36 @@ export function nodeCommand(): Command {
             );
           try {
             if (!org) throw new Error("its organization is gone");
+            if (opts.fromStore && !newestStored(unit, await store.checkpoints.list(unit.id))) {
+              throw new Error(`no checkpoint of its files is in the object store: it stays on ${name}`);
+            }
             const target = await placement.choose(org, { not: n.id });
-            const moved = await moveUnit(store, nodes, { unit, from: n.id, target }, () => {});
-            say(
-              { moved: true, node: moved.node, checkpoint: moved.checkpoint.id },
-              `${org.slug}/${unit.name}: moved to ${moved.node}`,
-            );
+            if (opts.fromStore) {
+              const made = await rehomeUnit(store, nodes, { unit, from: n.id, target }, () => {});
+              const cp = made.checkpoint;
+              say(
+                { moved: true, node: made.node, checkpoint: cp.id, checkpoint_at: cp.createdAt },
+                `${org.slug}/${unit.name}: made again on ${made.node} from checkpoint ${cp.id} of ${cp.createdAt} (what changed after it is lost)`,
+              );
+            } else {
+              const moved = await moveUnit(store, nodes, { unit, from: n.id, target }, () => {});
+              say(
+                { moved: true, node: moved.node, checkpoint: moved.checkpoint.id },
+                `${org.slug}/${unit.name}: moved to ${moved.node}`,
+              );
+            }
           } catch (err) {
             failed++;
             const why = err instanceof Error ? err.message : String(err);
             say({ moved: false, error: why }, `${org?.slug ?? unit.orgId}/${unit.name}: not moved: ${why}`);
           }
         }
-        if (!opts.json)
-          process.stdout.write(`${name}: ${units.length - failed} of ${units.length} units moved; it stays cordoned\n`);
+        if (!opts.json) {
+          const done = opts.fromStore ? "made again from the object store" : "moved";
+          process.stdout.write(
+            `${name}: ${units.length - failed} of ${units.length} units ${done}; it stays cordoned\n`,
+          );
+        }
         if (failed > 0) process.exitCode = 1;
       });
     });

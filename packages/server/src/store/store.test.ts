@@ -763,6 +763,61 @@ for (const dialect of testDialects) {
       await store.nodes.remove("scope-mine", { forgetUnits: true });
     });
 
+    it("rehome (issue #15): a unit of a node that is down names another node, that node is told at its return; not while it is up", async () => {
+      const org = await store.orgs.ensure("rehome", { ...limits, maxUnits: 10 });
+      const row = (id: string, name: string) => ({
+        id,
+        name,
+        address: "10.0.0.1:7071",
+        capacity: { cpus: 2, memoryBytes: 1, diskBytes: 1, unitSlots: null },
+        free: { memoryBytes: 1, diskBytes: 1 },
+        labels: {},
+        version: "1.0.0",
+        startedAt: "2026-11-28T10:00:00.000Z",
+      });
+      await store.nodes.register(row("node-lost", "rehome-lost"), "2026-11-28T10:00:00.000Z");
+      await store.nodes.register(row("node-live", "rehome-live"), "2026-11-28T10:05:00.000Z");
+      for (const name of ["rh-a", "rh-b"]) {
+        await store.units.create(
+          {
+            id: `unit-${name}`,
+            orgId: org.id,
+            name,
+            urlLabel: `${name}-rehome`,
+            status: "running",
+            urlAuth: "unit",
+            privateAccess: null,
+            labels: [],
+            version: null,
+            environmentVersion: null,
+            createdAt: "2026-11-28T09:00:00.000Z",
+            nodeId: name === "rh-a" ? "node-lost" : "node-live",
+          },
+          10,
+        );
+      }
+      const downBefore = "2026-11-28T10:01:00.000Z";
+      // node-live's heartbeat is after the bound: its unit is not taken from it.
+      assert.equal(await store.units.rehome("unit-rh-b", "node-live", "node-lost", "v0", downBefore), false);
+      assert.equal((await store.units.get(org.id, "rh-b"))?.nodeId, "node-live");
+      // Not a unit of that node: nothing.
+      assert.equal(await store.units.rehome("unit-rh-b", "node-lost", "node-live", "v0", downBefore), false);
+      assert.equal(await store.units.rehome("unit-rh-a", "node-lost", "node-live", "v3", downBefore), true);
+      const a = await store.units.get(org.id, "rh-a");
+      assert.deepEqual([a?.nodeId, a?.status, a?.activeCheckpoint], ["node-live", "cold", "v3"]);
+      assert.equal(await store.units.rehome("unit-rh-a", "node-lost", "node-live", "v3", downBefore), false);
+      assert.deepEqual(await store.nodes.leftUnits("node-lost"), ["unit-rh-a"]);
+      assert.deepEqual(await store.nodes.leftUnits("node-live"), []);
+      await store.nodes.forgetLeftUnit("node-lost", "unit-rh-a");
+      assert.deepEqual(await store.nodes.leftUnits("node-lost"), []);
+      // Removing the node drops what it was to be told.
+      await store.units.rehome("unit-rh-a", "node-live", "node-lost", "v3", "2026-11-28T10:06:00.000Z");
+      assert.deepEqual(await store.nodes.leftUnits("node-live"), ["unit-rh-a"]);
+      await store.nodes.remove("rehome-live", { forgetUnits: true });
+      assert.deepEqual(await store.nodes.leftUnits("node-live"), []);
+      await store.nodes.remove("rehome-lost", { forgetUnits: true });
+    });
+
     it("keeps units' usage samples by step, lists them oldest first and prunes by age (issue #17)", async () => {
       const now = Date.UTC(2026, 0, 1); // ms past 32 bits
       const at = (i: number) => now + i * 10_000;

@@ -255,6 +255,14 @@ export interface UnitStore {
    * `activeCheckpoint`'s and it is cold; only while it still names `from` (false otherwise).
    */
   moveTo(id: string, from: string, to: string, activeCheckpoint: string): Promise<boolean>;
+  /**
+   * Issue #15: the unit's node `from` is down and the unit is made again on node `to` from stored
+   * checkpoint `activeCheckpoint` (`ums node drain --from-store`): as `moveTo`, only while it still
+   * names `from` and `from`'s last heartbeat is before `downBefore` (false otherwise). `from` is
+   * told at its next start that the files it may still hold of the unit are not its own
+   * (NodeStore.leftUnits).
+   */
+  rehome(id: string, from: string, to: string, activeCheckpoint: string, downBefore: string): Promise<boolean>;
   delete(orgId: string, name: string): Promise<boolean>;
 }
 
@@ -365,4 +373,8 @@ export interface NodeStore {
    * unless `forgetUnits`: then their rows go too (their files were on that host), and how many is returned.
    */
   remove(name: string, opts?: { forgetUnits?: boolean }): Promise<false | NodeHoldings>;
+  /** Issue #15: the units rehomed away from node `id` while it was down (UnitStore.rehome), whose files it may still hold. */
+  leftUnits(id: string): Promise<string[]>;
+  /** Node `id` has seen to what it held of unit `unitId` (leftUnits). */
+  forgetLeftUnit(id: string, unitId: string): Promise<void>;
 }

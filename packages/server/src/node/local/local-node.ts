@@ -113,11 +113,43 @@ export class LocalNode implements UnitNode {
     const r = this.retired;
     if (!r) return;
     try {
+      await this.retireRehomed(r.nodeId, r.log);
       for (const id of await this.runtime.retired()) {
         await this.lifecycle.withUnitLock(id, () => this.sweepRetiredUnit(id, r.nodeId, r.log));
       }
     } catch (err) {
       r.log.warn({ err }, "sweeping the snapshots kept of units that moved away failed");
+    }
+  }
+
+  /**
+   * Issue #15: units made again on other nodes while this one was down (`ums node drain
+   * --from-store`): what this node still has of them is retired, never booted here again (the sweep
+   * then keeps only the newest snapshot and those the store does not hold yet, which it copies).
+   */
+  private async retireRehomed(nodeId: string, log: Logger): Promise<void> {
+    for (const id of await this.store.nodes.leftUnits(nodeId)) {
+      const unit = await this.store.units.getById(id);
+      if (unit?.nodeId !== nodeId) {
+        if (this.lifecycle.statusOf(id) !== "cold") {
+          // It runs here (this node was not down but stopped answering): the next sweep, once it is cold.
+          log.warn({ unitId: id }, "a unit made again on another node still runs here");
+          continue;
+        }
+        if (unit) {
+          const local = (await this.store.checkpoints.list(id)).filter((c) => this.runtime.hasCheckpoint(id, c.id));
+          await (
+            await this.lifecycle.moved(
+              unit,
+              local.map((c) => c.id),
+            )
+          ).removed;
+        } else {
+          await this.runtime.markRetired(id);
+        }
+        log.info({ unitId: id }, "retired what this node held of a unit made again on another node while it was down");
+      }
+      await this.store.nodes.forgetLeftUnit(nodeId, id);
     }
   }
 

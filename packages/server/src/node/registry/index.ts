@@ -5,4 +5,5 @@ export { NodeInUseError } from "../../store/store.js";
 export { NodeDirectory } from "../directory.js";
 export { type MovePlan, moveUnit } from "../move.js";
 export { NodePlacement } from "../placement/node-placement.js";
+export { newestStored, rehomeUnit } from "../rehome.js";
 export { DOWN_AFTER_MS, HEARTBEAT_MS, nodeIsUp, nodeStatus } from "./liveness.js";

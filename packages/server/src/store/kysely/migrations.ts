@@ -336,6 +336,19 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable("images").addColumn("node_id", "text").execute();
     },
   },
+  "0018_rehomed_units": {
+    async up(db: Kysely<unknown>) {
+      // Issue #15: units made again on another node from the object store while their node was
+      // down (`ums node drain --from-store`): that node may still hold files of them, and removes
+      // them when it is back (NodeStore.leftUnits).
+      await db.schema
+        .createTable("rehomed_units")
+        .addColumn("node_id", "text", (c) => c.notNull())
+        .addColumn("unit_id", "text", (c) => c.notNull())
+        .addPrimaryKeyConstraint("rehomed_units_pk", ["node_id", "unit_id"])
+        .execute();
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

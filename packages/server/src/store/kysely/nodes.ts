@@ -136,9 +136,17 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
           await trx.deleteFrom("templates").where("node_id", "=", node.id).execute();
           await trx.deleteFrom("images").where("node_id", "=", node.id).execute();
         }
+        await trx.deleteFrom("rehomed_units").where("node_id", "=", node.id).execute();
         await trx.deleteFrom("nodes").where("id", "=", node.id).execute();
         return holds;
       });
+    },
+    async leftUnits(id) {
+      const rows = await db.selectFrom("rehomed_units").select("unit_id").where("node_id", "=", id).execute();
+      return rows.map((r) => r.unit_id);
+    },
+    async forgetLeftUnit(id, unitId) {
+      await db.deleteFrom("rehomed_units").where("node_id", "=", id).where("unit_id", "=", unitId).execute();
     },
   };
 }

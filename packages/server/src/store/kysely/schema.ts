@@ -105,6 +105,12 @@ export interface NodesTable {
   heartbeat_at: string;
 }
 
+/** Issue #15: a unit rehomed away from a node that was down, whose files that node may still hold. */
+export interface RehomedUnitsTable {
+  node_id: string;
+  unit_id: string;
+}
+
 export interface CheckpointsTable {
   unit_id: string;
   id: string;
@@ -208,6 +214,7 @@ export interface Database {
   webhooks: WebhooksTable;
   unit_usage: UnitUsageTable;
   nodes: NodesTable;
+  rehomed_units: RehomedUnitsTable;
 }
 
 /** Issue #17: one unit's usage over one interval; `at` in ms (bigint: a string from PostgreSQL). */

@@ -359,6 +359,28 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
         .executeTakeFirst();
       return Number(r.numUpdatedRows) > 0;
     },
+    async rehome(id, from, to, activeCheckpoint, downBefore) {
+      return db.transaction().execute(async (trx) => {
+        const r = await trx
+          .updateTable("units")
+          .set({ node_id: to, active_checkpoint: activeCheckpoint, status: "cold" })
+          .where("id", "=", id)
+          .where("node_id", "=", from)
+          .where((eb) =>
+            eb.exists(
+              eb.selectFrom("nodes").select("id").where("id", "=", from).where("heartbeat_at", "<", downBefore),
+            ),
+          )
+          .executeTakeFirst();
+        if (Number(r.numUpdatedRows) === 0) return false;
+        await trx
+          .insertInto("rehomed_units")
+          .values({ node_id: from, unit_id: id })
+          .onConflict((oc) => oc.columns(["node_id", "unit_id"]).doNothing())
+          .execute();
+        return true;
+      });
+    },
     async delete(orgId, name) {
       const r = await db.deleteFrom("units").where("org_id", "=", orgId).where("name", "=", name).executeTakeFirst();
       return Number(r.numDeletedRows) > 0;
