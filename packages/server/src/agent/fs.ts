@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import { type AgentEndpoint, boundAnswer, connectEndpoint } from "./deadline.js";
 import { AgentAnswerError, readAnswerError } from "./errors.js";
 import { wrap } from "./http.js";
-import { RelaySocket } from "./relay.js";
+import { RelaySocket, relayPlain } from "./relay.js";
 
 /** Who runs a filesystem operation in the unit: the unit user, or root (`asRoot`, spec 4.4). */
 export type FsIdentity = "user" | "root";
@@ -101,14 +101,33 @@ export interface RawRead {
  * error (`AgentAnswerError`, e.g. ENOENT).
  */
 export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<RawRead | IncomingMessage> {
-  // Through a node (issue #15) the file comes as the answer to a plain read; the raw relay reads a
-  // Unix socket of this host.
-  if (ep.connect) return agentFsRead(ep, as, path);
+  // Through a node (issue #15): the raw read over the node's splice, relayed with the socket's own reads.
+  if (ep.connect)
+    return rawRead(
+      await connectFs(ep, as),
+      path,
+      (socket, head, size) => (out, onBytes) => relayPlain(socket, out, head, size, onBytes),
+    );
   const relay = new RelaySocket(ep.path);
   const socket = await connectFs(ep, as, relay.socket).catch((err) => {
     relay.socket.destroy();
     throw err;
   });
+  return rawRead(socket, path, (_socket, head, size) => {
+    relay.beginRaw();
+    return (out, onBytes) => relay.relayTo(out, head, size, onBytes);
+  });
+}
+
+/**
+ * The raw read's request on `socket` (a connection to the unit's filesystem process): its 101 makes
+ * the read with `relay` (for the bytes past the head); a 200 is an older agent's plain answer.
+ */
+function rawRead(
+  socket: Socket,
+  path: string,
+  relay: (socket: Socket, head: Buffer, size: number | undefined) => RawRead["relayTo"],
+): Promise<RawRead | IncomingMessage> {
   return new Promise((resolve, reject) => {
     const req = request({
       createConnection: () => socket,
@@ -118,12 +137,11 @@ export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string)
     });
     req.setTimeout(60_000, () => req.destroy(new Error("the unit's agent did not answer in time")));
     req.on("upgrade", (res, _socket, head) => {
-      relay.beginRaw();
       req.setTimeout(0);
       socket.setTimeout(0);
       const size = res.headers["x-ums-size"];
       const bytes = typeof size === "string" && /^\d+$/.test(size) ? Number(size) : undefined;
-      resolve({ size: bytes, relayTo: (out, onBytes) => relay.relayTo(out, head, bytes, onBytes) });
+      resolve({ size: bytes, relayTo: relay(socket, head, bytes) });
     });
     req.on("response", (res) => {
       req.setTimeout(0);
@@ -133,11 +151,4 @@ export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string)
     req.on("error", (err) => reject(wrap(err)));
     req.end();
   });
-}
-
-/** A read answered as an ordinary response (its 200 is the file); any other answer is the error. */
-async function agentFsRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<IncomingMessage> {
-  const res = await agentFs(ep, as, "GET", `/fs/read?${new URLSearchParams({ path })}`);
-  if (res.statusCode === 200) return res;
-  throw await readAnswerError(res);
 }

@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
 
 // A connection to the agent whose reads all land in one buffer of its own (node's `onread`), for the
 // bytes of a raw read (packages/agent/src/fs/raw-read.ts). Streamed the ordinary way, every 64 KiB read
@@ -117,4 +118,63 @@ export class RelaySocket {
       next();
     });
   }
+}
+
+/**
+ * Issue #15: `RelaySocket.relayTo`'s contract for a connection made some other way (a node's splice
+ * of a unit's agent, node/remote/): the same trimming to `size`, the same verdict, with the
+ * socket's own reads (each chunk is written before the next is read).
+ */
+export function relayPlain(
+  socket: Duplex,
+  res: ServerResponse,
+  head: Buffer,
+  size: number | undefined,
+  onBytes: (n: number) => void = () => {},
+): Promise<boolean> {
+  let sent = 0;
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (ok: boolean) => {
+      if (settled) return;
+      settled = true;
+      if (!ok) {
+        socket.destroy();
+        res.destroy();
+      }
+      resolve(ok);
+    };
+    let trimmed = false;
+    const write = (chunk: Buffer): void => {
+      if (trimmed || chunk.length === 0) return;
+      if (size !== undefined && sent + chunk.length > size) {
+        // The file grew while the agent read it: its first `size` bytes, ended cleanly (relayTo).
+        trimmed = true;
+        const part = chunk.subarray(0, size - sent);
+        sent = size;
+        onBytes(part.length);
+        socket.destroy();
+        res.end(part, () => settle(true));
+        return;
+      }
+      sent += chunk.length;
+      onBytes(chunk.length);
+      if (!res.write(chunk)) {
+        socket.pause();
+        res.once("drain", () => socket.resume());
+      }
+    };
+    res.once("close", () => settle(res.writableFinished));
+    socket.on("error", () => trimmed || settle(false));
+    socket.once("close", () => {
+      if (!trimmed && !socket.readableEnded) settle(false);
+    });
+    socket.once("end", () => {
+      if (trimmed) return;
+      if (size !== undefined && sent !== size) settle(false);
+      else res.end(() => settle(true));
+    });
+    write(head);
+    socket.on("data", (chunk: Buffer) => write(chunk));
+  });
 }

@@ -15,7 +15,7 @@ import type { Store } from "../store/store.js";
 import { UnitDeletedError, UnitUnavailableError } from "./errors.js";
 import { DOWN_AFTER_MS, nodeIsUp } from "./registry/liveness.js";
 import { type NodeAddress, NodeUnreachableError, RemoteNode } from "./remote/remote-node.js";
-import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "./unit-node.js";
+import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode, WakeOpts } from "./unit-node.js";
 
 /** How long a node's row (its address, its liveness) is taken as read before it is read again. */
 const ROW_TTL_MS = 2_000;
@@ -174,8 +174,8 @@ export class NodeDirectory implements UnitNode {
       throw err;
     }
   }
-  async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
-    return (await this.of(unit.nodeId)).wake(org, unit);
+  async wake(org: OrgRecord, unit: UnitRecord, opts?: WakeOpts): Promise<UnitLease> {
+    return (await this.of(unit.nodeId)).wake(org, unit, opts);
   }
   async checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult> {
     return (await this.of(unit.nodeId)).checkpoint(unit, comment, progress);

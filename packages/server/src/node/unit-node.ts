@@ -26,6 +26,12 @@ export type { AgentTunnel, FsIdentity, RawRead, UnitAgent };
  *
  * Errors are typed (errors.ts) and mapped to API answers in one place (errors/node-errors.ts).
  */
+/** What a wake is for: a node in another process prepares a connection to the agent with it (the default). */
+export interface WakeOpts {
+  /** False when the lease's first use is not a call to the unit's agent (the proxy's HTTP target). */
+  readonly agent?: boolean;
+}
+
 export interface UnitNode {
   /** Where the unit is in its lifecycle (spec 3.1), as its node knows it. */
   status(unitId: string): Promise<UnitStatus>;
@@ -90,7 +96,7 @@ export interface UnitNode {
    * released. Fails with `RunningLimitError` when its organization runs its limit of busy units,
    * `UnitStartError` when it could not be started.
    */
-  wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease>;
+  wake(org: OrgRecord, unit: UnitRecord, opts?: WakeOpts): Promise<UnitLease>;
 
   /** Spec 4.2: saves the unit's files (and its policies, from the record) as its next checkpoint. */
   checkpoint(unit: UnitRecord, comment: string, progress: Progress): Promise<CheckpointResult>;

@@ -129,7 +129,7 @@ export async function proxyToUnit(
   reply: FastifyReply,
   call: ProxyCall,
 ): Promise<void> {
-  const lease = await deps.node.wake(call.org, call.unit);
+  const lease = await deps.node.wake(call.org, call.unit, { agent: false });
   const release = () => lease.release();
   try {
     const { host, port, connect } = await lease.httpTarget();

@@ -17,6 +17,8 @@ import {
   NODE_PREFIX,
   PROGRESS_METHODS,
   type ProgressMethod,
+  SESSION_UPGRADE,
+  SessionGoneError,
   SPLICE_UPGRADE,
   type StreamEvent,
 } from "./wire.js";
@@ -38,7 +40,19 @@ class Refused extends Error {
 
 interface HeldLease {
   readonly lease: LocalLease;
+  /** The session it was taken in (released by a line on it, or with it); none: its wake request holds it. */
+  readonly session?: Session;
 }
+
+/** An API process's session (`GET /node/v1/session`): the leases it took, released with it. */
+interface Session {
+  readonly id: string;
+  readonly socket: Socket;
+  readonly leases: Set<string>;
+}
+
+/** A session's lines are `{"release": id}`: short. */
+const MAX_SESSION_LINE = 1024;
 
 /**
  * Issue #15: the node's endpoint (docs/SCALE-OUT.md, "The node endpoint"): what an API process asks
@@ -61,6 +75,7 @@ interface HeldLease {
  */
 export class NodeEndpoint {
   private readonly leases = new Map<string, HeldLease>();
+  private readonly sessions = new Map<string, Session>();
   private readonly server: Server;
   private readonly spliced = new Set<Duplex>();
 
@@ -115,6 +130,7 @@ export class NodeEndpoint {
   /** Stops listening; held leases are released and spliced connections cut. */
   async close(): Promise<void> {
     for (const s of this.spliced) s.destroy();
+    for (const s of this.sessions.values()) s.socket.destroy();
     for (const { lease } of this.leases.values()) lease.release();
     this.leases.clear();
     this.server.closeAllConnections();
@@ -278,6 +294,94 @@ export class NodeEndpoint {
     res.write(line({ lease: id, booted: lease.booted }));
   }
 
+  /**
+   * An API process's session: its first line names it; the API then releases the leases it took in
+   * it by lines `{"release": id}`, and every one of them is released when the session ends (the API
+   * process died, or the connection broke).
+   */
+  private openSession(socket: Socket, head: Buffer): void {
+    const session: Session = { id: randomUUID(), socket, leases: new Set() };
+    this.sessions.set(session.id, session);
+    socket.once("close", () => {
+      this.sessions.delete(session.id);
+      for (const id of session.leases) this.releaseLease(id);
+    });
+    socket.setNoDelay(true);
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SESSION_UPGRADE}\r\n\r\n`);
+    socket.write(`${JSON.stringify({ session: session.id })}\n`);
+    // Lines are ASCII JSON: each chunk decodes on its own (node:http forbids setEncoding here).
+    let buffered = head.toString("latin1");
+    const onLines = () => {
+      for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
+        const id = (safeJson(buffered.slice(0, nl)) as { release?: unknown } | undefined)?.release;
+        buffered = buffered.slice(nl + 1);
+        if (typeof id === "string" && session.leases.has(id)) this.releaseLease(id);
+      }
+      if (buffered.length > MAX_SESSION_LINE) socket.destroy();
+    };
+    socket.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString("latin1");
+      onLines();
+    });
+    onLines();
+  }
+
+  private releaseLease(id: string): void {
+    const held = this.leases.get(id);
+    if (!held) return;
+    this.leases.delete(id);
+    held.session?.leases.delete(id);
+    held.lease.release();
+  }
+
+  /**
+   * A wake in a session (`GET /node/v1/wake`, the records in `x-ums-args`): the unit is woken and
+   * held until the session releases the lease; with `agent` (the default) the answer is a 101 (the
+   * lease in `x-ums-lease`, `x-ums-booted`) and the connection is the lease's first to the unit's
+   * agent, else a JSON `{"result": {lease, booted}}`. A refusal is the error as JSON.
+   */
+  private async wakeSpliced(
+    req: IncomingMessage,
+    socket: Socket,
+    head: Buffer,
+    agent: boolean,
+    refuse: (status: number, err: unknown) => void,
+  ): Promise<void> {
+    const session = this.sessions.get(String(req.headers["x-ums-session"] ?? ""));
+    if (!session) return refuse(409, new SessionGoneError());
+    let org: OrgRecord;
+    let unit: UnitRecord;
+    try {
+      [org, unit] = JSON.parse(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
+    } catch {
+      return refuse(400, new Error("x-ums-args: the base64url of a JSON [org, unit] expected"));
+    }
+    let lease: LocalLease;
+    try {
+      lease = (await this.node.wake(org, unit)) as LocalLease;
+    } catch (err) {
+      return answerJson(socket, { error: encodeError(err) });
+    }
+    const id = randomUUID();
+    this.leases.set(id, { lease, session });
+    session.leases.add(id);
+    // The session ended while the unit woke: nothing holds the lease any more.
+    if (!this.sessions.has(session.id) || socket.destroyed) {
+      this.releaseLease(id);
+      socket.destroy();
+      return;
+    }
+    if (!agent) return answerJson(socket, { result: { lease: id, booted: lease.booted } });
+    let target: Socket;
+    try {
+      target = await lease.agentSocket();
+    } catch (err) {
+      this.releaseLease(id);
+      return answerJson(socket, { error: encodeError(err) });
+    }
+    this.join(socket, target, head, `x-ums-lease: ${id}\r\nx-ums-booted: ${lease.booted ? 1 : 0}\r\n`);
+  }
+
   private async splice(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     const url = new URL(req.url ?? "/", "http://node");
     const refuse = (status: number, err: unknown) => {
@@ -288,6 +392,12 @@ export class NodeEndpoint {
       );
     };
     if (!this.authorized(req)) return refuse(401, new Error("the node secret is missing or wrong"));
+    if (url.pathname === `${NODE_PREFIX}/session` && req.headers.upgrade === SESSION_UPGRADE) {
+      return this.openSession(socket, head);
+    }
+    if (url.pathname === `${NODE_PREFIX}/wake` && req.headers.upgrade === SPLICE_UPGRADE) {
+      return this.wakeSpliced(req, socket, head, url.searchParams.get("agent") !== "0", refuse);
+    }
     const m = /^\/node\/v1\/leases\/([^/]+)\/(agent|http)$/.exec(url.pathname);
     if (!m || req.headers.upgrade !== SPLICE_UPGRADE) {
       return refuse(404, new Error(`no splice at ${url.pathname}`));
@@ -306,11 +416,18 @@ export class NodeEndpoint {
     } catch (err) {
       return refuse(502, err);
     }
+    this.join(socket, target, head, "");
+  }
+
+  /** Answers 101 (with `extra` header lines) and relays bytes both ways between `socket` and `target`. */
+  private join(socket: Socket, target: Socket, head: Buffer, extra: string): void {
     if (socket.destroyed) {
       target.destroy();
       return;
     }
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SPLICE_UPGRADE}\r\n\r\n`);
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SPLICE_UPGRADE}\r\n${extra}\r\n`,
+    );
     if (head.length > 0) target.write(head);
     this.spliced.add(socket);
     target.on("error", () => socket.destroy());
@@ -343,6 +460,22 @@ function connectTcp(host: string, port: number): Promise<Socket> {
       reject(err);
     });
   });
+}
+
+/** A whole JSON answer (status 200: the call was made) on a connection that asked for an upgrade. */
+function answerJson(socket: Socket, body: unknown): void {
+  const text = JSON.stringify(body);
+  socket.end(
+    `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+  );
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function line(ev: StreamEvent): string {

@@ -452,7 +452,7 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
     const again = await apiJson(api1, "POST", "/v1/units", { name: "after" });
     assert.equal(again.status, 201, again.text);
     const r = await exec(api1, "after", ["cat", "/home/unit/mark"]);
-    assert.equal(r.status, 200);
+    assert.equal(r.status, 200, r.body.toString());
     assert.equal(r.exitCode, 1, "a new unit has its own disk");
     await invariants();
   });

@@ -24,12 +24,15 @@ import type {
   UnitHealth,
   UnitLease,
   UnitNode,
+  WakeOpts,
 } from "../unit-node.js";
 import {
   decodeError,
   type JsonMethod,
   NDJSON,
   NODE_PREFIX,
+  SESSION_UPGRADE,
+  SessionGoneError,
   SPLICE_UPGRADE,
   type StreamEvent,
   type WireError,
@@ -47,6 +50,8 @@ const CALL_HEAD_MS = 30_000;
 const CALL_MS = 120_000;
 const HEALTH_MS = 5_000;
 const WAKE_MS = 90_000;
+/** A wake's records go in a header up to this size (base64url); larger ones go in a request's body. */
+const MAX_ARGS_HEADER = 8 * 1024;
 
 /** Where a node's endpoint is, and the secret it takes. */
 export interface NodeAddress {
@@ -67,6 +72,9 @@ export { NodeUnreachableError };
  * the node splices to them, so bytes stream both ways without being buffered here.
  */
 export class RemoteNode implements UnitNode {
+  /** This process's session with the node (NodeSession), once opened. */
+  private sessionOpening: Promise<NodeSession> | undefined;
+
   constructor(
     readonly address: NodeAddress,
     private readonly agentTimeouts: AgentTimeouts = DEFAULT_AGENT_TIMEOUTS,
@@ -301,7 +309,107 @@ export class RemoteNode implements UnitNode {
     return this.call("networkReport", [unitId, limit]);
   }
 
-  async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
+  /**
+   * Wakes the unit in this process's session with the node (one request: the lease, and with
+   * `agent` its first connection to the unit's agent); records too large for a header go the older
+   * way (a wake request held open, then a splice per call).
+   */
+  async wake(org: OrgRecord, unit: UnitRecord, opts: WakeOpts = {}): Promise<UnitLease> {
+    const args = Buffer.from(JSON.stringify([org, unit])).toString("base64url");
+    if (args.length <= MAX_ARGS_HEADER) {
+      for (let attempt = 0; ; attempt++) {
+        const session = await this.session();
+        try {
+          return await this.wakeIn(session, unit, args, opts.agent !== false);
+        } catch (err) {
+          // The node restarted since: a new session, once.
+          if (!(err instanceof SessionGoneError) || attempt > 0) throw err;
+          session.close();
+        }
+      }
+    }
+    return this.wakeHeld(org, unit);
+  }
+
+  /** This process's session with the node, opened on first use and again once it broke. */
+  private async session(): Promise<NodeSession> {
+    const current = this.sessionOpening;
+    if (current) {
+      const s = await current.catch(() => undefined);
+      if (s && !s.isClosed) return s;
+      if (this.sessionOpening === current) this.sessionOpening = undefined;
+      if (this.sessionOpening) return this.session();
+    }
+    const opening = NodeSession.open(this.address, (err) => this.unreachable(err)).then(
+      (s) => {
+        s.onClose(() => {
+          if (this.sessionOpening === opening) this.sessionOpening = undefined;
+        });
+        this.reach?.reached(this.address.id);
+        return s;
+      },
+      (err: unknown) => {
+        if (this.sessionOpening === opening) this.sessionOpening = undefined;
+        throw err;
+      },
+    );
+    this.sessionOpening = opening;
+    return opening;
+  }
+
+  private wakeIn(session: NodeSession, unit: UnitRecord, args: string, agent: boolean): Promise<UnitLease> {
+    return new Promise<UnitLease>((resolve, reject) => {
+      const req = request({
+        host: this.address.host,
+        port: this.address.port,
+        method: "GET",
+        path: `${NODE_PREFIX}/wake?agent=${agent ? 1 : 0}`,
+        headers: {
+          authorization: `Bearer ${this.address.secret}`,
+          connection: "Upgrade",
+          upgrade: SPLICE_UPGRADE,
+          "x-ums-session": session.id,
+          "x-ums-args": args,
+        },
+        agent: false,
+      });
+      const timer = setTimeout(() => {
+        req.destroy(Object.assign(new Error(`no answer within ${WAKE_MS / 1000} s`), { code: "ETIMEDOUT" }));
+      }, WAKE_MS);
+      timer.unref();
+      req.once("upgrade", (res, socket: Socket, head) => {
+        clearTimeout(timer);
+        socket.setTimeout(0);
+        if (head.length > 0) socket.unshift(head);
+        const id = String(res.headers["x-ums-lease"] ?? "");
+        resolve(
+          new RemoteLease(this, unit, id, res.headers["x-ums-booted"] === "1", session, this.agentTimeouts, socket),
+        );
+      });
+      req.once("response", (res) => {
+        clearTimeout(timer);
+        readLimited(res, MAX_ANSWER_BYTES)
+          .then((text) => {
+            const parsed = safeParse(text) as { result?: { lease: string; booted: boolean }; error?: WireError };
+            if (parsed?.result) {
+              resolve(
+                new RemoteLease(this, unit, parsed.result.lease, parsed.result.booted, session, this.agentTimeouts),
+              );
+            } else if (parsed?.error) reject(decodeError(parsed.error));
+            else reject(this.unreachable(new Error(`answered ${res.statusCode} to a wake`)));
+          })
+          .catch((err: unknown) => reject(this.unreachable(err)));
+      });
+      req.once("error", (err) => {
+        clearTimeout(timer);
+        reject(this.unreachable(err));
+      });
+      req.end();
+    });
+  }
+
+  /** A wake whose request stays open as the lease's hold (records too large for the session's way). */
+  private async wakeHeld(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
     const req = this.open("wake", { "content-type": "application/json" });
     const res = await this.send(req, JSON.stringify({ args: [org, unit] }), WAKE_MS);
     const lease = await new Promise<{ id: string; booted: boolean }>((resolve, reject) => {
@@ -319,7 +427,7 @@ export class RemoteNode implements UnitNode {
       req.destroy();
       throw err;
     });
-    return new RemoteLease(this, unit, lease.id, lease.booted, req, this.agentTimeouts);
+    return new RemoteLease(this, unit, lease.id, lease.booted, { release: () => req.destroy() }, this.agentTimeouts);
   }
 
   /**
@@ -375,7 +483,12 @@ export class RemoteNode implements UnitNode {
   }
 }
 
-/** A unit woken on a remote node, held while its wake request stays open. */
+/** How a lease is released: a line in the session, or the end of the wake request that holds it. */
+interface LeaseHold {
+  release(id: string): void;
+}
+
+/** A unit woken on a remote node, held until released (LeaseHold). */
 class RemoteLease implements UnitLease {
   readonly agent: UnitAgent;
   private released = false;
@@ -385,16 +498,23 @@ class RemoteLease implements UnitLease {
     readonly unit: UnitRecord,
     private readonly id: string,
     readonly booted: boolean,
-    private readonly hold: ClientRequest,
+    private readonly hold: LeaseHold,
     timeouts: AgentTimeouts,
+    /** The connection to the agent the wake made: the first call's. */
+    private first?: Socket,
   ) {
     this.agent = agentClient({
       path: `/node/${node.address.name}/${unit.id}`,
       timeouts,
       timedOut: (err) => err,
-      connect: (done) => node.splice(id, "agent", done),
+      connect: (done) => {
+        const socket = this.first;
+        this.first = undefined;
+        if (socket && !socket.destroyed) done(null, socket);
+        else node.splice(id, "agent", done);
+      },
     });
-    hold.on("error", () => {});
+    first?.on("error", () => {});
   }
 
   async httpTarget(): Promise<HttpTarget> {
@@ -413,7 +533,111 @@ class RemoteLease implements UnitLease {
   release(): void {
     if (this.released) return;
     this.released = true;
-    this.hold.destroy();
+    this.first?.destroy();
+    this.first = undefined;
+    this.hold.release(this.id);
+  }
+}
+
+/**
+ * An API process's session with a node (node-endpoint.ts `GET /node/v1/session`): the leases it
+ * takes there are released by a line each, and all at once by the node when the session ends.
+ */
+class NodeSession implements LeaseHold {
+  private closed = false;
+  private readonly closeHandlers: (() => void)[] = [];
+
+  private constructor(
+    readonly id: string,
+    private readonly socket: Socket,
+  ) {
+    socket.on("error", () => {});
+    socket.once("close", () => {
+      this.closed = true;
+      for (const h of this.closeHandlers) h();
+    });
+    // Nothing more comes from the node; a session is kept for as long as the process runs.
+    socket.resume();
+    // A release must reach the node before whatever the API does next (a move checks it is idle).
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, 10_000);
+    socket.unref();
+  }
+
+  static open(address: NodeAddress, unreachable: (err: unknown) => Error): Promise<NodeSession> {
+    return new Promise((resolve, reject) => {
+      const req = request({
+        host: address.host,
+        port: address.port,
+        method: "GET",
+        path: `${NODE_PREFIX}/session`,
+        headers: { authorization: `Bearer ${address.secret}`, connection: "Upgrade", upgrade: SESSION_UPGRADE },
+        agent: false,
+      });
+      const timer = setTimeout(
+        () => req.destroy(Object.assign(new Error(`no answer within ${HEALTH_MS / 1000} s`), { code: "ETIMEDOUT" })),
+        HEALTH_MS,
+      );
+      timer.unref();
+      req.once("upgrade", (_res, socket: Socket, head) => {
+        // The first line names the session.
+        let text = head.toString("utf8");
+        const fail = (err: unknown) => {
+          clearTimeout(timer);
+          socket.destroy();
+          reject(unreachable(err));
+        };
+        const onData = (chunk: Buffer) => {
+          text += chunk.toString("utf8");
+          const nl = text.indexOf("\n");
+          if (nl < 0) {
+            if (text.length > 1024) fail(new Error("no session line"));
+            return;
+          }
+          clearTimeout(timer);
+          socket.off("data", onData);
+          socket.off("close", onClose);
+          const id = (safeParse(text.slice(0, nl)) as { session?: unknown } | undefined)?.session;
+          if (typeof id !== "string") return fail(new Error("no session line"));
+          resolve(new NodeSession(id, socket));
+        };
+        const onClose = () => fail(new Error("the session ended before it began"));
+        socket.on("data", onData);
+        socket.once("close", onClose);
+        socket.on("error", () => {});
+        if (text.length > 0) onData(Buffer.alloc(0));
+      });
+      req.once("response", (res) => {
+        clearTimeout(timer);
+        res.resume();
+        reject(unreachable(new Error(`answered ${res.statusCode} to a session`)));
+      });
+      req.once("error", (err) => {
+        clearTimeout(timer);
+        reject(unreachable(err));
+      });
+      req.end();
+    });
+  }
+
+  /** Closed (by either side): a wake in it is refused; the next one opens another. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  onClose(handler: () => void): void {
+    if (this.closed) handler();
+    else this.closeHandlers.push(handler);
+  }
+
+  release(leaseId: string): void {
+    // A session that ended released its leases with it.
+    if (!this.closed) this.socket.write(`${JSON.stringify({ release: leaseId })}\n`);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.socket.destroy();
   }
 }
 

@@ -25,6 +25,15 @@ import { NoNodeError, UnitStartError, UnitUnavailableError } from "../errors.js"
 export const NODE_PREFIX = "/node/v1";
 /** The upgrade that has a node splice the connection to a leased unit's agent, or to its HTTP target. */
 export const SPLICE_UPGRADE = "ums-node-splice";
+/** An API process's session with a node (node-endpoint.ts): the leases it holds there. */
+export const SESSION_UPGRADE = "ums-node-session";
+
+/** A wake named a session the node no longer has (it restarted, or the session broke): open another. */
+export class SessionGoneError extends Error {
+  constructor() {
+    super("that session is gone (the node restarted or the connection broke)");
+  }
+}
 /** The content type of a streamed answer: one JSON event per line (progress, then the result or the error). */
 export const NDJSON = "application/x-ndjson";
 
@@ -65,6 +74,7 @@ const KINDS: Record<string, { prototype: Error }> = {
   CommandError,
   ImageExistsError,
   TemplateExistsError,
+  SessionGoneError,
 };
 
 const isPlain = (v: unknown): boolean =>
