@@ -495,11 +495,6 @@ export class LocalNode implements UnitNode {
     );
   }
 
-  /** The unit's record names this node now: the move's checkpoint is copied to the store from here. */
-  async moveSettled(unit: UnitRecord, checkpoint: CheckpointRecord): Promise<void> {
-    await this.replicator?.taken(unit.id, checkpoint.id);
-  }
-
   async resourceLimits(): Promise<ResourceLimits> {
     return this.runtime.resourceLimits();
   }
