@@ -28,6 +28,8 @@ export interface CheckpointHooks {
   needed?(unitId: string, cp: CheckpointRecord, progress: (msg: string) => void): Promise<void>;
   /** A checkpoint was deleted (its copy goes). Called after the unit's lock is released. */
   deleted?(unitId: string, cpId: string): Promise<void>;
+  /** Before a snapshot of the unit is deleted: what reads it stops; the returned function lets it go on. */
+  deleting?(unitId: string): Promise<() => void>;
 }
 
 /**
@@ -269,7 +271,12 @@ export class CheckpointWork {
       // The row goes first: a crash before the snapshot is deleted leaves an orphan, removed at start.
       await this.store.checkpoints.delete(unit.id, cp.id);
       failpoint("delete.row-deleted");
-      await this.runtime.deleteCheckpoint(unit.id, cp.id);
+      const resume = await this.hooks.deleting?.(unit.id);
+      try {
+        await this.runtime.deleteCheckpoint(unit.id, cp.id);
+      } finally {
+        resume?.();
+      }
     });
     await this.hooks.deleted?.(unit.id, cp.id);
   }

@@ -255,6 +255,32 @@ describe("retention of stored checkpoints (--local-checkpoints)", () => {
     assert.equal(await read("keep"), "content-5\n");
   });
 
+  it("a checkpoint, and then its unit, deleted while their copy to the store is under way: the copy stops first", async () => {
+    const id = await s.unit(token, "copying");
+    // Enough for the copy to s3rver to take a while.
+    assert.equal((await sh("copying", "head -c 150M /dev/urandom > /home/unit/big")).exitCode, 0);
+    assert.equal(await checkpoint("copying"), "v0");
+    assert.equal((await sh("copying", "echo after > /home/unit/f")).exitCode, 0);
+    assert.equal(await checkpoint("copying"), "v1");
+    const during = await list("copying");
+    assert.equal(during.find((c) => c.id === "v0")?.replication?.state, "pending", JSON.stringify(during));
+    // btrfs refuses to delete a snapshot a `btrfs send` reads (EPERM): the copy stops first.
+    const gone = await s.api("DELETE", "/v1/units/copying/checkpoints/v0", { token });
+    assert.equal(gone.status, 204, gone.text);
+    assert.equal(onDisk(id, ["v0"]).v0, false);
+    const left = await list("copying");
+    assert.deepEqual(
+      left.map((c) => c.id),
+      ["v1"],
+    );
+    assert.equal(left[0]?.replication?.state, "pending", "v1's copy is under way, or next");
+    const deleted = await s.api("DELETE", "/v1/units/copying", { token });
+    assert.equal(deleted.status, 204, deleted.text);
+    assert.equal(existsSync(dirname(s.server.runtime.checkpointDir(id))), false, "nothing of the unit is left");
+    for (let i = 0; i < 100 && (await stored(id)).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(await stored(id), []);
+  });
+
   it("deleting a unit with evicted checkpoints leaves nothing on the node and deletes its copies", async () => {
     assert.ok((await stored(unitId)).length > 0);
     assert.equal((await s.api("DELETE", "/v1/units/keep", { token })).status, 204);

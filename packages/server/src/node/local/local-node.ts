@@ -259,7 +259,14 @@ export class LocalNode implements UnitNode {
   }
 
   async destroy(unit: UnitRecord): Promise<boolean> {
-    const dropped = await this.lifecycle.destroy(unit, () => this.store.units.delete(unit.orgId, unit.name));
+    // A copy of its checkpoints under way reads snapshots the delete removes: it stops first.
+    const resume = await this.replicator?.pauseUnit(unit.id);
+    let dropped: boolean;
+    try {
+      dropped = await this.lifecycle.destroy(unit, () => this.store.units.delete(unit.orgId, unit.name));
+    } finally {
+      resume?.();
+    }
     if (unit.imageId !== null) await this.lifecycle.images.pruneQuietly();
     await this.replicator?.unitDeleted(unit.id);
     return dropped;
@@ -365,20 +372,34 @@ export class LocalNode implements UnitNode {
    */
   async moveDone(unit: UnitRecord): Promise<void> {
     const leaving = this.lifecycle.isMoving(unit.id);
-    const local = (await this.store.checkpoints.list(unit.id)).filter((c) => this.runtime.hasCheckpoint(unit.id, c.id));
-    const keep = leaving
-      ? local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated")
-      : local.filter((c) => c.replica?.state === "replicated").slice(-1);
-    const { removed } = await this.lifecycle.moved(
-      unit,
-      keep.map((c) => c.id),
-    );
-    if (leaving) this.replicator?.release(unit.id);
+    // A copy under way reads snapshots that go now; it resumes once they went (those it needs stay).
+    const resume = await this.replicator?.pauseUnit(unit.id);
+    let removed: Promise<void>;
+    try {
+      const local = (await this.store.checkpoints.list(unit.id)).filter((c) =>
+        this.runtime.hasCheckpoint(unit.id, c.id),
+      );
+      const keep = leaving
+        ? local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated")
+        : local.filter((c) => c.replica?.state === "replicated").slice(-1);
+      ({ removed } = await this.lifecycle.moved(
+        unit,
+        keep.map((c) => c.id),
+      ));
+    } catch (err) {
+      resume?.();
+      throw err;
+    }
     // Its files go after the answer (a move is done once its record names the other node); what a
-    // failure leaves, the retired sweep removes.
-    removed.catch((err: unknown) =>
-      this.retired?.log.warn({ err, unitId: unit.id }, "removing the files of a unit that moved away failed"),
-    );
+    // failure leaves, the retired sweep removes. Then its copies to the store go on.
+    removed
+      .finally(() => {
+        resume?.();
+        if (leaving) this.replicator?.release(unit.id);
+      })
+      .catch((err: unknown) =>
+        this.retired?.log.warn({ err, unitId: unit.id }, "removing the files of a unit that moved away failed"),
+      );
   }
 
   async moveAborted(unit: UnitRecord): Promise<void> {

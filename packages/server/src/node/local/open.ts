@@ -111,6 +111,7 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
       taken: (unitId, cpId) => replicator.taken(unitId, cpId),
       needed,
       deleted: (unitId, cpId) => replicator.checkpointDeleted(unitId, cpId),
+      deleting: (unitId) => replicator.pauseUnit(unitId),
     });
     lifecycle.templates.setNeeded(needed);
   }

@@ -425,6 +425,29 @@ export class Replicator {
     }
   }
 
+  /**
+   * Before snapshots of the unit are deleted (the unit, a checkpoint, what a move leaves): no copy
+   * of the unit starts, and the one under way (which reads a snapshot, and perhaps its parent, that
+   * `btrfs subvolume delete` refuses to delete meanwhile: EPERM) is cut and queued again, to resume
+   * once the returned function is called.
+   */
+  async pauseUnit(unitId: string): Promise<() => void> {
+    const wasHeld = this.held.has(unitId);
+    this.held.add(unitId);
+    const cur = this.current;
+    if (cur && cur.unitId === unitId) {
+      if (!this.queue.some((j) => j.unitId === cur.unitId && j.cpId === cur.cpId)) this.queue.unshift(cur);
+      cur.abort.abort(new Error("the unit's snapshots are being deleted"));
+      await cur.done;
+    }
+    let resumed = false;
+    return () => {
+      if (resumed || wasHeld) return;
+      resumed = true;
+      this.release(unitId);
+    };
+  }
+
   /** Drops queued jobs that match; cuts the one under way if it matches, and waits for it to end. */
   private async dequeue(match: (j: Job) => boolean): Promise<void> {
     for (let i = this.queue.length - 1; i >= 0; i--) if (match(this.queue[i] as Job)) this.queue.splice(i, 1);
