@@ -434,6 +434,52 @@ print("reached" if ok else "refused", ok)`,
     assert.equal(healthy.body.status, "healthy", healthy.text);
   });
 
+  it("builds a recipe with steps on a node through the API process (the steps run in a unit there)", async () => {
+    const recipe = {
+      name: "stepped",
+      files: [{ path: "/etc/ums-recipe", content: "file\n" }],
+      steps: ["echo made by a step > /opt/step.txt", "echo step output"],
+    };
+    const r = await api.api("POST", "/v1/images/build", { token, json: recipe });
+    assert.equal(r.status, 200, r.text);
+    const lines = r.text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { type: string; data?: string; image?: { id: string } });
+    assert.equal(lines.at(-1)?.type, "complete", r.text);
+    assert.ok(
+      lines.some((l) => l.data === "  step output"),
+      "the step's output came back as progress",
+    );
+    const made = await api.api("POST", "/v1/units", { token, json: { name: "from-stepped", image: "stepped" } });
+    assert.equal(made.status, 201, made.text);
+    const cat = await execHttp(api.url, token, "from-stepped", ["cat", "/etc/ums-recipe", "/opt/step.txt"]);
+    assert.equal(cat.stdout.toString(), "file\nmade by a step\n", cat.stderr.toString());
+    // A step that fails is the build's 400, as on one host, and leaves no build unit.
+    const bad = await api.api("POST", "/v1/images/build", {
+      token,
+      json: { name: "stepped-bad", steps: ["echo about to fail; exit 3"] },
+    });
+    const last = JSON.parse(bad.text.trim().split("\n").at(-1) ?? "{}") as {
+      type?: string;
+      code?: string;
+      errors?: unknown;
+    };
+    assert.equal(last.type, "error", bad.text);
+    assert.equal(last.code, ErrorCode.ImageInvalid, bad.text);
+    assert.match(String(last.errors), /step 1 of the recipe failed with exit code 3/);
+    const names = ((await api.api("GET", "/v1/units", { token })).body.sprites as { name: string }[]).map(
+      (u) => u.name,
+    );
+    assert.deepEqual(
+      names.filter((n) => n.startsWith("image-build-")),
+      [],
+      `no build unit is left: ${r.text}\n${bad.text}`,
+    );
+    assert.equal((await api.api("DELETE", "/v1/units/from-stepped", { token })).status, 204);
+    assert.equal((await api.api("DELETE", "/v1/images/stepped", { token })).status, 204);
+  });
+
   it("deletes units on their nodes", async () => {
     const onN1 = [...placedOn].filter(([, n]) => n === n1).map(([name]) => name);
     for (const name of onN1) {

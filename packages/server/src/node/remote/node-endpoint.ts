@@ -10,6 +10,7 @@ import type { LocalLease } from "../local/lease.js";
 import type { LocalNode } from "../local/local-node.js";
 import {
   bearerMatches,
+  decodeError,
   encodeError,
   JSON_METHODS,
   type JsonMethod,
@@ -21,6 +22,7 @@ import {
   SessionGoneError,
   SPLICE_UPGRADE,
   type StreamEvent,
+  type WireError,
 } from "./wire.js";
 
 /** The most a call's JSON body may hold (records and small arguments only). */
@@ -76,6 +78,11 @@ const MAX_SESSION_LINE = 1024;
 export class NodeEndpoint {
   private readonly leases = new Map<string, HeldLease>();
   private readonly sessions = new Map<string, Session>();
+  /** Recipe builds waiting for the API to run their steps, by build id. */
+  private readonly builds = new Map<
+    string,
+    { resolve(r: { unitId: string; checkpoint: string }): void; reject(err: unknown): void }
+  >();
   private readonly server: Server;
   private readonly spliced = new Set<Duplex>();
 
@@ -131,6 +138,8 @@ export class NodeEndpoint {
   async close(): Promise<void> {
     for (const s of this.spliced) s.destroy();
     for (const s of this.sessions.values()) s.socket.destroy();
+    for (const b of this.builds.values()) b.reject(new Error("the node stops"));
+    this.builds.clear();
     for (const { lease } of this.leases.values()) lease.release();
     this.leases.clear();
     this.server.closeAllConnections();
@@ -162,7 +171,22 @@ export class NodeEndpoint {
       }
       if (what === "stream" && name && (PROGRESS_METHODS as readonly string[]).includes(name)) {
         const args = await readArgs(req);
-        await streamed(res, (progress) => this.progressCall(name as ProgressMethod, args, progress));
+        const gone = new AbortController();
+        res.once("close", () => gone.abort());
+        await streamed(res, (progress, event) =>
+          this.progressCall(name as ProgressMethod, args, progress, { event, gone: gone.signal }),
+        );
+        return;
+      }
+      if (what === "builds" && name && sub === "steps") {
+        const [outcome] = await readArgs(req);
+        const waiting = this.builds.get(name);
+        if (!waiting) throw new Refused(404, "no build waits for its steps under that id");
+        this.builds.delete(name);
+        const o = outcome as { result?: { unitId: string; checkpoint: string }; error?: WireError } | null;
+        if (o?.result) waiting.resolve(o.result);
+        else waiting.reject(o?.error ? decodeError(o.error) : new Error("the steps answered nothing"));
+        sendJson(res, 200, { result: null });
         return;
       }
       if (what === "images" && name === "import") {
@@ -221,7 +245,12 @@ export class NodeEndpoint {
     }
   }
 
-  private progressCall(method: ProgressMethod, args: unknown[], progress: (m: string) => void): Promise<unknown> {
+  private progressCall(
+    method: ProgressMethod,
+    args: unknown[],
+    progress: (m: string) => void,
+    call: { event: (ev: StreamEvent) => void; gone: AbortSignal },
+  ): Promise<unknown> {
     const n = this.node;
     const a = (i: number) => args[i] as never;
     switch (method) {
@@ -236,9 +265,39 @@ export class NodeEndpoint {
       case "moveIn":
         return n.moveIn(a(0), a(1), progress, (args[2] as string | null) ?? undefined);
       case "buildImage":
-        // A recipe with steps runs them through the API in a unit of the draft: not across nodes yet.
-        return n.buildImage(a(0), a(1), a(2), { progress });
+        // A recipe with steps: the API runs them in a unit of the draft (on this node), asked by an
+        // event of this answer; its outcome comes back as `POST /node/v1/builds/{id}/steps`.
+        return n.buildImage(a(0), a(1), a(2), {
+          progress,
+          ...(args[3] === true && { steps: (draftId: string) => this.askSteps(draftId, call) }),
+        });
     }
+  }
+
+  /** Asks the API (an event of the build's answer) to run a recipe's steps; its outcome comes as a request. */
+  private askSteps(
+    draftId: string,
+    call: { event: (ev: StreamEvent) => void; gone: AbortSignal },
+  ): Promise<{ unitId: string; checkpoint: string }> {
+    return new Promise((resolve, reject) => {
+      const id = randomUUID();
+      const fail = () => {
+        if (this.builds.delete(id)) reject(new Error("the API process that asked for the build went away"));
+      };
+      if (call.gone.aborted) return fail();
+      call.gone.addEventListener("abort", fail, { once: true });
+      this.builds.set(id, {
+        resolve: (r) => {
+          call.gone.removeEventListener("abort", fail);
+          resolve(r);
+        },
+        reject: (err) => {
+          call.gone.removeEventListener("abort", fail);
+          reject(err);
+        },
+      });
+      call.event({ steps: draftId, build: id });
+    });
   }
 
   /**
@@ -510,15 +569,19 @@ async function readArgs(req: IncomingMessage): Promise<unknown[]> {
 }
 
 /** Answers with NDJSON: each progress message, then the result or the error. */
-async function streamed(res: ServerResponse, work: (progress: (m: string) => void) => Promise<unknown>): Promise<void> {
+async function streamed(
+  res: ServerResponse,
+  work: (progress: (m: string) => void, event: (ev: StreamEvent) => void) => Promise<unknown>,
+): Promise<void> {
   res.writeHead(200, { "content-type": NDJSON, "cache-control": "no-store" });
   res.flushHeaders();
-  const progress = (m: string) => {
-    if (!res.destroyed) res.write(line({ progress: m }));
+  const event = (ev: StreamEvent) => {
+    if (!res.destroyed) res.write(line(ev));
   };
+  const progress = (m: string) => event({ progress: m });
   let ev: StreamEvent;
   try {
-    const result = await work(progress);
+    const result = await work(progress, event);
     ev = { result: result === undefined ? null : result };
   } catch (err) {
     ev = { error: encodeError(err) };

@@ -15,7 +15,7 @@ import type {
   UnitStatus,
 } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
-import { NodeUnreachableError, UnitUnavailableError } from "../errors.js";
+import { NodeUnreachableError } from "../errors.js";
 import type {
   CheckpointResult,
   HttpTarget,
@@ -28,6 +28,7 @@ import type {
 } from "../unit-node.js";
 import {
   decodeError,
+  encodeError,
   type JsonMethod,
   NDJSON,
   NODE_PREFIX,
@@ -131,8 +132,12 @@ export class RemoteNode implements UnitNode {
     });
   }
 
-  private async call<T>(method: JsonMethod | `leases/${string}`, args: unknown[], ms = CALL_MS): Promise<T> {
-    const req = this.open(method.startsWith("leases/") ? method : `call/${method}`, {
+  private async call<T>(
+    method: JsonMethod | `leases/${string}` | `builds/${string}`,
+    args: unknown[],
+    ms = CALL_MS,
+  ): Promise<T> {
+    const req = this.open(method.startsWith("leases/") || method.startsWith("builds/") ? method : `call/${method}`, {
       "content-type": "application/json",
     });
     // The whole answer within `ms`: a call that streams nothing is done when it answers.
@@ -232,14 +237,36 @@ export class RemoteNode implements UnitNode {
       steps?: (draftId: string) => Promise<{ unitId: string; checkpoint: string }>;
     },
   ): Promise<ImageRecord> {
-    if (hooks.steps) {
-      return Promise.reject(
-        new UnitUnavailableError(
-          `a recipe with steps is built on a node of this process only: node '${this.address.name}' is another's`,
-        ),
-      );
-    }
-    return this.stream("buildImage", [org, recipe, source], hooks.progress);
+    const steps = hooks.steps;
+    if (!steps) return this.stream("buildImage", [org, recipe, source], hooks.progress);
+    // The node asks for the steps by an event of its answer; their outcome goes back as a request.
+    // A failure of the steps is the build's: thrown as it was here (its kind and fields), not as
+    // the node reports it back.
+    let failed: { err: unknown } | undefined;
+    const runSteps = (draftId: string, build: string) => {
+      steps(draftId)
+        .then(
+          (result) => ({ result }),
+          (err: unknown) => {
+            failed = { err };
+            return { error: encodeError(err) };
+          },
+        )
+        .then((outcome) => this.call(`builds/${encodeURIComponent(build)}/steps`, [outcome]))
+        .catch((err: unknown) => {
+          failed ??= { err };
+        });
+    };
+    const req = this.open("stream/buildImage", { "content-type": "application/json" });
+    return this.send(req, JSON.stringify({ args: [org, recipe, source, true] }))
+      .then((res) =>
+        this.events<ImageRecord>(res, hooks.progress, (ev) => {
+          if ("steps" in ev) runSteps(ev.steps, ev.build);
+        }),
+      )
+      .catch((err: unknown) => {
+        throw failed ? failed.err : err;
+      });
   }
   fillDraft(imageId: string, unit: UnitRecord): Promise<void> {
     return this.call("fillDraft", [imageId, unit]);

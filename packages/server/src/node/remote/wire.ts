@@ -42,7 +42,9 @@ export type StreamEvent =
   | { readonly progress: string }
   | { readonly result: unknown }
   | { readonly error: WireError }
-  | { readonly lease: string; readonly booted: boolean };
+  | { readonly lease: string; readonly booted: boolean }
+  /** A recipe build on a node asks the API to run the recipe's steps in a unit of draft `steps`. */
+  | { readonly steps: string; readonly build: string };
 
 /** An error as it crosses the wire: its class by name, its message, its own fields, its cause. */
 export interface WireError {
