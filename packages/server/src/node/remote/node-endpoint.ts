@@ -365,6 +365,8 @@ export class NodeEndpoint {
       this.sessions.delete(session.id);
       for (const id of session.leases) this.releaseLease(id);
     });
+    // node:http's sockets are half-open: the API's end of the session (its process died, say) ends it.
+    socket.once("end", () => socket.destroy());
     socket.setNoDelay(true);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SESSION_UPGRADE}\r\n\r\n`);
     socket.write(`${JSON.stringify({ session: session.id })}\n`);

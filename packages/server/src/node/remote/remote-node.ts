@@ -579,6 +579,7 @@ class NodeSession implements LeaseHold {
     private readonly socket: Socket,
   ) {
     socket.on("error", () => {});
+    socket.once("end", () => socket.destroy());
     socket.once("close", () => {
       this.closed = true;
       for (const h of this.closeHandlers) h();
