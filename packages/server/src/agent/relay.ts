@@ -144,6 +144,11 @@ export function relayPlain(
       }
       resolve(ok);
     };
+    // The client may have gone while the read was being set up: no 'close' would come any more.
+    if (res.destroyed || res.writableEnded) {
+      settle(false);
+      return;
+    }
     let trimmed = false;
     const write = (chunk: Buffer): void => {
       if (trimmed || chunk.length === 0) return;
@@ -159,10 +164,9 @@ export function relayPlain(
       }
       sent += chunk.length;
       onBytes(chunk.length);
-      if (!res.write(chunk)) {
-        socket.pause();
-        res.once("drain", () => socket.resume());
-      }
+      // As relayTo: the next read waits until this write is done (or failed: then both go).
+      socket.pause();
+      res.write(chunk, (err) => (err ? settle(false) : socket.resume()));
     };
     res.once("close", () => settle(res.writableFinished));
     socket.on("error", () => trimmed || settle(false));

@@ -98,6 +98,7 @@ export interface UnitRuntime {
   markRetired(unitId: string): Promise<void>;
   unretire(unitId: string): Promise<void>;
   retired(): Promise<string[]>;
+  isRetired(unitId: string): Promise<boolean>;
   /** Units whose delete a crash interrupted: destroy them again, drop their records, forget them. */
   deleting(): Promise<string[]>;
   state(unitId: string): Promise<RuntimeState>;

@@ -30,6 +30,22 @@ import type { HostSockets } from "./internal-api/host-sockets.js";
 import { LocalLease } from "./lease.js";
 import type { Replicator } from "./replicator.js";
 
+/**
+ * What a node keeps of a unit whose record names another node (`local`: its checkpoints with a
+ * snapshot here, oldest first): the newest (the parent a move back is sent against) and those the
+ * store does not hold yet (this node may be the only one with them).
+ */
+function kept(local: readonly CheckpointRecord[]): CheckpointRecord[] {
+  return local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated");
+}
+
+/**
+ * A move whose API process went away before it said how the move ended (moveDone or moveAborted):
+ * once this long has passed with no send of the unit under way, the node settles it by the unit's
+ * record (another node's: done; still this one's: aborted).
+ */
+const MOVE_EXPIRE_MS = 15 * 60_000;
+
 /** How often a node looks for the snapshots kept of units that moved away and are gone now. */
 const RETIRED_SWEEP_MS = 10 * 60_000;
 /** How long a wake of a unit created with `wait_for_capacity` waits for a running slot. */
@@ -68,6 +84,10 @@ export class LocalNode implements UnitNode {
   private readonly peers: PeerNodes | undefined;
   private closing: Promise<void> | undefined;
   private retiredTimer: NodeJS.Timeout | undefined;
+  /** Moves out under way, by unit id (their expiry, MOVE_EXPIRE_MS). */
+  private readonly movesOut = new Map<string, NodeJS.Timeout>();
+  /** Sends of a unit's checkpoints to another node under way, by unit id. */
+  private readonly sending = new Map<string, number>();
   private retired: { nodeId: string; log: Logger } | undefined;
 
   constructor(parts: {
@@ -115,7 +135,10 @@ export class LocalNode implements UnitNode {
     try {
       await this.retireRehomed(r.nodeId, r.log);
       for (const id of await this.runtime.retired()) {
-        await this.lifecycle.withUnitLock(id, () => this.sweepRetiredUnit(id, r.nodeId, r.log));
+        // One unit's failure is logged; the others are swept all the same.
+        await this.lifecycle
+          .withUnitLock(id, () => this.sweepRetiredUnit(id, r.nodeId, r.log))
+          .catch((err: unknown) => r.log.warn({ err, unitId: id }, "sweeping what is kept of a unit failed"));
       }
     } catch (err) {
       r.log.warn({ err }, "sweeping the snapshots kept of units that moved away failed");
@@ -154,6 +177,9 @@ export class LocalNode implements UnitNode {
   }
 
   private async sweepRetiredUnit(id: string, nodeId: string, log: Logger): Promise<void> {
+    // Listed before its lock was taken: a move back may have made it this node's meanwhile (its
+    // files received, its record not yet changed): it is no longer retired, and is left alone.
+    if (!(await this.runtime.isRetired(id))) return;
     const unit = await this.store.units.getById(id);
     if (unit?.nodeId === nodeId) {
       // Moved back, and a crash came before its move in made it this node's again.
@@ -163,24 +189,33 @@ export class LocalNode implements UnitNode {
     const local = unit
       ? (await this.store.checkpoints.list(id)).filter((c) => this.runtime.hasCheckpoint(id, c.id))
       : [];
-    if (local.length === 0) {
-      await this.runtime.destroy(id);
-      await this.runtime.forget(id);
-      log.info({ unitId: id }, "removed what was kept of a unit that moved away (it, or its checkpoints, are gone)");
-      return;
+    // A copy of its checkpoints under way reads snapshots that may go now: it waits.
+    const resume = await this.replicator?.pauseUnit(id);
+    try {
+      if (local.length === 0) {
+        await this.runtime.destroy(id);
+        await this.runtime.forget(id);
+        log.info({ unitId: id }, "removed what was kept of a unit that moved away (it, or its checkpoints, are gone)");
+        return;
+      }
+      // The newest stays (the parent of a move back); the others until the store holds them.
+      const keep = kept(local);
+      await this.runtime.retire(
+        id,
+        keep.map((c) => c.id),
+      );
+    } finally {
+      resume?.();
     }
-    // The newest stays (the parent of a move back); the others until the store holds them.
-    const keep = local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated");
-    await this.runtime.retire(
-      id,
-      keep.map((c) => c.id),
-    );
+    const keep = kept(local);
     for (const c of keep) if (c.replica?.state !== "replicated") this.replicator?.enqueue(id, c.id);
   }
 
   /** Stops the idle sweep and closes what the node serves; units keep running (a restart re-adopts them). */
   close(): Promise<void> {
     if (this.retiredTimer) clearInterval(this.retiredTimer);
+    for (const t of this.movesOut.values()) clearTimeout(t);
+    this.movesOut.clear();
     this.closing ??= (async () => {
       await this.replicator?.close();
       await this.lifecycle.stop();
@@ -356,6 +391,7 @@ export class LocalNode implements UnitNode {
     try {
       progress(`unit '${unit.name}' is stopped; saving its files`);
       const { checkpoint } = await this.lifecycle.checkpoints.checkpoint(unit, "moving to another node", progress);
+      this.armMoveExpiry(unit);
       return checkpoint;
     } catch (err) {
       replicator.release(unit.id);
@@ -370,7 +406,31 @@ export class LocalNode implements UnitNode {
    * this node goes on copying (retireDisk). On the node it was moving to, when the move failed:
    * what it received goes (it keeps only the newest snapshot the store holds, if it had one).
    */
+  /** See MOVE_EXPIRE_MS. */
+  private armMoveExpiry(unit: UnitRecord): void {
+    clearTimeout(this.movesOut.get(unit.id));
+    const timer = setTimeout(() => {
+      this.expireMove(unit).catch((err: unknown) =>
+        this.retired?.log.warn({ err, unitId: unit.id }, "settling a move its API process left failed"),
+      );
+    }, MOVE_EXPIRE_MS);
+    timer.unref();
+    this.movesOut.set(unit.id, timer);
+  }
+
+  private async expireMove(unit: UnitRecord): Promise<void> {
+    if (!this.movesOut.has(unit.id)) return;
+    if ((this.sending.get(unit.id) ?? 0) > 0) return this.armMoveExpiry(unit);
+    const row = await this.store.units.getById(unit.id);
+    const mine = this.retired?.nodeId;
+    this.retired?.log.warn({ unitId: unit.id }, "a move its API process left is settled by the unit's record");
+    if (row && mine !== undefined && row.nodeId !== mine) await this.moveDone(row);
+    else await this.moveAborted(unit);
+  }
+
   async moveDone(unit: UnitRecord): Promise<void> {
+    clearTimeout(this.movesOut.get(unit.id));
+    this.movesOut.delete(unit.id);
     const leaving = this.lifecycle.isMoving(unit.id);
     // A copy under way reads snapshots that go now; it resumes once they went (those it needs stay).
     const resume = await this.replicator?.pauseUnit(unit.id);
@@ -379,9 +439,9 @@ export class LocalNode implements UnitNode {
       const local = (await this.store.checkpoints.list(unit.id)).filter((c) =>
         this.runtime.hasCheckpoint(unit.id, c.id),
       );
-      const keep = leaving
-        ? local.filter((c, i) => i === local.length - 1 || c.replica?.state !== "replicated")
-        : local.filter((c) => c.replica?.state === "replicated").slice(-1);
+      // On the old node, and on the target when the move failed, alike: what a move back would be
+      // sent against, and whatever the store does not hold yet (nothing else may have it).
+      const keep = kept(local);
       ({ removed } = await this.lifecycle.moved(
         unit,
         keep.map((c) => c.id),
@@ -403,7 +463,10 @@ export class LocalNode implements UnitNode {
   }
 
   async moveAborted(unit: UnitRecord): Promise<void> {
-    this.replicator?.release(unit.id);
+    clearTimeout(this.movesOut.get(unit.id));
+    this.movesOut.delete(unit.id);
+    // Only a move that is under way here holds the unit's copies (moveOut).
+    if (this.lifecycle.isMoving(unit.id)) this.replicator?.release(unit.id);
     this.lifecycle.endMove(unit.id);
   }
 
@@ -429,6 +492,14 @@ export class LocalNode implements UnitNode {
       .at(-1);
     const dir = this.runtime.checkpointDir(unitId);
     const child = sendSnapshot(join(dir, checkpointId), parent && join(dir, parent.id));
+    this.sending.set(unitId, (this.sending.get(unitId) ?? 0) + 1);
+    child.exit
+      .then(() => {
+        const n = (this.sending.get(unitId) ?? 1) - 1;
+        if (n > 0) this.sending.set(unitId, n);
+        else this.sending.delete(unitId);
+      })
+      .catch(() => {});
     return { parent: parent?.id ?? null, child };
   }
 
@@ -462,21 +533,18 @@ export class LocalNode implements UnitNode {
       await this.runtime.forget(unit.id);
     }
     if (!this.runtime.hasCheckpoint(unit.id, checkpoint.id)) {
-      let direct: Error | undefined;
       if (from && this.peers) {
+        // A move's own checkpoint is in no store yet (its node copies it once the move is done):
+        // when its node cannot send it, the move fails and the unit stays there.
         try {
           await this.receiveFrom(from, unit, checkpoint, kept?.id, progress);
         } catch (err) {
-          direct = err instanceof Error ? err : new Error(String(err));
-          progress(`receiving it from its node failed (${direct.message}); trying the object store`);
-        }
-      }
-      if (!this.runtime.hasCheckpoint(unit.id, checkpoint.id)) {
-        if (!(await replicator.fetch(unit.id, checkpoint, progress))) {
           throw new UnitUnavailableError(
-            `checkpoint ${checkpoint.id} of unit '${unit.name}' could not be received${direct ? ` from its node (${direct.message})` : ""} and is not in the object store`,
+            `checkpoint ${checkpoint.id} of unit '${unit.name}' could not be received from its node (${err instanceof Error ? err.message : String(err)}): nothing moved; try again`,
           );
         }
+      } else if (!(await replicator.fetch(unit.id, checkpoint, progress))) {
+        throw new UnitUnavailableError(`checkpoint ${checkpoint.id} of unit '${unit.name}' is not in the object store`);
       }
     }
     await this.runtime.forkDisk(unit.id, checkpoint.id, unit.id);

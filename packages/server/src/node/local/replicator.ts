@@ -87,7 +87,7 @@ interface Job {
 export class Replicator {
   private readonly queue: Job[] = [];
   /** Units whose copies wait: a unit moving off this node (its files go to the other node meanwhile). */
-  private readonly held = new Set<string>();
+  private readonly holds = new Map<string, number>();
   private draining: Promise<void> | undefined;
   private current: (Job & { abort: AbortController; done: Promise<boolean> }) | undefined;
   private closed = false;
@@ -174,7 +174,7 @@ export class Replicator {
   }
 
   private kick(): void {
-    if (this.closed || !this.queue.some((j) => !this.held.has(j.unitId))) return;
+    if (this.closed || !this.queue.some((j) => !this.isHeld(j.unitId))) return;
     this.draining ??= this.drain().finally(() => {
       this.draining = undefined;
       // A job queued after the drain's last look starts its own.
@@ -184,7 +184,7 @@ export class Replicator {
 
   /** The first queued job of a unit not held, taken off the queue. */
   private next(): Job | undefined {
-    const i = this.queue.findIndex((j) => !this.held.has(j.unitId));
+    const i = this.queue.findIndex((j) => !this.isHeld(j.unitId));
     return i < 0 ? undefined : this.queue.splice(i, 1)[0];
   }
 
@@ -209,14 +209,20 @@ export class Replicator {
     return left.length;
   }
 
-  /** The unit's queued copies wait until `release` (its move is done, or failed). */
+  /** The unit's queued copies wait until each `hold` has its `release` (a move done or failed, a delete done). */
   hold(unitId: string): void {
-    this.held.add(unitId);
+    this.holds.set(unitId, (this.holds.get(unitId) ?? 0) + 1);
   }
 
   release(unitId: string): void {
-    this.held.delete(unitId);
+    const n = (this.holds.get(unitId) ?? 0) - 1;
+    if (n > 0) this.holds.set(unitId, n);
+    else this.holds.delete(unitId);
     this.kick();
+  }
+
+  private isHeld(unitId: string): boolean {
+    return this.holds.has(unitId);
   }
 
   /** Resolves once nothing is queued but held copies, and nothing runs (tests, and a stop that waits). */
@@ -358,7 +364,7 @@ export class Replicator {
   private async retainOne(unitId: string): Promise<void> {
     const retention = this.deps.retention;
     // A unit moving off this node: its snapshots are being sent to the other node (the parent too).
-    if (!retention || this.held.has(unitId)) return;
+    if (!retention || this.isHeld(unitId)) return;
     const { store, runtime, nodeId, log } = this.deps;
     const isLocal = (id: string) => runtime.hasCheckpoint(unitId, id);
     const ours = (unit: UnitRecord) => nodeId === undefined || unit.nodeId === null || unit.nodeId === nodeId;
@@ -432,8 +438,7 @@ export class Replicator {
    * once the returned function is called.
    */
   async pauseUnit(unitId: string): Promise<() => void> {
-    const wasHeld = this.held.has(unitId);
-    this.held.add(unitId);
+    this.hold(unitId);
     const cur = this.current;
     if (cur && cur.unitId === unitId) {
       if (!this.queue.some((j) => j.unitId === cur.unitId && j.cpId === cur.cpId)) this.queue.unshift(cur);
@@ -442,7 +447,7 @@ export class Replicator {
     }
     let resumed = false;
     return () => {
-      if (resumed || wasHeld) return;
+      if (resumed) return;
       resumed = true;
       this.release(unitId);
     };

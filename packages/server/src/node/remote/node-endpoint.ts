@@ -27,6 +27,8 @@ import {
 
 /** The most a call's JSON body may hold (records and small arguments only). */
 const MAX_CALL_BYTES = 1 << 20;
+/** A checkpoint's send that moves no byte this long (the receiving node stopped) is cut. */
+const SEND_IDLE_MS = 60_000;
 /** A unit's HTTP target answers a connect at once on the node's own bridge. */
 const TARGET_CONNECT_MS = 5_000;
 
@@ -307,6 +309,11 @@ export class NodeEndpoint {
    * nothing of it.
    */
   private async send(res: ServerResponse, unitId: string, checkpointId: string, have: string[]): Promise<void> {
+    let left = false;
+    let kill = () => {
+      left = true;
+    };
+    res.once("close", () => kill());
     let sent: Awaited<ReturnType<LocalNode["sendCheckpoint"]>>;
     try {
       sent = await this.node.sendCheckpoint(unitId, checkpointId, have);
@@ -315,7 +322,11 @@ export class NodeEndpoint {
       return;
     }
     const { parent, child } = sent;
-    res.once("close", () => child.kill());
+    // The receiver left meanwhile, or leaves: the send stops (a send blocked on a full pipe would
+    // keep the snapshot busy for good); so does one that moves nothing for SEND_IDLE_MS.
+    kill = () => child.kill();
+    if (left) return child.kill();
+    res.socket?.setTimeout(SEND_IDLE_MS, () => res.destroy());
     res.writeHead(200, {
       "content-type": "application/octet-stream",
       "cache-control": "no-store",
@@ -368,6 +379,8 @@ export class NodeEndpoint {
     // node:http's sockets are half-open: the API's end of the session (its process died, say) ends it.
     socket.once("end", () => socket.destroy());
     socket.setNoDelay(true);
+    // An API host that vanished (power, a firewall's dropped state) ends its session too.
+    socket.setKeepAlive(true, 10_000);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SESSION_UPGRADE}\r\n\r\n`);
     socket.write(`${JSON.stringify({ session: session.id })}\n`);
     // Lines are ASCII JSON: each chunk decodes on its own (node:http forbids setEncoding here).
@@ -417,30 +430,67 @@ export class NodeEndpoint {
     } catch {
       return refuse(400, new Error("x-ums-args: the base64url of a JSON [org, unit] expected"));
     }
+    // The API may give up while the unit wakes (its wait is bounded): its end of this connection,
+    // seen meanwhile, means no one will learn the lease, which must not then hold the unit. The API
+    // sends nothing before the answer; whatever comes is kept for the agent all the same.
+    let gone = false;
+    const early: Buffer[] = [];
+    const onData = (b: Buffer) => early.push(b);
+    const onGone = () => {
+      gone = true;
+    };
+    socket.on("data", onData);
+    socket.once("end", onGone);
+    socket.once("close", onGone);
+    const stopWatching = () => {
+      socket.off("data", onData);
+      socket.off("end", onGone);
+      socket.off("close", onGone);
+      socket.pause();
+    };
     let lease: LocalLease;
     try {
       lease = (await this.node.wake(org, unit)) as LocalLease;
     } catch (err) {
+      stopWatching();
       return answerJson(socket, { error: encodeError(err) });
     }
     const id = randomUUID();
     this.leases.set(id, { lease, session });
     session.leases.add(id);
-    // The session ended while the unit woke: nothing holds the lease any more.
-    if (!this.sessions.has(session.id) || socket.destroyed) {
+    const abandoned = () => gone || socket.destroyed || !this.sessions.has(session.id);
+    // The session ended, or the API gave up, while the unit woke: nothing holds the lease any more.
+    if (abandoned()) {
+      stopWatching();
       this.releaseLease(id);
       socket.destroy();
       return;
     }
-    if (!agent) return answerJson(socket, { result: { lease: id, booted: lease.booted } });
+    if (!agent) {
+      stopWatching();
+      return answerJson(socket, { result: { lease: id, booted: lease.booted } });
+    }
     let target: Socket;
     try {
       target = await lease.agentSocket();
     } catch (err) {
+      stopWatching();
       this.releaseLease(id);
       return answerJson(socket, { error: encodeError(err) });
     }
-    this.join(socket, target, head, `x-ums-lease: ${id}\r\nx-ums-booted: ${lease.booted ? 1 : 0}\r\n`);
+    stopWatching();
+    if (abandoned()) {
+      target.destroy();
+      this.releaseLease(id);
+      socket.destroy();
+      return;
+    }
+    this.join(
+      socket,
+      target,
+      Buffer.concat([head, ...early]),
+      `x-ums-lease: ${id}\r\nx-ums-booted: ${lease.booted ? 1 : 0}\r\n`,
+    );
   }
 
   private async splice(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {

@@ -7,6 +7,8 @@ import { decodeError, NODE_PREFIX, type WireError } from "./wire.js";
 
 /** How long a node may take to start answering a send (its `btrfs send` starts at once). */
 const SEND_HEAD_MS = 30_000;
+/** A send that brings no byte this long is cut (the receive fails, leaving nothing). */
+const RECEIVE_IDLE_MS = 60_000;
 
 /** A checkpoint's send stream from another node: the parent it is incremental against, if any. */
 export interface PeerStream {
@@ -74,6 +76,11 @@ export class PeerNodes {
         : new NodeUnreachableError(`node '${node.name}' answered ${res.statusCode} to a send`, nodeId);
     }
     const parent = String(res.headers["x-ums-parent"] ?? "");
+    // A sending node that stops (frozen, its host gone) must not hold the receive, and the unit's
+    // lock on this node, for good.
+    res.setTimeout(RECEIVE_IDLE_MS, () =>
+      res.destroy(new NodeUnreachableError(`node '${node.name}' sent nothing for ${RECEIVE_IDLE_MS / 1000} s`, nodeId)),
+    );
     return { parent: parent === "" ? null : parent, body: res };
   }
 }

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
@@ -16,12 +17,15 @@ describe("the API's session with a node", () => {
   const secret = "s".repeat(40);
   let echo: Server;
   let held = 0;
+  /** How long the stand-in node takes to wake a unit. */
+  let wakeMs = 0;
   let endpoint: NodeEndpoint;
   let port = 0;
 
   /** A node whose wake counts holds and whose agent is the echo server. */
   const fakeNode = {
     async wake() {
+      if (wakeMs > 0) await new Promise((r) => setTimeout(r, wakeMs));
       held++;
       let released = false;
       return {
@@ -111,6 +115,37 @@ describe("the API's session with a node", () => {
     const session = await (node as unknown as { sessionOpening: Promise<{ close(): void }> }).sessionOpening;
     session.close();
     await until("both released", () => held === 0);
+  });
+
+  it("a wake the API gave up on (its connection ended while the unit woke) holds nothing", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("released", () => held === 0);
+    const session = await (node as unknown as { sessionOpening: Promise<{ id: string }> }).sessionOpening;
+    wakeMs = 300;
+    try {
+      const req = request({
+        host: "127.0.0.1",
+        port,
+        method: "GET",
+        path: "/node/v1/wake?agent=1",
+        headers: {
+          authorization: `Bearer ${secret}`,
+          connection: "Upgrade",
+          upgrade: "ums-node-splice",
+          "x-ums-session": session.id,
+          "x-ums-args": Buffer.from(JSON.stringify([org, unit()])).toString("base64url"),
+        },
+      });
+      req.on("error", () => {});
+      req.end();
+      await new Promise((r) => setTimeout(r, 50));
+      req.destroy();
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(held, 0, "the lease no one learned was released");
+    } finally {
+      wakeMs = 0;
+    }
   });
 
   it("a node that restarted (its sessions gone) is found again by the next wake", async () => {

@@ -36,6 +36,7 @@ import {
   destroyDisk,
   forgetDisk,
   forkDisk,
+  isRetiredDisk,
   limitDisk,
   markRetired,
   retireDisk,
@@ -270,6 +271,10 @@ export class RuncRuntime implements UnitRuntime {
 
   retired(): Promise<string[]> {
     return retiredDisks(this.paths);
+  }
+
+  async isRetired(id: string): Promise<boolean> {
+    return isRetiredDisk(this.paths, id);
   }
 
   deleting(): Promise<string[]> {

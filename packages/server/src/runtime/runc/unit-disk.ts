@@ -197,6 +197,11 @@ export async function unretireDisk(paths: UnitPaths, id: string): Promise<void> 
   await rm(join(paths.unit(id).disk, retiredMark(paths)), { force: true });
 }
 
+/** Whether this server keeps the unit retired (retireDisk). */
+export function isRetiredDisk(paths: UnitPaths, id: string): boolean {
+  return existsSync(join(paths.unit(id).disk, retiredMark(paths)));
+}
+
 /** This server's retired units (retireDisk). */
 export async function retiredDisks(paths: UnitPaths): Promise<string[]> {
   let ids: string[] = [];
