@@ -62,60 +62,24 @@ export class RelaySocket {
     onBytes: (n: number) => void = () => {},
   ): Promise<boolean> {
     const { socket } = this;
-    let sent = 0;
-    return new Promise((resolve) => {
-      let settled = false;
-      const settle = (ok: boolean) => {
-        if (settled) return;
-        settled = true;
-        if (!ok) {
-          socket.destroy();
-          res.destroy();
-        }
-        // Reused only after a clean end: no write from it can still be pending then.
-        if (ok) {
-          const recycle = () => spare.length < SPARE_MAX && spare.push(this.buffer);
-          if (socket.closed) recycle();
-          else socket.once("close", recycle);
-        }
-        resolve(ok);
-      };
-      let trimmed = false;
-      const write = (chunk: Buffer, then: () => void): void => {
-        if (trimmed) return;
-        if (size !== undefined && sent + chunk.length > size) {
-          // The file grew while the agent read it: the answer is its first `size` bytes, the length
-          // the client was told, ended cleanly so that the client's connection stays usable for its
-          // next request (destroying it there failed that next request: "other side closed").
-          trimmed = true;
-          const part = chunk.subarray(0, size - sent);
-          sent = size;
-          onBytes(part.length);
-          socket.destroy();
-          res.end(part, () => settle(true));
-          return;
-        }
-        sent += chunk.length;
-        onBytes(chunk.length);
-        res.write(chunk, (err) => (err ? settle(false) : then()));
-      };
-      res.once("close", () => settle(res.writableFinished));
-      socket.on("error", () => trimmed || settle(false));
-      socket.once("close", () => {
-        if (!trimmed && !socket.readableEnded) settle(false);
-      });
-      socket.once("end", () => {
-        if (size !== undefined && sent !== size) settle(false);
-        else res.end(() => settle(true));
-      });
-      this.sink = (chunk) => write(chunk, () => socket.resume());
-      const first = [head, ...this.pending.splice(0)].filter((b) => b.length > 0);
-      const next = (): void => {
-        const chunk = first.shift();
-        if (chunk) write(chunk, next);
-        else socket.resume();
-      };
-      next();
+    return relayBytes(socket, res, size, onBytes, {
+      feed: (write) => {
+        this.sink = (chunk) => write(chunk, () => socket.resume());
+        const first = [head, ...this.pending.splice(0)];
+        const next = (): void => {
+          const chunk = first.shift();
+          if (chunk) write(chunk, next);
+          else socket.resume();
+        };
+        next();
+      },
+      // Reused only after a clean end: no write from it can still be pending then.
+      settled: (ok) => {
+        if (!ok) return;
+        const recycle = () => spare.length < SPARE_MAX && spare.push(this.buffer);
+        if (socket.closed) recycle();
+        else socket.once("close", recycle);
+      },
     });
   }
 }
@@ -132,6 +96,37 @@ export function relayPlain(
   size: number | undefined,
   onBytes: (n: number) => void = () => {},
 ): Promise<boolean> {
+  return relayBytes(socket, res, size, onBytes, {
+    feed: (write) => {
+      const go = (chunk: Buffer) => {
+        socket.pause();
+        write(chunk, () => socket.resume());
+      };
+      go(head);
+      socket.on("data", go);
+    },
+  });
+}
+
+/**
+ * The relay both share: what `feed` hands to `write` goes to `res` (which has its head written),
+ * `then` once written; trimmed to `size` bytes (a file that grew during the read: its first `size`
+ * bytes, ended cleanly so that the client's connection stays usable for its next request;
+ * destroying it there failed that next request: "other side closed"); true when all of `size` (if
+ * known) went through, false when either side cut it short (then both are destroyed: a client
+ * must not take a partial body for a whole one). `onBytes` hears each chunk's length as it is
+ * handed to `res`.
+ */
+function relayBytes(
+  socket: Duplex,
+  res: ServerResponse,
+  size: number | undefined,
+  onBytes: (n: number) => void,
+  how: {
+    feed: (write: (chunk: Buffer, then: () => void) => void) => void;
+    settled?: (ok: boolean) => void;
+  },
+): Promise<boolean> {
   let sent = 0;
   return new Promise((resolve) => {
     let settled = false;
@@ -142,6 +137,7 @@ export function relayPlain(
         socket.destroy();
         res.destroy();
       }
+      how.settled?.(ok);
       resolve(ok);
     };
     // The client may have gone while the read was being set up: no 'close' would come any more.
@@ -150,10 +146,13 @@ export function relayPlain(
       return;
     }
     let trimmed = false;
-    const write = (chunk: Buffer): void => {
-      if (trimmed || chunk.length === 0) return;
+    const write = (chunk: Buffer, then: () => void): void => {
+      if (trimmed) return;
+      if (chunk.length === 0) {
+        then();
+        return;
+      }
       if (size !== undefined && sent + chunk.length > size) {
-        // The file grew while the agent read it: its first `size` bytes, ended cleanly (relayTo).
         trimmed = true;
         const part = chunk.subarray(0, size - sent);
         sent = size;
@@ -164,9 +163,7 @@ export function relayPlain(
       }
       sent += chunk.length;
       onBytes(chunk.length);
-      // As relayTo: the next read waits until this write is done (or failed: then both go).
-      socket.pause();
-      res.write(chunk, (err) => (err ? settle(false) : socket.resume()));
+      res.write(chunk, (err) => (err ? settle(false) : then()));
     };
     res.once("close", () => settle(res.writableFinished));
     socket.on("error", () => trimmed || settle(false));
@@ -178,7 +175,6 @@ export function relayPlain(
       if (size !== undefined && sent !== size) settle(false);
       else res.end(() => settle(true));
     });
-    write(head);
-    socket.on("data", (chunk: Buffer) => write(chunk));
+    how.feed(write);
   });
 }
