@@ -160,7 +160,7 @@ export class LocalNode implements UnitNode {
           continue;
         }
         if (unit) {
-          const local = (await this.store.checkpoints.list(id)).filter((c) => this.runtime.hasCheckpoint(id, c.id));
+          const local = await this.localCheckpoints(id);
           await (
             await this.lifecycle.moved(
               unit,
@@ -186,9 +186,7 @@ export class LocalNode implements UnitNode {
       if (this.lifecycle.statusOf(id) === "cold") await this.runtime.unretire(id);
       return;
     }
-    const local = unit
-      ? (await this.store.checkpoints.list(id)).filter((c) => this.runtime.hasCheckpoint(id, c.id))
-      : [];
+    const local = unit ? await this.localCheckpoints(id) : [];
     // A copy of its checkpoints under way reads snapshots that may go now: it waits.
     const resume = await this.replicator?.pauseUnit(id);
     try {
@@ -436,9 +434,7 @@ export class LocalNode implements UnitNode {
     const resume = await this.replicator?.pauseUnit(unit.id);
     let removed: Promise<void>;
     try {
-      const local = (await this.store.checkpoints.list(unit.id)).filter((c) =>
-        this.runtime.hasCheckpoint(unit.id, c.id),
-      );
+      const local = await this.localCheckpoints(unit.id);
       // On the old node, and on the target when the move failed, alike: what a move back would be
       // sent against, and whatever the store does not hold yet (nothing else may have it).
       const keep = kept(local);
@@ -468,6 +464,11 @@ export class LocalNode implements UnitNode {
     // Only a move that is under way here holds the unit's copies (moveOut).
     if (this.lifecycle.isMoving(unit.id)) this.replicator?.release(unit.id);
     this.lifecycle.endMove(unit.id);
+  }
+
+  /** The unit's checkpoints whose snapshot is on this node, oldest first. */
+  private async localCheckpoints(unitId: string): Promise<CheckpointRecord[]> {
+    return (await this.store.checkpoints.list(unitId)).filter((c) => this.runtime.hasCheckpoint(unitId, c.id));
   }
 
   /**
@@ -520,7 +521,7 @@ export class LocalNode implements UnitNode {
     const replicator = this.replicator as Replicator;
     // What an earlier stay of the unit here left goes first, but the snapshots kept (moveDone): the
     // newest is the parent to receive against; those not in the store yet are still being copied.
-    const local = (await this.store.checkpoints.list(unit.id)).filter((c) => this.runtime.hasCheckpoint(unit.id, c.id));
+    const local = await this.localCheckpoints(unit.id);
     const kept = local.at(-1);
     if (kept) {
       await this.runtime.retire(
