@@ -31,6 +31,7 @@ import {
   cleanupOnSignalsAndTimeCap,
   freePort,
   fmt as ms,
+  parseBenchFlags,
   percentile,
   serveGroup,
   tail,
@@ -46,27 +47,7 @@ const USAGE = `usage: node bench/api-replica.mjs [options]
 env: UMS_BENCH_DATABASE_URL (a PostgreSQL server to make the run's two databases on; default a
 private cluster), UMS_BENCH_TIMEOUT_S (default 1800) caps the whole run.`;
 
-const flags = {};
-{
-  const argv = process.argv.slice(2);
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === "--help" || a === "-h") {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    if (a === "--json") flags.json = true;
-    else if (["--execs", "--reads"].includes(a) && i + 1 < argv.length) {
-      const v = Number(argv[++i]);
-      if (!Number.isInteger(v) || v <= 0) usage(`${a}: a positive whole number, not '${argv[i]}'`);
-      flags[a.slice(2)] = v;
-    } else usage(`unknown argument or missing value '${a}'`);
-  }
-}
-function usage(problem) {
-  console.error(`${problem}\n\n${USAGE}`);
-  process.exit(2);
-}
+const flags = parseBenchFlags(USAGE, ["execs", "reads"]);
 const EXECS = flags.execs ?? 500;
 const READS = flags.reads ?? 200;
 const GOAL_EXTRA_MS = 1.5;

@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { children, killChildren, percentile, run } from "./lib.mjs";
+import { children, killChildren, parseBenchFlags, percentile, run } from "./lib.mjs";
 
 const USAGE = `usage: node bench/checkpoint-export.mjs [options]
 
@@ -37,27 +37,7 @@ env: UMS_BENCH_TIMEOUT_S (default 1800) caps the whole run.`;
 
 // ---------- flags ----------
 
-const flags = {};
-{
-  const argv = process.argv.slice(2);
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === "--help" || a === "-h") {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    if (a === "--json") flags.json = true;
-    else if (["--mib", "--runs", "--change-mib"].includes(a) && i + 1 < argv.length) {
-      const v = Number(argv[++i]);
-      if (!Number.isInteger(v) || v <= 0) usage(`${a}: a positive whole number, not '${argv[i]}'`);
-      flags[a.slice(2)] = v;
-    } else usage(`unknown argument or missing value '${a}'`);
-  }
-}
-function usage(problem) {
-  console.error(`${problem}\n\n${USAGE}`);
-  process.exit(2);
-}
+const flags = parseBenchFlags(USAGE, ["mib", "runs", "change-mib"]);
 const SIZE_MIB = flags.mib ?? 1024;
 const RUNS = flags.runs ?? 3;
 const CHANGE_MIB = flags["change-mib"] ?? 10;

@@ -435,3 +435,30 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
 
   return { servers, startServe, stopServes };
 }
+
+/**
+ * The flags of a bench that takes `--json`, `--help` and positive whole numbers (`numeric`, without
+ * their `--`): `--help` prints `usage` and exits 0; anything else wrong prints what, then `usage`,
+ * and exits 2.
+ */
+export function parseBenchFlags(usage, numeric, argv = process.argv.slice(2)) {
+  const wrong = (problem) => {
+    console.error(`${problem}\n\n${usage}`);
+    process.exit(2);
+  };
+  const flags = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--help" || a === "-h") {
+      console.log(usage);
+      process.exit(0);
+    }
+    if (a === "--json") flags.json = true;
+    else if (numeric.includes(a.slice(2)) && a.startsWith("--") && i + 1 < argv.length) {
+      const v = Number(argv[++i]);
+      if (!Number.isInteger(v) || v <= 0) wrong(`${a}: a positive whole number, not '${argv[i]}'`);
+      flags[a.slice(2)] = v;
+    } else wrong(`unknown argument or missing value '${a}'`);
+  }
+  return flags;
+}
