@@ -3,6 +3,7 @@ import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
+import { request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -361,6 +362,29 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
       headers: { connection: "Upgrade", upgrade: SPLICE_UPGRADE },
     }).catch((err: unknown) => err);
     assert.ok(!(spliced instanceof Response) || spliced.status === 401, "a splice without the secret is refused");
+    // Nor a checkpoint's send stream, a session, or a wake in one.
+    const send = await fetch(`${base}/send`, { method: "POST", body: JSON.stringify({ args: ["unit-x", "v0", []] }) });
+    assert.equal(send.status, 401);
+    for (const [path, upgrade] of [
+      ["session", "ums-node-session"],
+      ["wake?agent=1", SPLICE_UPGRADE],
+      ["leases/whatever/agent", SPLICE_UPGRADE],
+    ] as const) {
+      const status = await new Promise<number | "upgraded">((resolve, reject) => {
+        const req = request(`${base}/${path}`, { headers: { connection: "Upgrade", upgrade } });
+        req.once("upgrade", (_res, socket) => {
+          socket.destroy();
+          resolve("upgraded");
+        });
+        req.once("response", (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.once("error", reject);
+        req.end();
+      });
+      assert.equal(status, 401, `${path} without the secret is refused`);
+    }
     const right = await fetch(`${base}/call/resourceLimits`, {
       method: "POST",
       body: '{"args":[]}',
