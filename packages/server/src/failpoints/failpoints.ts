@@ -37,6 +37,7 @@ export const FAILPOINTS = Object.freeze([
   "upgrade.new-made",
   "upgrade.new-moved",
   "upgrade.swapped",
+  "receive.midway",
 ] as const);
 
 export type Failpoint = (typeof FAILPOINTS)[number];

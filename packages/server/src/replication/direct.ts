@@ -5,7 +5,7 @@ import { isSubvolume } from "../runtime/storage/btrfs.js";
 import { type Child, childFailure, startChild } from "./children.js";
 import { abortError, ReplicationError } from "./errors.js";
 import { assertId } from "./keys.js";
-import { exists, removePartial, StreamCheck } from "./receive-check.js";
+import { exists, type MarkReceiving, StreamCheck, settleReceive } from "./receive-check.js";
 
 // Issue #15, units that move (docs/SCALE-OUT.md): a checkpoint sent from one node straight to
 // another, without the object store on the way: `btrfs send --compressed-data [-p parent]` on the
@@ -31,6 +31,8 @@ export interface ReceiveSnapshotOptions {
   readonly incremental: boolean;
   readonly body: Readable;
   readonly signal?: AbortSignal;
+  /** Marks the checkpoint as being received until it is whole (crash safety; the runtime's `receiving`). */
+  readonly receiving?: MarkReceiving;
 }
 
 /**
@@ -42,7 +44,28 @@ export async function receiveSnapshot(opts: ReceiveSnapshotOptions): Promise<num
   const id = assertId(opts.checkpointId, "checkpoint id");
   const destDir = resolve(opts.destDir);
   const path = join(destDir, id);
-  if (await exists(path)) throw new ReplicationError("EXISTS", `${path} exists already`);
+  // The mark first: a partial snapshot an earlier receive left goes with it.
+  let received: (() => Promise<void>) | undefined;
+  try {
+    received = await opts.receiving?.(id);
+  } catch (err) {
+    opts.body.destroy();
+    throw err;
+  }
+  let ok = false;
+  try {
+    if (await exists(path)) throw new ReplicationError("EXISTS", `${path} exists already`);
+    const bytes = await receiveInto(opts, id, destDir, path);
+    ok = true;
+    return bytes;
+  } finally {
+    opts.body.destroy();
+    // The path did not exist before, and the stream could only make `<destDir>/<id>`.
+    await settleReceive(path, ok, received);
+  }
+}
+
+async function receiveInto(opts: ReceiveSnapshotOptions, id: string, destDir: string, path: string): Promise<number> {
   const { signal } = opts;
   if (signal?.aborted) throw abortError(signal, `receive of ${id}`);
   const inner = new AbortController();
@@ -71,21 +94,16 @@ export async function receiveSnapshot(opts: ReceiveSnapshotOptions): Promise<num
       throw err;
     }),
   ];
-  let ok = false;
   try {
     const results = await Promise.allSettled(tasks);
     if (signal?.aborted) throw abortError(signal, `receive of ${id}`);
     if (inner.signal.aborted) throw inner.signal.reason;
     for (const r of results) if (r.status === "rejected") throw r.reason;
     if (!(await isSubvolume(path))) throw new ReplicationError("RECEIVE_FAILED", `btrfs receive made no ${path}`);
-    ok = true;
     return check.bytes;
   } finally {
     receive.kill();
     await receive.exit;
     signal?.removeEventListener("abort", onAbort);
-    opts.body.destroy();
-    // The path did not exist before, and the stream could only make `<destDir>/<id>`.
-    if (!ok) await removePartial(path);
   }
 }

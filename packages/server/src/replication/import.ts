@@ -9,7 +9,7 @@ import { assertId, checkpointKeys } from "./keys.js";
 import type { Manifest } from "./manifest.js";
 import { readManifest } from "./manifest-io.js";
 import type { ObjectStore } from "./object-store.js";
-import { exists, removePartial, StreamCheck } from "./receive-check.js";
+import { exists, type MarkReceiving, StreamCheck, settleReceive } from "./receive-check.js";
 
 export interface ImportProgress {
   checkpointId: string;
@@ -31,6 +31,8 @@ export interface ImportCheckpointOptions {
    * stream after it was sent against, or one received from it). Default: `<destDir>/<id>` is a subvolume.
    */
   isPresent?: ((checkpointId: string) => Promise<boolean>) | undefined;
+  /** Marks each checkpoint as being received until it is whole (crash safety; the runtime's `receiving`). */
+  receiving?: MarkReceiving | undefined;
   signal?: AbortSignal | undefined;
   onProgress?: ((p: ImportProgress) => void) | undefined;
 }
@@ -74,7 +76,7 @@ export async function importCheckpoint(opts: ImportCheckpointOptions): Promise<I
     if (i > 0 && i === start && !(await isPresent(chain[i - 1] as string))) {
       throw new ReplicationError("PARENT_MISSING", `${id} needs ${chain[i - 1]} on this host`);
     }
-    await receiveOne(store, manifest, destDir, signal, opts.onProgress);
+    await receiveOne(store, manifest, destDir, signal, opts.onProgress, opts.receiving);
     received.push(id);
   }
   return { manifest: target, path: join(destDir, checkpointId), received };
@@ -87,11 +89,35 @@ async function receiveOne(
   destDir: string,
   signal: AbortSignal | undefined,
   onProgress: ImportCheckpointOptions["onProgress"],
+  receiving: MarkReceiving | undefined,
 ): Promise<void> {
   const id = manifest.checkpointId;
   const keys = checkpointKeys(id);
   const path = join(destDir, id);
-  if (await exists(path)) throw new ReplicationError("EXISTS", `${path} exists already`);
+  // The mark first: a partial snapshot an earlier receive left goes with it.
+  const received = await receiving?.(id);
+  let ok = false;
+  try {
+    if (await exists(path)) throw new ReplicationError("EXISTS", `${path} exists already`);
+    await receiveStream(store, manifest, path, destDir, signal, onProgress);
+    ok = true;
+  } finally {
+    // The path did not exist before, and the stream could only make `<destDir>/<id>`: what is
+    // there now is this receive's partial subvolume.
+    await settleReceive(path, ok, received);
+  }
+}
+
+async function receiveStream(
+  store: ObjectStore,
+  manifest: Manifest,
+  path: string,
+  destDir: string,
+  signal: AbortSignal | undefined,
+  onProgress: ImportCheckpointOptions["onProgress"],
+): Promise<void> {
+  const id = manifest.checkpointId;
+  const keys = checkpointKeys(id);
   const head = await store.headObject(keys.stream, { signal });
   if (!head) throw new ReplicationError("NOT_FOUND", `the stream of ${id} is not in the store`);
   if (head.size !== manifest.compressedBytes) {
@@ -200,7 +226,6 @@ async function receiveOne(
       throw err;
     }),
   ];
-  let ok = false;
   try {
     const results = await Promise.allSettled(tasks);
     if (signal?.aborted) throw abortError(signal, `import of ${id}`);
@@ -213,13 +238,9 @@ async function receiveOne(
       );
     }
     if (!(await isSubvolume(path))) throw new ReplicationError("RECEIVE_FAILED", `btrfs receive made no ${path}`);
-    ok = true;
   } finally {
     killAll();
     await Promise.all([zstd.exit, receive.exit]);
     signal?.removeEventListener("abort", onAbort);
-    // The path did not exist before, and the stream could only make `<destDir>/<id>`: what is
-    // there now is this receive's partial subvolume.
-    if (!ok) await removePartial(path);
   }
 }

@@ -1,5 +1,6 @@
 import { lstat } from "node:fs/promises";
 import { Transform, type TransformCallback } from "node:stream";
+import { failpoint } from "../failpoints/failpoints.js";
 import { deleteSubvolume, isSubvolume } from "../runtime/storage/btrfs.js";
 import { ReplicationError } from "./errors.js";
 
@@ -12,6 +13,8 @@ const CMD_SNAPSHOT = 2;
 const ATTR_PATH = 15;
 /** The first command (subvol or snapshot) is small: its path, uuid, ctransid and perhaps a clone source. */
 const MAX_FIRST_COMMAND = 64 * 1024;
+/** Where the `receive.midway` failpoint strikes: well past the first command. */
+const MIDWAY_BYTES = 1 << 20;
 
 /**
  * Passes a decompressed send stream on, counting its bytes, after checking its first command: the
@@ -33,6 +36,8 @@ export class StreamCheck extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.bytes += chunk.length;
     if (!this.head) {
+      // Crash tests: a kill -9 once `btrfs receive` has made the subvolume and written into it.
+      if (this.bytes > MIDWAY_BYTES) failpoint("receive.midway");
       cb(null, chunk);
       return;
     }
@@ -91,6 +96,30 @@ export async function exists(path: string): Promise<boolean> {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
     throw err;
   }
+}
+
+/**
+ * Marks a checkpoint as being received on this host (the runtime's `receiving`): the returned
+ * function says its snapshot is whole. Until then a crash leaves a partial snapshot that the host
+ * knows for one (never taken for the checkpoint) and removes at its next start.
+ */
+export type MarkReceiving = (checkpointId: string) => Promise<() => Promise<void>>;
+
+/**
+ * The end of one receive into `path`: its mark goes once it is whole; a failed one's partial
+ * subvolume is deleted (and then its mark: if the delete fails, the mark stays for the next start).
+ */
+export async function settleReceive(
+  path: string,
+  ok: boolean,
+  received: (() => Promise<void>) | undefined,
+): Promise<void> {
+  if (ok) {
+    await received?.();
+    return;
+  }
+  await removePartial(path);
+  if (!(await exists(path))) await received?.();
 }
 
 /** Deletes a failed receive's subvolume; if that fails too, says so (the receive's error is thrown all the same). */

@@ -139,8 +139,14 @@ export interface UnitRuntime {
    * returns how long it was frozen.
    */
   checkpoint(unitId: string, cpId: string): Promise<{ frozenMs: number }>;
-  /** Whether checkpoint `cpId`'s snapshot is there (spec 2.6 health). */
+  /** Whether checkpoint `cpId`'s snapshot is there, whole (spec 2.6 health): not one still being received. */
   hasCheckpoint(unitId: string, cpId: string): boolean;
+  /**
+   * Issue #15: checkpoint `cpId` is about to be received into `checkpointDir` (from the object store
+   * or another node); call the returned function once its snapshot is whole. Until then it is not
+   * `hasCheckpoint`, and a crash leaves it to be removed at the next start (`recover`).
+   */
+  receiving(unitId: string, cpId: string): Promise<() => Promise<void>>;
   /**
    * Issue #15: the host directory of the unit's checkpoint snapshots (each `<dir>/<cpId>`, read-only),
    * for their export to and import from the object store; outside anything the unit can write.

@@ -578,6 +578,7 @@ export class LocalNode implements UnitNode {
       checkpointId: checkpoint.id,
       incremental: parent !== null,
       body,
+      receiving: (id) => this.runtime.receiving(unit.id, id),
     });
     await this.runtime.checkpointsChanged(unit.id);
     progress(

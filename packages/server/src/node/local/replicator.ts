@@ -47,7 +47,7 @@ export function unitObjects(objects: ObjectStore, unitId: string): ObjectStore {
 export interface ReplicatorDeps {
   readonly store: Store;
   readonly objects: ObjectStore;
-  readonly runtime: Pick<UnitRuntime, "checkpointDir" | "hasCheckpoint" | "checkpointsChanged">;
+  readonly runtime: Pick<UnitRuntime, "checkpointDir" | "hasCheckpoint" | "checkpointsChanged" | "receiving">;
   /** Host-private: the state of unfinished uploads, per unit. */
   readonly stateDir: string;
   readonly log: Logger;
@@ -125,6 +125,7 @@ export class Replicator {
         checkpointId: cp.id,
         destDir: runtime.checkpointDir(unitId),
         isPresent: async (id) => runtime.hasCheckpoint(unitId, id),
+        receiving: (id) => runtime.receiving(unitId, id),
       });
       await runtime.checkpointsChanged(unitId);
       this.deps.log.info(

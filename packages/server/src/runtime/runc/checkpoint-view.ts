@@ -40,6 +40,8 @@ export class CheckpointView {
     private readonly snapshots: string,
     /** A private mount in the unit's run dir (never seen by the unit) where binds are made read-only. */
     private readonly staging: string,
+    /** A snapshot still being received (issue #15): not shown. */
+    private readonly partial: (id: string) => boolean = () => false,
   ) {}
 
   /** Makes the directory a shared mount point (idempotent) and shows the current checkpoints. */
@@ -66,7 +68,7 @@ export class CheckpointView {
     if (!(await mountAt(this.dir))) return; // the unit is not running: nothing to show
     let ids: string[] = [];
     try {
-      ids = (await readdir(this.snapshots)).filter((id) => seqOf(id) >= 0);
+      ids = (await readdir(this.snapshots)).filter((id) => seqOf(id) >= 0 && !this.partial(id));
     } catch {}
     const want = new Set(ids.sort((a, b) => seqOf(b) - seqOf(a)).slice(0, VISIBLE_CHECKPOINTS));
     const mounted = new Set(

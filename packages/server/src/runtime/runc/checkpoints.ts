@@ -1,8 +1,10 @@
 import { existsSync } from "node:fs";
-import { mkdir, readdir } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
+import { dirname } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
+import { createMarkerDurably, syncDir } from "../../util/durable-file.js";
 import type { RuntimeState } from "../runtime.js";
-import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
+import { deleteSubvolume, isSubvolume, snapshot } from "../storage/btrfs.js";
 import { unitQgroup } from "./unit-disk.js";
 import type { UnitPaths } from "./unit-paths.js";
 
@@ -73,4 +75,42 @@ export async function removeUnknownCheckpoints(
     await paths.checkpointView(id).hide(cp);
     await deleteSubvolume(paths.checkpoint(id, cp));
   }
+}
+
+/**
+ * Issue #15: checkpoint `cpId` is about to be received (from the object store or another node).
+ * Its mark (UnitPaths.receivingMark) is written durably first; the returned `done` removes it once
+ * the snapshot is whole. A snapshot left by an earlier receive that never finished goes first.
+ */
+export async function beginReceive(paths: UnitPaths, id: string, cpId: string): Promise<() => Promise<void>> {
+  const mark = paths.receivingMark(id, cpId);
+  await mkdir(paths.unit(id).checkpoints, { recursive: true });
+  if (existsSync(mark)) await removePartialSnapshot(paths, id, cpId);
+  else await createMarkerDurably(mark);
+  return async () => {
+    await rm(mark, { force: true });
+    await syncDir(dirname(mark));
+  };
+}
+
+/** Deletes what receives this server began and never finished left of the unit's snapshots (at start). */
+export async function removePartialReceives(paths: UnitPaths, id: string): Promise<string[]> {
+  let names: string[] = [];
+  try {
+    names = await readdir(paths.unit(id).disk);
+  } catch {
+    return [];
+  }
+  const partial = paths.receivingIn(names);
+  for (const cpId of partial) {
+    await removePartialSnapshot(paths, id, cpId);
+    await rm(paths.receivingMark(id, cpId), { force: true });
+  }
+  return partial;
+}
+
+async function removePartialSnapshot(paths: UnitPaths, id: string, cpId: string): Promise<void> {
+  await paths.checkpointView(id).hide(cpId);
+  const path = paths.checkpoint(id, cpId);
+  if (await isSubvolume(path)) await deleteSubvolume(path);
 }

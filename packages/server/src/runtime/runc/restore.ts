@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { hasJournal, readJournal, removeJournal, removeJournalLeftover, writeJournal } from "./checkpoint-journal.js";
-import { removeUnknownCheckpoints } from "./checkpoints.js";
+import { removePartialReceives, removeUnknownCheckpoints } from "./checkpoints.js";
 import { unitQgroup } from "./unit-disk.js";
 import type { UnitPaths } from "./unit-paths.js";
 
@@ -95,6 +95,9 @@ export async function recoverDisks(
   } catch {}
   for (const id of ids) {
     const unit = paths.unit(id);
+    // Issue #15: receives this server began (their marks name it) whatever the unit's record says:
+    // the record of a unit moving here names its old node until the move is done.
+    await removePartialReceives(paths, id);
     if (!existsSync(unit.checkpoints) && !hasJournal(unit.disk)) continue;
     const wanted = await known(id);
     if (!wanted) continue; // another server's unit on a shared pool

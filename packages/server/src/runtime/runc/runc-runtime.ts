@@ -18,7 +18,7 @@ import type {
 import { deleteSubvolume, enableSimpleQuota, filesystemUuid, sweepQgroups } from "../storage/btrfs.js";
 import { bootUnit } from "./boot.js";
 import { CGROUP_ROOT, cgroupHasTasks, cgroupStats, killCgroup, removeCgroups, setFrozen } from "./cgroups.js";
-import { deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
+import { beginReceive, deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
 import type { RuncRuntimeConfig } from "./config.js";
 import { CpuWeights } from "./cpu-weights.js";
 import { EgressState } from "./egress-state.js";
@@ -346,7 +346,11 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   hasCheckpoint(id: string, cpId: string): boolean {
-    return existsSync(this.paths.checkpoint(id, cpId));
+    return existsSync(this.paths.checkpoint(id, cpId)) && !existsSync(this.paths.receivingMark(id, cpId));
+  }
+
+  receiving(id: string, cpId: string): Promise<() => Promise<void>> {
+    return beginReceive(this.paths, id, cpId);
   }
 
   /** All-or-nothing through the restore journal (restore.ts). */

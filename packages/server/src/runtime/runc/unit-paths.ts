@@ -1,5 +1,8 @@
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CheckpointView } from "./checkpoint-view.js";
+
+const RECEIVING = "receiving.";
 
 /** Where one unit's pieces live on the host. */
 export interface UnitLayout {
@@ -63,9 +66,30 @@ export class UnitPaths {
     return join(this.unit(id).checkpoints, cpId);
   }
 
+  /**
+   * Issue #15: the mark of checkpoint `cpId` being received (from the object store or another
+   * node), in the unit's disk dir (host-only), written before the receive and removed once it is
+   * whole. A snapshot with its mark is partial: not a checkpoint here (`hasCheckpoint`), never shown
+   * to the unit, and removed at the next start (a crash mid-receive leaves one writable and half full).
+   */
+  receivingMark(id: string, cpId: string): string {
+    return join(this.unit(id).disk, `${RECEIVING}${this.rid}.${cpId}`);
+  }
+
+  /** Checkpoints of the unit that this server had begun to receive and did not finish (receivingMark). */
+  receivingIn(names: readonly string[]): string[] {
+    const prefix = `${RECEIVING}${this.rid}.`;
+    return names.filter((n) => n.startsWith(prefix)).map((n) => n.slice(prefix.length));
+  }
+
   /** The host side of the unit's /.unit/checkpoints (checkpoint-view.ts). */
   checkpointView(id: string): CheckpointView {
     const unit = this.unit(id);
-    return new CheckpointView(join(unit.run, "checkpoints"), unit.checkpoints, join(unit.run, "checkpoints-staging"));
+    return new CheckpointView(
+      join(unit.run, "checkpoints"),
+      unit.checkpoints,
+      join(unit.run, "checkpoints-staging"),
+      (cpId) => existsSync(this.receivingMark(id, cpId)),
+    );
   }
 }
