@@ -5,8 +5,8 @@
 export class Activity {
   private readonly holds = new Map<string, number>();
   private readonly lastActive = new Map<string, number>();
-  /** Called once each, at the next release of a unit's last hold. */
-  private idleWaiters: (() => void)[] = [];
+  /** Told when a unit's last hold is released (it may now make room: capacity.ts). */
+  constructor(private readonly idle: (unitId: string) => void = () => {}) {}
 
   hold(unitId: string): () => void {
     this.holds.set(unitId, (this.holds.get(unitId) ?? 0) + 1);
@@ -19,25 +19,8 @@ export class Activity {
       if (n <= 0) this.holds.delete(unitId);
       else this.holds.set(unitId, n);
       this.touch(unitId);
-      if (n <= 0) this.wakeIdleWaiters();
+      if (n <= 0) this.idle(unitId);
     };
-  }
-
-  /** Resolves when some unit's last hold is released (a running slot may be free) or after `ms`. */
-  nextIdle(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const waiter = () => {
-        clearTimeout(timer);
-        this.idleWaiters = this.idleWaiters.filter((w) => w !== waiter);
-        resolve();
-      };
-      const timer = setTimeout(waiter, ms);
-      this.idleWaiters.push(waiter);
-    });
-  }
-
-  private wakeIdleWaiters(): void {
-    for (const w of [...this.idleWaiters]) w();
   }
 
   touch(unitId: string, now = Date.now()): void {

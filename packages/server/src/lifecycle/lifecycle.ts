@@ -7,6 +7,7 @@ import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
 import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { Activity } from "./activity.js";
+import type { CapacityQueue, Place } from "./capacity.js";
 import { type CheckpointResult, CheckpointWork } from "./checkpoints.js";
 import { RunningLimitError, UnitBusyError, UnitDeletedError, UnitMovingError } from "./errors.js";
 import { ImageWork } from "./images.js";
@@ -102,6 +103,11 @@ export class Lifecycle {
   /** What keeps units awake: requests in flight, sessions, proxied connections, keep-awake tasks. */
   get activity(): Activity {
     return this.table.activity;
+  }
+
+  /** Issue #16: the organizations' running slots and the wakes that wait for one. */
+  get capacity(): CapacityQueue {
+    return this.table.capacity;
   }
 
   setHooks(hooks: LifecycleHooks): void {
@@ -218,7 +224,11 @@ export class Lifecycle {
     return this.table.mutex.run(unitId, fn);
   }
 
-  async acquire(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
+  /**
+   * Makes sure the unit runs and holds it awake until the returned release. `place` is the wake's
+   * arrival (capacity.ts): at the running limit it yields to the waiters that arrived before it.
+   */
+  async acquire(org: OrgRecord, unit: UnitRecord, place?: Place): Promise<() => void> {
     if (this.moving.has(unit.id)) {
       throw new UnitMovingError(`unit '${unit.name}' is moving to another node; try again in a few seconds`);
     }
@@ -231,7 +241,7 @@ export class Lifecycle {
     }
     const release = this.activity.hold(unit.id);
     try {
-      await this.table.mutex.run(unit.id, () => this.ensureRunning(org, unit));
+      await this.table.mutex.run(unit.id, () => this.ensureRunning(org, unit, place));
       return release;
     } catch (err) {
       release();
@@ -239,7 +249,17 @@ export class Lifecycle {
     }
   }
 
-  private async ensureRunning(org: OrgRecord, unit: UnitRecord): Promise<void> {
+  private async ensureRunning(org: OrgRecord, unit: UnitRecord, place?: Place): Promise<void> {
+    try {
+      await this.startIfStopped(org, unit, place);
+    } finally {
+      // A slot taken for a start that failed is free again (one that ran was counted as running).
+      if (this.capacity.unreserve(unit.id)) this.capacity.free(org.id);
+    }
+  }
+
+  /** Boots or resumes the unit unless it runs and answers (under its lock). */
+  private async startIfStopped(org: OrgRecord, unit: UnitRecord, place?: Place): Promise<void> {
     // A request that read the unit before a delete must not boot it again: the boot would make a
     // fresh disk and a running container that no row knows of, left on the host for good.
     this.table.assertNotDeleted(unit);
@@ -264,7 +284,8 @@ export class Lifecycle {
       await this.stopTracked(unit.id);
       current = "cold";
     }
-    await this.makeRoom(org, unit);
+    // From here the unit holds one of its organization's running slots (capacity.ts).
+    await this.makeRoom(org, unit, place);
     const started = Date.now();
     if (current === "warm") {
       await this.runtime.resume(unit.id);
@@ -316,54 +337,85 @@ export class Lifecycle {
     return this.liveness.health(unit, timeoutMs);
   }
 
-  /** Keeps the organization within running_limit by moving its least recently used idle unit down. */
-  private async makeRoom(org: OrgRecord, waking: UnitRecord): Promise<void> {
-    const wakingId = waking.id;
-    const running = this.table
-      .entries()
-      .filter(([id, t]) => t.orgId === org.id && t.status === "running" && id !== wakingId);
-    if (running.length >= org.runningLimit) return this.makeRoomHere(org, waking, running, running.length);
-    // Issue #15: the limit is the organization's, across nodes. Those that run elsewhere count
-    // (not those of a node that is down); only units of this node can be moved down from here.
-    const nodeId = this.cfg.nodeId;
-    if (!nodeId) return;
-    const upSince = new Date(Date.now() - DOWN_AFTER_MS).toISOString();
-    const elsewhere = await this.store.units.countOnOtherNodes(org.id, "running", nodeId, upSince);
-    if (running.length + elsewhere < org.runningLimit) return;
-    return this.makeRoomHere(org, waking, running, running.length + elsewhere);
+  /**
+   * Keeps the organization within running_limit (docs/ARCHITECTURE.md section 5): admits the
+   * waking unit when a slot is free and no earlier waiter wants it, else moves the organization's
+   * least recently used idle unit of this node down for it, else refuses (`RunningLimitError`).
+   * An admitted unit holds its slot (`capacity.reserve`) until it runs or fails to start, so that
+   * wakes at once cannot all pass the limit while none of them runs yet.
+   */
+  private async makeRoom(org: OrgRecord, waking: UnitRecord, place?: Place): Promise<void> {
+    const cap = this.capacity;
+    for (let attempt = 0; ; attempt++) {
+      const ahead = cap.ahead(org.id, place);
+      if (ahead > 0) {
+        throw this.refuse(org, waking, `has ${ahead} earlier wake${ahead === 1 ? "" : "s"} waiting for a running slot`);
+      }
+      const running = this.table
+        .entries()
+        .filter(([id, t]) => t.orgId === org.id && t.status === "running" && id !== waking.id && !cap.isLeaving(id));
+      const local = running.length + cap.startingOf(org.id, waking.id);
+      let total = local;
+      if (local < org.runningLimit) {
+        cap.reserve(org.id, waking.id);
+        // Issue #15: the limit is the organization's, across nodes. Those that run elsewhere count
+        // (not those of a node that is down); only units of this node can be moved down from here.
+        const elsewhere = await this.runningElsewhere(org);
+        if (local + elsewhere < org.runningLimit) return this.admitted(place);
+        cap.unreserve(waking.id);
+        total = local + elsewhere;
+      }
+      const victim = running
+        .filter(([id]) => !this.activity.isHeld(id))
+        .sort(([a], [b]) => this.activity.idleFor(b) - this.activity.idleFor(a))[0]?.[0];
+      if (!victim || attempt >= 3) {
+        const others = total - local;
+        const where = others > 0 ? `, ${others} of them on other nodes` : "";
+        throw this.refuse(org, waking, `already runs ${total} busy units (running_limit ${org.runningLimit}${where})`);
+      }
+      cap.reserve(org.id, waking.id);
+      cap.makingRoom(victim);
+      try {
+        await this.table.mutex.run(victim, () => this.toWarm(victim, org.warmLimit));
+      } finally {
+        cap.madeRoom(victim);
+      }
+      if (this.table.get(victim)?.status !== "running") return this.admitted(place);
+      // A request took the idle unit meanwhile (it still runs): look again.
+      cap.unreserve(waking.id);
+    }
   }
 
-  /** Moves this node's least recently used idle unit of the organization down, or refuses the wake. */
-  private async makeRoomHere(
-    org: OrgRecord,
-    waking: UnitRecord,
-    running: [string, { status: string }][],
-    total: number,
-  ): Promise<void> {
-    const wakingId = waking.id;
-    const idle = running
-      .filter(([id]) => !this.activity.isHeld(id))
-      .sort(([a], [b]) => this.activity.idleFor(b) - this.activity.idleFor(a));
-    const victim = idle[0];
-    // A wake that waits for capacity asks again every second: one event per unit per 10 s.
-    const lastRefusal = this.refusedAt.get(wakingId) ?? 0;
-    if (!victim && Date.now() - lastRefusal > 10_000) {
-      this.refusedAt.set(wakingId, Date.now());
+  /** The wake has its slot: it waits no more, and the next waiter looks for a slot too. */
+  private admitted(place: Place | undefined): void {
+    if (place) this.capacity.leave(place);
+  }
+
+  /** How many of the organization's units run on other nodes that are up (none without nodes). */
+  private async runningElsewhere(org: OrgRecord): Promise<number> {
+    const nodeId = this.cfg.nodeId;
+    if (!nodeId) return 0;
+    const upSince = new Date(Date.now() - DOWN_AFTER_MS).toISOString();
+    return this.store.units.countOnOtherNodes(org.id, "running", nodeId, upSince);
+  }
+
+  /** A wake refused at the running limit; `limit.reached` at most once per unit per 10 s. */
+  private refuse(org: OrgRecord, waking: UnitRecord, why: string): RunningLimitError {
+    // A wake that waits for capacity asks again: one event per unit per 10 s.
+    const lastRefusal = this.refusedAt.get(waking.id) ?? 0;
+    if (Date.now() - lastRefusal > 10_000) {
+      this.refusedAt.set(waking.id, Date.now());
       if (this.refusedAt.size > 10_000) this.refusedAt.clear();
+      const running = this.table.entries().filter(([, t]) => t.orgId === org.id && t.status === "running").length;
       this.emit({
         orgId: org.id,
         type: "limit.reached",
         unit: waking.name,
         actor: "system",
-        data: { kind: "running_limit", limit: org.runningLimit, running: total },
+        data: { kind: "running_limit", limit: org.runningLimit, running },
       });
     }
-    if (!victim) {
-      throw new RunningLimitError(
-        `organization '${org.slug}' already runs ${total} busy units (running_limit ${org.runningLimit}${total > running.length ? `, ${total - running.length} of them on other nodes` : ""}); wait for one to go idle or raise the limit`,
-      );
-    }
-    await this.table.mutex.run(victim[0], () => this.toWarm(victim[0], org.warmLimit));
+    return new RunningLimitError(`organization '${org.slug}' ${why}; wait for one to go idle or raise the limit`);
   }
 
   private async toWarm(id: string, warmLimit?: number): Promise<void> {
@@ -382,6 +434,7 @@ export class Lifecycle {
       await this.runtime.pause(id);
       t.status = "warm";
       t.since = Date.now();
+      this.capacity.free(t.orgId);
       await this.table.persistById(id, "warm");
       this.emit({ orgId: t.orgId, type: "unit.warmed", unit: t.name, actor: "system", data: {} });
     } finally {

@@ -2,6 +2,7 @@ import type { UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { KeyedMutex } from "../util/keyed-mutex.js";
 import { Activity } from "./activity.js";
+import { CapacityQueue } from "./capacity.js";
 import { UnitDeletedError } from "./errors.js";
 
 /** What the lifecycle knows of a unit that runs or is warm (cold units are not tracked). */
@@ -26,7 +27,13 @@ export interface Tracked {
  * and their status as the database records it.
  */
 export class UnitTable {
-  readonly activity = new Activity();
+  /** Issue #16: the organizations' running slots and the wakes that wait for one (capacity.ts). */
+  readonly capacity = new CapacityQueue();
+  readonly activity = new Activity((unitId) => {
+    // An idle running unit can be moved down to make room: the organization's first waiter looks.
+    const t = this.tracked.get(unitId);
+    if (t?.status === "running") this.capacity.free(t.orgId);
+  });
   /** One change of a unit at a time (boot, pause, stop, checkpoint, restore, destroy). */
   readonly mutex = new KeyedMutex();
   private readonly tracked = new Map<string, Tracked>();
@@ -57,10 +64,14 @@ export class UnitTable {
     } else {
       this.tracked.set(unit.id, { orgId: unit.orgId, name: unit.name, status, since: Date.now() });
     }
+    if (status === "running") this.capacity.running(unit.orgId, unit.id);
   }
 
   untrack(unitId: string): void {
+    const t = this.tracked.get(unitId);
     this.tracked.delete(unitId);
+    // A unit that ran stopped (idle, deleted, moved, restored): its slot is free.
+    if (t?.status === "running") this.capacity.free(t.orgId);
   }
 
   /** Runs the destruction of a unit's host resources (under its lock); on success it is deleted. */

@@ -30,6 +30,11 @@ export type { AgentTunnel, FsIdentity, RawRead, UnitAgent };
 export interface WakeOpts {
   /** False when the lease's first use is not a call to the unit's agent (the proxy's HTTP target). */
   readonly agent?: boolean;
+  /**
+   * Issue #16: aborted when the caller went away; a wake waiting for a running slot
+   * (`wait_for_capacity`) then leaves the queue.
+   */
+  readonly signal?: AbortSignal;
 }
 
 export interface UnitNode {
@@ -93,7 +98,8 @@ export interface UnitNode {
   health(unit: UnitRecord): Promise<UnitHealth>;
   /**
    * Makes sure the unit runs (booting or resuming it) and holds it awake until the lease is
-   * released. Fails with `RunningLimitError` when its organization runs its limit of busy units,
+   * released. Fails with `RunningLimitError` when its organization runs its limit of busy units
+   * (a unit created with `wait_for_capacity` first waits its turn for a slot, up to 60 s),
    * `UnitStartError` when it could not be started.
    */
   wake(org: OrgRecord, unit: UnitRecord, opts?: WakeOpts): Promise<UnitLease>;

@@ -9,6 +9,7 @@ import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { TunnelCount } from "../tunnels/count.js";
+import { wakeFor } from "../unit-access/lease.js";
 import type { UnitService } from "../units/service.js";
 import { execOp } from "./exec-op.js";
 import { fsOps } from "./fs-ops.js";
@@ -94,7 +95,7 @@ function openControl(socket: WebSocket, req: FastifyRequest, deps: ControlDeps):
         throw new ApiError(401, ErrorCode.Unauthorized, "token is not valid (unknown or revoked)");
       }
       const unit = await deps.units.require(found.org, name);
-      return deps.node.wake(found.org, unit);
+      return wakeFor(req, deps.node, found.org, unit);
     },
     logFault: (err) => req.log.error({ err, unit: name }, "control op failed"),
   };

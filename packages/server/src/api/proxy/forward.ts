@@ -8,6 +8,7 @@ import type { HttpTarget, UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { once } from "../../util/once.js";
 import { ApiError } from "../errors.js";
+import { wakeFor } from "../unit-access/lease.js";
 import { type RequestHeaderRules, requestHeaders, responseHeaders } from "./headers.js";
 
 /** A unit's port answers a connect at once (refused or accepted): longer means packets are dropped. */
@@ -129,7 +130,7 @@ export async function proxyToUnit(
   reply: FastifyReply,
   call: ProxyCall,
 ): Promise<void> {
-  const lease = await deps.node.wake(call.org, call.unit, { agent: false });
+  const lease = await wakeFor(req, deps.node, call.org, call.unit, { agent: false });
   const release = () => lease.release();
   try {
     const { host, port, connect } = await lease.httpTarget();

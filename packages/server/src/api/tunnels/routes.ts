@@ -9,7 +9,7 @@ import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, UnitParams } from "../schemas.js";
-import { leaseUnit } from "../unit-access/lease.js";
+import { leaseUnit, wakeFor } from "../unit-access/lease.js";
 import { holdUnitWebsocket, joinHeldSocket } from "../unit-access/websockets.js";
 import type { UnitService } from "../units/service.js";
 import type { TunnelCount } from "./count.js";
@@ -79,7 +79,7 @@ export function tunnelRoutes(app: ApiInstance, { units, node, tunnels }: TunnelD
       const give = tunnels.reserve(unit);
       let lease: UnitLease;
       try {
-        lease = await node.wake(req.auth.org, unit);
+        lease = await wakeFor(req, node, req.auth.org, unit);
       } catch (err) {
         give();
         throw err;

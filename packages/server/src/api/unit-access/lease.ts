@@ -1,5 +1,6 @@
 import type { FastifyRequest } from "fastify";
-import type { UnitLease, UnitNode } from "../../node/unit-node.js";
+import type { UnitLease, UnitNode, WakeOpts } from "../../node/unit-node.js";
+import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import type { UnitService } from "../units/service.js";
 
 /**
@@ -10,7 +11,32 @@ import type { UnitService } from "../units/service.js";
 export async function leaseUnit(req: FastifyRequest, units: UnitService, node: UnitNode): Promise<UnitLease> {
   const { name } = req.params as { name: string };
   const unit = await units.require(req.auth.org, name);
-  return node.wake(req.auth.org, unit);
+  return wakeFor(req, node, req.auth.org, unit);
+}
+
+/**
+ * Wakes the unit for a request. A unit created with `wait_for_capacity` may wait for a running
+ * slot (issue #16, docs/ARCHITECTURE.md section 5): its wake leaves the queue when the request's
+ * connection closes meanwhile, so that a client gone holds no place and takes no slot.
+ */
+export async function wakeFor(
+  req: FastifyRequest,
+  node: UnitNode,
+  org: OrgRecord,
+  unit: UnitRecord,
+  opts: WakeOpts = {},
+): Promise<UnitLease> {
+  if (!unit.waitForCapacity) return node.wake(org, unit, opts);
+  const socket = req.raw.socket;
+  const gone = new AbortController();
+  const abort = () => gone.abort();
+  socket.once("close", abort);
+  if (socket.destroyed) abort();
+  try {
+    return await node.wake(org, unit, { ...opts, signal: gone.signal });
+  } finally {
+    socket.off("close", abort);
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Readable } from "node:stream";
 import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import type { Logger } from "pino";
 import type { AgentEndpoint } from "../../agent/deadline.js";
+import { WaitAbandonedError } from "../../lifecycle/capacity.js";
 import { RunningLimitError, UnitDeletedError, UnitMovingError } from "../../lifecycle/errors.js";
 import type { Lifecycle } from "../../lifecycle/lifecycle.js";
 import { type LifecycleOp, metrics } from "../../metrics/server-metrics.js";
@@ -23,7 +24,7 @@ import type {
 import type { Store } from "../../store/store.js";
 import { UnitStartError, UnitUnavailableError } from "../errors.js";
 import type { PeerNodes } from "../remote/peers.js";
-import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode } from "../unit-node.js";
+import type { CheckpointResult, Progress, UnitHealth, UnitLease, UnitNode, WakeOpts } from "../unit-node.js";
 import { agentEndpoint } from "./agent-endpoint.js";
 import type { HttpTargets } from "./http-targets.js";
 import type { HostSockets } from "./internal-api/host-sockets.js";
@@ -48,9 +49,15 @@ const MOVE_EXPIRE_MS = 15 * 60_000;
 
 /** How often a node looks for the snapshots kept of units that moved away and are gone now. */
 const RETIRED_SWEEP_MS = 10 * 60_000;
-/** How long a wake of a unit created with `wait_for_capacity` waits for a running slot. */
+/**
+ * How long a wake of a unit created with `wait_for_capacity` waits for a running slot
+ * (docs/ARCHITECTURE.md section 5); then it answers 409 saying how long it waited.
+ */
 export const CAPACITY_WAIT_MS = 60_000;
-/** Tries again at least this often while it waits (deletes and stops free slots without a release). */
+/**
+ * The first waiter looks again at least this often: slots free at once on this node's releases,
+ * stops and deletes, but not when units stop on other nodes or the limit is raised.
+ */
 const CAPACITY_RETRY_MS = 1_000;
 
 /** Observes how long `op` took (issue #17 metrics); a failure is counted, and thrown on. */
@@ -309,33 +316,51 @@ export class LocalNode implements UnitNode {
     return this.lifecycle.health(unit);
   }
 
-  async wake(org: OrgRecord, unit: UnitRecord): Promise<UnitLease> {
+  async wake(org: OrgRecord, unit: UnitRecord, opts: WakeOpts = {}): Promise<UnitLease> {
     const before = this.lifecycle.statusOf(unit.id);
     const booted = before === "cold";
     // A unit that runs costs no timing; a boot or a resume is observed.
     const release =
-      before === "running" ? await this.hold(org, unit) : await timed(booted ? "boot" : "wake", this.hold(org, unit));
+      before === "running"
+        ? await this.hold(org, unit, opts.signal)
+        : await timed(booted ? "boot" : "wake", this.hold(org, unit, opts.signal));
     return new LocalLease(this, org, unit, booted, release);
   }
 
   /**
-   * Wakes the unit and holds it (lease.ts); lifecycle failures become the node's errors. A unit
-   * created with `wait_for_capacity` waits up to CAPACITY_WAIT_MS for a running slot (another
-   * unit going idle) where others fail at once with `RunningLimitError`.
+   * Wakes the unit and holds it (lease.ts); lifecycle failures become the node's errors. At the
+   * organization's running limit a unit created with `wait_for_capacity` queues (issue #16: first
+   * come, first served, lifecycle/capacity.ts) for up to CAPACITY_WAIT_MS, and leaves the queue
+   * when `signal` aborts (its client went away); others fail at once with `RunningLimitError`.
    */
-  async hold(org: OrgRecord, unit: UnitRecord): Promise<() => void> {
-    const deadline = Date.now() + (unit.waitForCapacity ? CAPACITY_WAIT_MS : 0);
-    for (;;) {
-      try {
-        return await this.lifecycle.acquire(org, unit);
-      } catch (err) {
-        if (err instanceof UnitDeletedError || err instanceof UnitMovingError) throw err;
-        if (!(err instanceof RunningLimitError)) throw new UnitStartError(unit.name, err);
-        const left = deadline - Date.now();
-        if (left <= 0) throw err;
-        // A release frees a slot at once; a unit deleted or stopped is seen by the next try.
-        await this.lifecycle.activity.nextIdle(Math.min(left, CAPACITY_RETRY_MS));
+  async hold(org: OrgRecord, unit: UnitRecord, signal?: AbortSignal): Promise<() => void> {
+    const queue = this.lifecycle.capacity;
+    const place = queue.arrive(org.id, unit.id);
+    const since = Date.now();
+    try {
+      for (;;) {
+        try {
+          return await this.lifecycle.acquire(org, unit, place);
+        } catch (err) {
+          if (err instanceof UnitDeletedError || err instanceof UnitMovingError) throw err;
+          if (!(err instanceof RunningLimitError)) throw new UnitStartError(unit.name, err);
+          if (!unit.waitForCapacity) throw err;
+          const left = since + CAPACITY_WAIT_MS - Date.now();
+          const waited = `${((Date.now() - since) / 1000).toFixed(1)} s`;
+          if (left <= 0)
+            throw new RunningLimitError(`${err.message} (waited ${waited} for a running slot, the most a wake waits)`);
+          queue.join(place);
+          // The first waiter looks again now and then; the others when they are first.
+          const ms = queue.isFirst(place) ? Math.min(left, CAPACITY_RETRY_MS) : left;
+          await queue.turn(place, ms, signal).catch((why: unknown) => {
+            throw why instanceof WaitAbandonedError
+              ? new RunningLimitError(`${err.message} (the caller went away after waiting ${waited})`)
+              : why;
+          });
+        }
       }
+    } finally {
+      queue.leave(place);
     }
   }
 

@@ -436,8 +436,11 @@ export class NodeEndpoint {
     let gone = false;
     const early: Buffer[] = [];
     const onData = (b: Buffer) => early.push(b);
+    // Issue #16: a wake waiting for a running slot leaves the queue then.
+    const giveUp = new AbortController();
     const onGone = () => {
       gone = true;
+      giveUp.abort();
     };
     socket.on("data", onData);
     socket.once("end", onGone);
@@ -450,7 +453,7 @@ export class NodeEndpoint {
     };
     let lease: LocalLease;
     try {
-      lease = (await this.node.wake(org, unit)) as LocalLease;
+      lease = (await this.node.wake(org, unit, { signal: giveUp.signal })) as LocalLease;
     } catch (err) {
       stopWatching();
       return answerJson(socket, { error: encodeError(err) });

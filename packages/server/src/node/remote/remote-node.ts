@@ -347,7 +347,7 @@ export class RemoteNode implements UnitNode {
       for (let attempt = 0; ; attempt++) {
         const session = await this.session();
         try {
-          return await this.wakeIn(session, unit, args, opts.agent !== false);
+          return await this.wakeIn(session, unit, args, opts);
         } catch (err) {
           // The node restarted since: a new session, once.
           if (!(err instanceof SessionGoneError) || attempt > 0) throw err;
@@ -384,7 +384,8 @@ export class RemoteNode implements UnitNode {
     return opening;
   }
 
-  private wakeIn(session: NodeSession, unit: UnitRecord, args: string, agent: boolean): Promise<UnitLease> {
+  private wakeIn(session: NodeSession, unit: UnitRecord, args: string, opts: WakeOpts): Promise<UnitLease> {
+    const agent = opts.agent !== false;
     return new Promise<UnitLease>((resolve, reject) => {
       const req = request({
         host: this.address.host,
@@ -404,6 +405,11 @@ export class RemoteNode implements UnitNode {
         req.destroy(Object.assign(new Error(`no answer within ${WAKE_MS / 1000} s`), { code: "ETIMEDOUT" }));
       }, WAKE_MS);
       timer.unref();
+      // Issue #16: the caller went away (its wake may wait for a running slot): the node sees this
+      // request end, and its wake leaves the queue.
+      const giveUp = () => req.destroy(Object.assign(new Error("the caller went away"), { code: "ECONNRESET" }));
+      opts.signal?.addEventListener("abort", giveUp, { once: true });
+      req.once("close", () => opts.signal?.removeEventListener("abort", giveUp));
       req.once("upgrade", (res, socket: Socket, head) => {
         clearTimeout(timer);
         socket.setTimeout(0);
