@@ -145,6 +145,27 @@ describe("server configuration", () => {
     }
   });
 
+  it("reads --api-url (issue #15): an http(s) URL without credentials, query or fragment; the flag beats the env", () => {
+    assert.equal(resolveConfig({}, {}).apiUrl, undefined, "default: an API process on this host");
+    assert.equal(resolveConfig({}, { UMS_API_URL: "https://ums.example.com/" }).apiUrl, "https://ums.example.com");
+    assert.equal(
+      resolveConfig({ apiUrl: "http://10.0.0.5:7070/ums/" }, { UMS_API_URL: "https://other.example" }).apiUrl,
+      "http://10.0.0.5:7070/ums",
+    );
+    for (const [bad, says] of [
+      ["ums.example.com", /not a URL/],
+      ["ftp://ums.example.com", /http:\/\/ or https:\/\//],
+      ["https://user:pw@ums.example.com", /user name or password/],
+      ["https://ums.example.com/?a=1", /query or #fragment/],
+    ] as const) {
+      assert.throws(
+        () => resolveConfig({ apiUrl: bad }, {}),
+        (err: Error) => err instanceof ConfigError && says.test(err.message),
+        bad,
+      );
+    }
+  });
+
   it("reads the node options (issue #15): name, labels, unit slots; flags beat env", () => {
     const d = resolveConfig({}, {}).node;
     assert.equal(d.name, defaultNodeName());

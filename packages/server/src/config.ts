@@ -38,6 +38,11 @@ export interface ServerConfig {
   readonly uplinks: readonly string[] | undefined;
   /** The connector gateway's port on 0.0.0.0, reached by units at their gateway address, `ums.internal` (0: any free port). */
   readonly gatewayPort: number;
+  /**
+   * Issue #15: where this process's units' `sprites_admin` connector reaches the ums API (`--api-url`,
+   * e.g. the deployment's load balancer); undefined: an API process on this host, at the --listen port.
+   */
+  readonly apiUrl: string | undefined;
   /** A JSON file of provider overrides and platform keys for connectors (README "Connectors"). */
   readonly connectorsConfig: string | undefined;
   /** Limits a unit gets where its resources policy names none (spec 4.5; README "Limits"). */
@@ -123,6 +128,7 @@ export interface ConfigInput {
   idleCold?: string | undefined;
   unitSubnet?: string | undefined;
   gatewayPort?: string | number | undefined;
+  apiUrl?: string | undefined;
   dnsUpstream?: string | undefined;
   egressRanges?: string | undefined;
   uplinks?: string | undefined;
@@ -262,6 +268,25 @@ function gatewayPort(raw: string | number): number {
     throw new ConfigError(`gateway port '${raw}' must be an integer from 0 to 65535`);
   }
   return port;
+}
+
+/** `--api-url`: an http(s) URL of the ums API (a path prefix is kept), without credentials, query or fragment. */
+function apiUrl(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`--api-url '${raw}' is not a URL (e.g. https://ums.example.com)`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new ConfigError(`--api-url '${raw}' must be http:// or https://`);
+  }
+  if (url.username || url.password) {
+    throw new ConfigError("--api-url must not carry a user name or password (the connector sends its own token)");
+  }
+  if (url.search || url.hash) throw new ConfigError(`--api-url '${raw}' must not have a ?query or #fragment`);
+  return url.href.replace(/\/+$/, "");
 }
 
 export const DEFAULT_GATEWAY_PORT = 7071;
@@ -524,6 +549,7 @@ export function resolveConfig(input: ConfigInput, env: NodeJS.ProcessEnv = proce
     egressRanges: egressRanges(input.egressRanges ?? (env.UMS_EGRESS_RANGES || undefined)),
     uplinks: uplinks(input.uplinks ?? (env.UMS_UPLINKS || undefined)),
     gatewayPort: gatewayPort(input.gatewayPort ?? env.UMS_GATEWAY_PORT ?? DEFAULT_GATEWAY_PORT),
+    apiUrl: apiUrl(input.apiUrl ?? (env.UMS_API_URL || undefined)),
     connectorsConfig: input.connectorsConfig ?? (env.UMS_CONNECTORS_CONFIG || undefined),
     unitDefaults: Object.freeze({
       pids: unitPids(input.unitPids ?? env.UMS_UNIT_PIDS ?? DEFAULT_UNIT_PIDS),

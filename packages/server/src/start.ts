@@ -134,6 +134,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     (await openStore({
       ...config,
       onIdleError: (err) => logger.warn({ err: err.message }, "idle database connection lost; it will be replaced"),
+      onFeedError: (err, what) => logger.warn({ err: err instanceof Error ? err.message : String(err) }, what),
     }));
   let port = config.listenPort;
   const role = config.node.role;
@@ -207,7 +208,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       store,
       runtime: node?.runtime,
       log: logger,
-      apiBase: () => `http://${apiHost}:${port}`,
+      // Issue #15: a node without an API process beside it names the deployment's (--api-url).
+      apiBase: () => config.apiUrl ?? `http://${apiHost}:${port}`,
     });
     webhooks = new Webhooks({
       store,

@@ -41,6 +41,10 @@ export function serveCommand(): Command {
       "port of unit URLs as clients see them (env UMS_UNIT_URL_PORT, default the listen port)",
     )
     .option(
+      "--api-url <url>",
+      "where units' sprites_admin connector reaches the ums API, e.g. the deployment's load balancer (env UMS_API_URL, default http://127.0.0.1:<--listen port>: an API process on this host)",
+    )
+    .option(
       "--gateway-port <port>",
       "port of the connector gateway units call, on 0.0.0.0 (env UMS_GATEWAY_PORT, default 7071; 0: any free port)",
     )
@@ -143,6 +147,7 @@ export function serveCommand(): Command {
         idleCold?: string;
         unitSubnet?: string;
         gatewayPort?: string;
+        apiUrl?: string;
         dnsUpstream?: string;
         egressRanges?: string;
         uplinks?: string;

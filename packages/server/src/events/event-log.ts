@@ -1,8 +1,8 @@
-import { randomBytes } from "node:crypto";
 import type { EventType, UnitEvent } from "@ums/protocol";
 import type { Logger } from "pino";
 import type { EventRecord } from "../store/records.js";
-import type { EventQuery, Store } from "../store/store.js";
+import type { EventFeed, EventQuery, Store } from "../store/store.js";
+import { EventIds } from "./event-id.js";
 
 /** Issue #17 (docs/EVENTS.md): how long events are kept, and how many per organization at most. */
 export const EVENT_RETENTION_MS = 7 * 86_400_000;
@@ -41,36 +41,66 @@ export function eventView(e: EventRecord): UnitEvent {
   };
 }
 
-/** Whether an id has the shape of the ids this log issues (a `since` or a continuation token). */
-export function isEventId(id: string): boolean {
-  return /^evt_[0-9a-z]{13}[0-9a-f]{6}$/.test(id);
-}
+export { isEventId } from "./event-id.js";
+
+/** How long a write waits to hear its own event on the feed (then subscribers get it when it comes). */
+const OWN_NOTICE_MS = 2_000;
+/** After the feed's connection broke: the store is read back this far before the break (clocks differ). */
+const CATCH_UP_MARGIN_MS = 30_000;
+/** The most events read back after a break. */
+const CATCH_UP_MAX = 10_000;
 
 /**
  * The organization's lifecycle events (issue #17): each one gets an increasing id when emitted,
  * is written in that order (one write at a time), and only then goes to subscribers (follows,
  * webhooks): a follow that pages the store and then takes what subscribers get sees each event
- * once, with no gap. Kept EVENT_RETENTION_MS and MAX_EVENTS_PER_ORG per organization at most. One
- * process writes (the server); a write that fails is logged and the event is lost.
+ * once, with no gap. Kept EVENT_RETENTION_MS and MAX_EVENTS_PER_ORG per organization at most. A
+ * write that fails is logged and the event is lost.
+ *
+ * Issue #15: with PostgreSQL several processes record events (API processes, nodes). Subscribers
+ * then get every process's events from the store's feed, in the order of the commits per
+ * organization (its own included: they go the same way); a break of the feed's connection is
+ * made up by reading the store back.
  */
 export class EventLog {
   private chain: Promise<void> = Promise.resolve();
-  private lastMs = 0;
-  private seq = 0;
-  /** The id of the last event written (a follow without `since` starts after it). */
-  private lastWritten = "";
+  private readonly ids = new EventIds();
+  /** The id of the last event given to subscribers, per organization (a follow without `since` starts after it). */
+  private readonly delivered = new Map<string, string>();
   private readonly subscribers = new Set<(e: EventRecord) => void>();
   private readonly writesByOrg = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
+  private readonly feed: EventFeed | undefined;
+  private unsubscribeFeed: (() => void) | undefined;
+  /** Own events written and not yet heard on the feed, by id. */
+  private readonly own = new Map<string, () => void>();
+  /** While the store is read back after a break, what the feed brings waits here. */
+  private held: EventRecord[] | undefined;
 
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
     private readonly limits: EventLogLimits = { retentionMs: EVENT_RETENTION_MS, maxPerOrg: MAX_EVENTS_PER_ORG },
-  ) {}
+  ) {
+    this.feed = store.feed;
+  }
 
-  /** Prunes what is over the limits now, then every hour. */
+  /** Listens to the deployment's events (PostgreSQL); prunes what is over the limits now, then every hour. */
   async start(): Promise<void> {
+    if (this.feed) {
+      this.unsubscribeFeed = this.feed.subscribe({
+        event: (e) => {
+          if (this.held) this.held.push(e);
+          else this.deliver(e);
+        },
+        resumed: (at) => {
+          // What the feed brings from now on waits until the store was read back.
+          this.held ??= [];
+          this.chain = this.chain.then(() => this.catchUp(at));
+        },
+      });
+      await this.feed.start();
+    }
     await this.pruneAll();
     this.timer = setInterval(() => {
       this.chain = this.chain.then(() =>
@@ -87,28 +117,16 @@ export class EventLog {
 
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    this.unsubscribeFeed?.();
     await this.chain;
-  }
-
-  private nextId(now: number): string {
-    if (now > this.lastMs) {
-      this.lastMs = now;
-      this.seq = 0;
-    } else {
-      this.seq += 1;
-      if (this.seq >= 36 ** 4) {
-        this.lastMs += 1;
-        this.seq = 0;
-      }
-    }
-    return `evt_${this.lastMs.toString(36).padStart(9, "0")}${this.seq.toString(36).padStart(4, "0")}${randomBytes(3).toString("hex")}`;
+    for (const done of this.own.values()) done();
   }
 
   /** Records an event (in the background; its failure is logged). */
   readonly emit: EmitEvent = (e) => {
     const now = Date.now();
     const rec: EventRecord = Object.freeze({
-      id: this.nextId(now),
+      id: this.ids.next(now),
       orgId: e.orgId,
       at: new Date(now).toISOString(),
       type: e.type,
@@ -120,26 +138,72 @@ export class EventLog {
   };
 
   private async write(rec: EventRecord): Promise<void> {
+    let stored: EventRecord;
     try {
-      await this.store.events.add(rec);
+      stored = await this.store.events.add(rec);
     } catch (err) {
       this.log.error({ err, type: rec.type, unit: rec.unit }, "an event could not be recorded; it is lost");
       return;
     }
-    this.lastWritten = rec.id;
-    for (const s of this.subscribers) {
-      try {
-        s(rec);
-      } catch (err) {
-        this.log.error({ err }, "an event subscriber failed");
-      }
-    }
+    // With a feed, subscribers get it from there, in the deployment's order; while the feed is
+    // lost, the store is read back once it listens again.
+    if (!this.feed) this.deliver(stored);
+    else if (this.feed.listening) await this.heard(stored);
     const n = (this.writesByOrg.get(rec.orgId) ?? 0) + 1;
     this.writesByOrg.set(rec.orgId, n % PRUNE_EVERY);
     if (n >= PRUNE_EVERY) {
       await this.store.events
         .pruneOrg(rec.orgId, this.limits.maxPerOrg - PRUNE_EVERY)
         .catch((err) => this.log.warn({ err }, "pruning an organization's events failed"));
+    }
+  }
+
+  /** Resolves once the feed brought our own event back (or after OWN_NOTICE_MS): then it was delivered. */
+  private heard(e: EventRecord): Promise<void> {
+    if ((this.delivered.get(e.orgId) ?? "") >= e.id) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.own.delete(e.id);
+        resolve();
+      }, OWN_NOTICE_MS);
+      timer.unref();
+      this.own.set(e.id, () => {
+        clearTimeout(timer);
+        this.own.delete(e.id);
+        resolve();
+      });
+    });
+  }
+
+  /** Gives an event to the subscribers, once and in order per organization. */
+  private deliver(e: EventRecord): void {
+    if ((this.delivered.get(e.orgId) ?? "") >= e.id) return;
+    this.delivered.set(e.orgId, e.id);
+    for (const s of this.subscribers) {
+      try {
+        s(e);
+      } catch (err) {
+        this.log.error({ err }, "an event subscriber failed");
+      }
+    }
+    this.own.get(e.id)?.();
+  }
+
+  /** After the feed was lost at `at`: what was recorded meanwhile, read from the store, then what the feed held. */
+  private async catchUp(at: number): Promise<void> {
+    try {
+      const since = new Date(at - CATCH_UP_MARGIN_MS).toISOString();
+      const missed = await this.store.events.recent(since, CATCH_UP_MAX);
+      for (const e of missed) this.deliver(e);
+    } catch (err) {
+      this.log.error(
+        { err },
+        "events recorded while the feed was lost could not be read; follows and webhooks miss them",
+      );
+    } finally {
+      const held = this.held ?? [];
+      this.held = undefined;
+      for (const e of held) this.deliver(e);
     }
   }
 
@@ -182,7 +246,7 @@ export class EventLog {
       (!q.unit || e.unit === q.unit) && (!q.types || q.types.length === 0 || q.types.includes(e.type));
     try {
       // Everything written up to the subscription is in the store; everything after comes to it.
-      let cursor = q.since ?? this.lastWritten;
+      let cursor = q.since ?? this.delivered.get(orgId) ?? "";
       if (q.since !== undefined) {
         for (;;) {
           const page = await this.store.events.list(orgId, { after: cursor, unit: q.unit, types: q.types, limit: 500 });

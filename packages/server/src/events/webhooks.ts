@@ -17,6 +17,7 @@ import type { Keys } from "../connectors/secrets/secrets.js";
 import type { ConnectorRecord, EventRecord, OrgRecord, WebhookRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { KeyedMutex } from "../util/keyed-mutex.js";
+import { eventIdFloor } from "./event-id.js";
 import { type EventLog, eventView } from "./event-log.js";
 
 /** Issue #17: webhooks an organization may have. */
@@ -27,6 +28,8 @@ export const RETRY_DELAYS_MS: readonly number[] = [1000, 2000, 4000, 8000, 16_00
 export const ATTEMPT_TIMEOUT_MS = 10_000;
 /** Deliveries waiting per webhook; beyond, the oldest is dropped (and the drop recorded). */
 const MAX_QUEUED = 1000;
+/** Issue #15: a process that does not deliver webhooks asks for the lead this often. */
+const LEAD_RETRY_MS = 5_000;
 const ALL_RANGES: readonly Cidr[] = parseRanges(["0.0.0.0/0", "::/0"], "all");
 
 export interface WebhooksOpts {
@@ -58,6 +61,8 @@ function info(w: WebhookRecord): WebhookInfo {
 /** One webhook's deliveries: in order, one at a time, each retried on failure. */
 class Delivery {
   readonly queue: EventRecord[] = [];
+  /** The last event queued (after a take-over's catch-up, live events up to it are queued already). */
+  upTo = "";
   running = false;
   timer: NodeJS.Timeout | undefined;
   wake: (() => void) | undefined;
@@ -72,6 +77,11 @@ class Delivery {
  * attempt bounded to 10 s; the last attempt's outcome is recorded. The target's address is checked
  * (public unicast only, unless allowed) and the connection pinned to it (no DNS rebinding).
  * Deliveries waiting when the server stops are lost.
+ *
+ * Issue #15: with PostgreSQL, API processes share the work: one of them (the holder of the feed's
+ * lead) delivers every process's events; the others ask for the lead every LEAD_RETRY_MS. A process
+ * that takes it over (the first at start, or after the deliverer died) first queues, per webhook,
+ * what was recorded after the last event each attempted (one whose retries were cut is not sent again).
  */
 export class Webhooks {
   private readonly byOrg = new Map<string, Promise<WebhookRecord[]>>();
@@ -79,8 +89,14 @@ export class Webhooks {
   private readonly orgQueue = new KeyedMutex();
   private readonly creates = new KeyedMutex();
   private unsubscribe: (() => void) | undefined;
+  private unsubscribeFeed: (() => void) | undefined;
   private closed = false;
   private readonly allowed: readonly Cidr[];
+  /** This process delivers (always without a feed; with one, while it holds the lead). */
+  private leading = false;
+  /** While a take-over reads what to catch up on, live events wait here. */
+  private waiting: EventRecord[] | undefined;
+  private leadTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: WebhooksOpts) {
     this.allowed = o.allowPrivate ? ALL_RANGES : [];
@@ -88,13 +104,79 @@ export class Webhooks {
 
   start(): void {
     this.unsubscribe = this.o.events.subscribe((e) => this.dispatch(e));
+    const feed = this.o.store.feed;
+    if (!feed) {
+      this.leading = true;
+      return;
+    }
+    this.unsubscribeFeed = feed.subscribe({
+      webhooksChanged: (orgId) => this.changed(orgId),
+      lost: () => this.stepDown(),
+    });
+    const ask = () => {
+      this.takeLead(feed).catch((err: unknown) =>
+        this.o.log.warn({ err }, "taking over webhook deliveries failed; it is tried again"),
+      );
+    };
+    ask();
+    this.leadTimer = setInterval(ask, LEAD_RETRY_MS);
+    this.leadTimer.unref();
   }
 
   close(): void {
     this.closed = true;
     this.unsubscribe?.();
+    this.unsubscribeFeed?.();
+    clearInterval(this.leadTimer);
+    this.stepDown();
+  }
+
+  /** Deliveries stop here (the lead went with the feed's connection, or the server stops). */
+  private stepDown(): void {
+    this.leading = false;
+    this.waiting = undefined;
     for (const d of this.deliveries.values()) this.stopDelivery(d);
     this.deliveries.clear();
+  }
+
+  /** Issue #15: takes the lead if it is free, then catches up on what no deliverer sent. */
+  private async takeLead(feed: NonNullable<Store["feed"]>): Promise<void> {
+    if (this.leading || this.waiting || this.closed) return;
+    if (!(await feed.lead()) || this.closed) return;
+    this.waiting = [];
+    try {
+      for (const hook of await this.o.store.webhooks.listAll()) {
+        const after = hook.lastEventId ?? eventIdFloor(Date.parse(hook.createdAt));
+        const types = hook.types.length > 0 ? hook.types : undefined;
+        const missed = await this.o.store.events.list(hook.orgId, { after, types, limit: MAX_QUEUED });
+        for (const e of missed) this.queue(hook, e);
+      }
+    } catch (err) {
+      this.stepDown();
+      throw err;
+    }
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    this.leading = true;
+    this.o.log.info("this process delivers the deployment's webhooks");
+    for (const e of waiting ?? []) this.dispatch(e);
+  }
+
+  /** Another process created or deleted one of the organization's webhooks. */
+  private changed(orgId: string): void {
+    this.byOrg.delete(orgId);
+    if (!this.leading) return;
+    this.hooksOf(orgId)
+      .then((hooks) => {
+        const ids = new Set(hooks.map((h) => h.id));
+        for (const [id, d] of this.deliveries) {
+          if (d.hook.orgId === orgId && !ids.has(id)) {
+            this.stopDelivery(d);
+            this.deliveries.delete(id);
+          }
+        }
+      })
+      .catch((err: unknown) => this.o.log.warn({ err, org: orgId }, "webhooks could not be read again"));
   }
 
   private stopDelivery(d: Delivery): void {
@@ -117,29 +199,41 @@ export class Webhooks {
   /** Queues the event for each matching webhook, in event order (one organization's after another). */
   private dispatch(e: EventRecord): void {
     if (this.closed) return;
+    if (!this.leading) {
+      this.waiting?.push(e);
+      return;
+    }
     void this.orgQueue
       .run(e.orgId, async () => {
         for (const hook of await this.hooksOf(e.orgId)) {
           if (hook.types.length > 0 && !hook.types.includes(e.type)) continue;
-          let d = this.deliveries.get(hook.id);
-          if (!d) {
-            d = new Delivery(hook);
-            this.deliveries.set(hook.id, d);
-          }
-          d.queue.push(e);
-          if (d.queue.length > MAX_QUEUED) {
-            const dropped = d.queue.shift() as EventRecord;
-            this.o.log.warn(
-              { webhook: hook.id, event: dropped.id },
-              "a webhook's queue is full; its oldest delivery is dropped",
-            );
-          }
-          if (!d.running) {
-            this.run(d).catch((err) => this.o.log.error({ err, webhook: hook.id }, "webhook delivery failed"));
-          }
+          this.queue(hook, e);
         }
       })
       .catch((err) => this.o.log.error({ err, org: e.orgId }, "webhooks could not be read; an event is not delivered"));
+  }
+
+  private queue(hook: WebhookRecord, e: EventRecord): void {
+    if (!this.leading && !this.waiting) return;
+    let d = this.deliveries.get(hook.id);
+    if (!d) {
+      d = new Delivery(hook);
+      this.deliveries.set(hook.id, d);
+    }
+    // Queued already (a take-over's catch-up reads what live events bring too).
+    if (e.id <= d.upTo) return;
+    d.upTo = e.id;
+    d.queue.push(e);
+    if (d.queue.length > MAX_QUEUED) {
+      const dropped = d.queue.shift() as EventRecord;
+      this.o.log.warn(
+        { webhook: hook.id, event: dropped.id },
+        "a webhook's queue is full; its oldest delivery is dropped",
+      );
+    }
+    if (!d.running) {
+      this.run(d).catch((err) => this.o.log.error({ err, webhook: hook.id }, "webhook delivery failed"));
+    }
   }
 
   private async run(d: Delivery): Promise<void> {

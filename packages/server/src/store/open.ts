@@ -13,10 +13,12 @@ export async function openStore(opts: {
   dataDir: string;
   databaseUrl?: string | undefined;
   onIdleError?: (err: Error) => void;
+  onFeedError?: (err: unknown, what: string) => void;
 }): Promise<Store> {
   const store = isPostgresUrl(opts.databaseUrl)
     ? (await import("./postgres/store.js")).createPostgresStore(opts.databaseUrl, {
         ...(opts.onIdleError && { onIdleError: opts.onIdleError }),
+        ...(opts.onFeedError && { onFeedError: opts.onFeedError }),
       })
     : (await import("./sqlite/store.js")).createSqliteStore(join(opts.dataDir, "ums.db"));
   try {

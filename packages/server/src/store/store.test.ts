@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { eventId } from "../events/event-id.js";
 import { testDialects } from "../testing/dialects.js";
 import { openStore } from "./open.js";
 import type { Store } from "./store.js";
@@ -23,10 +24,12 @@ for (const dialect of testDialects) {
     let store: Store;
     let dir: string;
     let drop: () => Promise<void>;
+    let databaseUrl: string | undefined;
     before(async () => {
       dir = await mkdtemp(join(tmpdir(), "ums-store-"));
       const db = await dialect.createDatabase();
       drop = db.drop;
+      databaseUrl = db.databaseUrl;
       store = await openStore({ dataDir: dir, databaseUrl: db.databaseUrl });
     });
     after(async () => {
@@ -404,6 +407,96 @@ for (const dialect of testDialects) {
       );
       assert.equal(await store.events.pruneOrg(a.id, 2), 0);
       assert.equal((await store.events.list(b.id, { limit: 100 })).length, 1, "another organization's are kept");
+    });
+
+    it("events of several processes (issue #15): ids increase in commit order per organization; the feed brings them all, and webhook changes; one process leads", async (t) => {
+      if (!store.feed) {
+        assert.equal(dialect.name, "sqlite", "PostgreSQL has a feed");
+        t.skip("SQLite: one process records and reads events");
+        return;
+      }
+      const org = await store.orgs.ensure("ev-feed", limits);
+      const other = await openStore({ dataDir: dir, databaseUrl });
+      try {
+        const heard: string[] = [];
+        const changed: string[] = [];
+        const unsubscribe = store.feed.subscribe({
+          event: (e) => {
+            if (e.orgId === org.id) heard.push(`${e.id} ${e.data}`);
+          },
+          webhooksChanged: (orgId) => changed.push(orgId),
+        });
+        await store.feed.start();
+        await other.feed?.start();
+        const ev = (id: string, n: number) => ({
+          id,
+          orgId: org.id,
+          at: new Date().toISOString(),
+          type: "unit.created",
+          unit: "u",
+          actor: "system",
+          data: JSON.stringify({ n }),
+        });
+        const first = await store.events.add(ev(eventId(2_000_000_000_000, 0), 1));
+        // Another process whose clock is behind: its event takes the next id after the last one.
+        const second = await other.events.add(ev(eventId(1_000_000_000_000, 0), 2));
+        assert.ok(second.id > first.id, `${second.id} > ${first.id}`);
+        // A large event goes by its id, and still in order.
+        const third = await other.events.add({
+          ...ev(eventId(1_000_000_000_001, 0), 3),
+          data: JSON.stringify({ n: 3, pad: "x".repeat(9000) }),
+        });
+        assert.ok(third.id > second.id);
+        for (let i = 0; heard.length < 3; i++) {
+          assert.ok(i < 100, `the feed brought ${heard.length} of 3 events`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.deepEqual(
+          heard.map((h) => h.split(" ")[0]),
+          [first.id, second.id, third.id],
+        );
+        assert.deepEqual(
+          (await store.events.list(org.id, { limit: 10 })).map((e) => e.id),
+          [first.id, second.id, third.id],
+        );
+        await other.webhooks.insert(
+          {
+            id: "whk_feed",
+            orgId: org.id,
+            url: "https://example.invalid/h",
+            types: [],
+            secret: "v1.sealed",
+            keyVersion: 1,
+            createdAt: new Date().toISOString(),
+            lastStatus: null,
+            lastError: null,
+            lastAttemptAt: null,
+            lastEventId: null,
+          },
+          20,
+        );
+        assert.equal(await other.webhooks.delete(org.id, "whk_feed"), true);
+        for (let i = 0; changed.length < 2; i++) {
+          assert.ok(i < 100, `the feed said ${changed.length} of 2 webhook changes`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.deepEqual(changed, [org.id, org.id]);
+        unsubscribe();
+        // One lead: this store's; the other takes it once this one's connection is gone.
+        assert.equal(await store.feed.lead(), true);
+        assert.equal(await other.feed?.lead(), false);
+        assert.equal(await store.feed.lead(), true, "kept");
+        const again = await openStore({ dataDir: dir, databaseUrl });
+        await again.feed?.start();
+        assert.equal(await again.feed?.lead(), false);
+        await other.close();
+        assert.equal(await again.feed?.lead(), false, "still this store's");
+        await store.feed.close();
+        assert.equal(await again.feed?.lead(), true, "free once its holder's connection ended");
+        await again.close();
+      } finally {
+        await other.close().catch(() => {});
+      }
     });
 
     it("webhooks: scoped to their organization, at most `max`, attempts recorded", async () => {

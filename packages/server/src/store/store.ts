@@ -47,6 +47,11 @@ export interface Store {
   readonly webhooks: WebhookStore;
   readonly usage: UsageStore;
   readonly nodes: NodeStore;
+  /**
+   * Issue #15, PostgreSQL: the events every process of the deployment records, as they are
+   * committed (LISTEN/NOTIFY). None on SQLite: one process records and reads them.
+   */
+  readonly feed?: EventFeed;
   /** Applies every pending migration; safe to call from several processes at once. */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -101,7 +106,16 @@ export interface EventQuery {
 
 /** Issue #17: lifecycle events, per organization, oldest first. */
 export interface EventStore {
-  add(e: EventRecord): Promise<void>;
+  /**
+   * Records an event; returns it as recorded. On PostgreSQL an organization's events are recorded
+   * one at a time, and one whose id is not larger than the last recorded takes the next id after
+   * it (processes' clocks differ): ids increase in the order of the commits. Every process
+   * listening on the `feed` gets it.
+   */
+  add(e: EventRecord): Promise<EventRecord>;
+  get(id: string): Promise<EventRecord | undefined>;
+  /** Every organization's events recorded at or after `at`, in id order, at most `limit`. */
+  recent(at: string, limit: number): Promise<EventRecord[]>;
   list(orgId: string, q: EventQuery): Promise<EventRecord[]>;
   /** Removes events before `at` (every organization); returns how many. */
   pruneBefore(at: string): Promise<number>;
@@ -119,6 +133,35 @@ export interface WebhookStore {
   get(orgId: string, id: string): Promise<WebhookRecord | undefined>;
   delete(orgId: string, id: string): Promise<boolean>;
   recordAttempt(id: string, a: WebhookAttempt): Promise<void>;
+  /** Every organization's webhooks (the deliverer's catch-up as it takes over, issue #15). */
+  listAll(): Promise<WebhookRecord[]>;
+}
+
+/** What a process hears on the `feed` (each handler optional). */
+export interface EventFeedHandlers {
+  /** An event any process recorded, in the order of the commits per organization. */
+  event?(e: EventRecord): void;
+  /** An organization's webhooks were created or deleted (by any process). */
+  webhooksChanged?(orgId: string): void;
+  /** The listening connection broke: events may be missed, and the webhook lead is lost with it. */
+  lost?(): void;
+  /** Listening again after `lost`, which happened at `at` (ms): what came meanwhile is in the store. */
+  resumed?(at: number): void;
+}
+
+/** Issue #15: a deployment's events as they are committed, and who delivers webhooks (store.feed). */
+export interface EventFeed {
+  /** Whether its connection listens now (a write does not wait to hear its event otherwise). */
+  readonly listening: boolean;
+  subscribe(h: EventFeedHandlers): () => void;
+  /** Starts listening (idempotent); resolves once it listens. */
+  start(): Promise<void>;
+  /**
+   * Whether this process delivers the deployment's webhooks: true once it holds the lead (one
+   * process at a time), which it keeps until its listening connection breaks (`lost`).
+   */
+  lead(): Promise<boolean>;
+  close(): Promise<void>;
 }
 
 /** Issue #17: units' usage samples, raw (step 10 s) and averaged (step 300 s). */

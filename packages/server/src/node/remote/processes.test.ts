@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { access, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -73,6 +75,8 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
   let db: { databaseUrl: string | undefined; drop(): Promise<void> } | undefined;
   let databaseUrl: string;
   const secret = randomBytes(32).toString("hex");
+  // Every API process opens the secrets the others sealed (docs/SCALE-OUT.md): one master key.
+  const masterKey = randomBytes(32).toString("base64");
   const procs: Proc[] = [];
   let api1: Proc;
   let api2: Proc;
@@ -108,6 +112,9 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
       UMS_LISTEN: `127.0.0.1:${port}`,
       UMS_LOG_LEVEL: "warn",
       UMS_GATEWAY_PORT: "0",
+      // The events test's webhook receiver is on loopback.
+      UMS_WEBHOOKS_ALLOW_PRIVATE: "1",
+      UMS_MASTER_KEY: masterKey,
     };
     let address = `http://127.0.0.1:${port}`;
     if (role === "node") {
@@ -115,7 +122,14 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
       proc.unlock = subnet.unlock;
       // The endpoint keeps its port across restarts: API processes find it where its row says.
       const endpoint = `127.0.0.1:${await freePort()}`;
-      env = { ...env, ...(await testServeEnv(subnet.n)), UMS_NODE_LISTEN: endpoint, UMS_NODE_NAME: name };
+      env = {
+        ...env,
+        ...(await testServeEnv(subnet.n)),
+        UMS_NODE_LISTEN: endpoint,
+        UMS_NODE_NAME: name,
+        // Units reach the connector gateway here (the admin connector's test).
+        UMS_GATEWAY_PORT: String(await freePort()),
+      };
       address = endpoint;
     }
     Object.assign(proc, { env, address });
@@ -227,6 +241,8 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
     n2 = await prepare("n2", "node");
     api1 = await prepare("api1", "api");
     api2 = await prepare("api2", "api");
+    // No API process listens on a node's host: its units' admin connector goes to api1 (--api-url).
+    for (const n of [n1, n2]) n.env.UMS_API_URL = api1.address;
     token = (
       await run(UMS_BIN, ["token", "create", "--org", "acme"], { env: api1.env as Record<string, string> })
     ).stdout.trim();
@@ -368,8 +384,14 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
       }
       assert.equal(r?.status, 200, r?.body.toString());
       assert.equal(r?.stdout.toString(), `${name} on n2\n`);
-      const healthy = await apiJson(api1, "GET", `/v1/units/${name}/check`);
-      assert.equal(healthy.body.status, "healthy", healthy.text);
+      // Its unit answers as soon as its endpoint does; its heartbeat (what health reads) follows.
+      let healthy: Awaited<ReturnType<typeof apiJson>> | undefined;
+      for (let i = 0; i < 50; i++) {
+        healthy = await apiJson(api1, "GET", `/v1/units/${name}/check`);
+        if (healthy.body.status === "healthy") break;
+        await sleep(200);
+      }
+      assert.equal(healthy?.body.status, "healthy", healthy?.text);
     }
     await invariants();
   });
@@ -455,5 +477,148 @@ describe("a deployment of ums serve processes: two API processes, two nodes", {
     assert.equal(r.status, 200, r.body.toString());
     assert.equal(r.exitCode, 1, "a new unit has its own disk");
     await invariants();
+  });
+  it("events across processes: a follow on one API process gets every process's events in order; each webhook delivery is made once, and the other API process takes over when the deliverer dies", async () => {
+    const admin = (
+      await run(UMS_BIN, ["token", "create", "--org", "acme", "--role", "admin"], {
+        env: api1.env as Record<string, string>,
+      })
+    ).stdout.trim();
+    // The webhook's receiver, on loopback: every delivery, as it came.
+    const got: { id: string; type: string; unit: string | null }[] = [];
+    const receiver = createServer((req, res) => {
+      let body = "";
+      req.setEncoding("utf8");
+      req.on("data", (d: string) => {
+        body += d;
+      });
+      req.on("end", () => {
+        try {
+          got.push(JSON.parse(body));
+        } catch {}
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    const follow = new AbortController();
+    let reading: Promise<void> | undefined;
+    try {
+      const port = (receiver.address() as AddressInfo).port;
+      const made = await fetch(`${api1.address}/v1/webhooks`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${admin}`, "content-type": "application/json" },
+        body: JSON.stringify({ url: `http://127.0.0.1:${port}/hook` }),
+      });
+      assert.equal(made.status, 201, await made.text());
+
+      // A follow on api2 from now on, read as it comes.
+      const followed: { id: string; type: string; unit: string | null }[] = [];
+      const stream = await fetch(`${api2.address}/v1/events?follow=true`, {
+        headers: { authorization: `Bearer ${token}` },
+        signal: follow.signal,
+      });
+      assert.equal(stream.status, 200);
+      reading = (async () => {
+        let text = "";
+        const decoder = new TextDecoder();
+        for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) {
+          text += decoder.decode(chunk, { stream: true });
+          for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n")) {
+            const line = text.slice(0, nl).trim();
+            text = text.slice(nl + 1);
+            if (line) followed.push(JSON.parse(line));
+          }
+        }
+      })().catch(() => {});
+
+      // Events recorded by api1 (the create, the delete) and by the unit's node (its boot, its checkpoint).
+      assert.equal((await apiJson(api1, "POST", "/v1/units", { name: "ev" })).status, 201);
+      assert.equal((await exec(api2, "ev", ["true"])).exitCode, 0);
+      const cp = await apiJson(api2, "POST", "/v1/units/ev/checkpoint", {});
+      assert.equal(cp.status, 200, cp.text);
+      assert.equal((await api(api1, "DELETE", "/v1/units/ev")).status, 204);
+      const wanted = ["unit.created", "unit.booted", "unit.checkpointed", "unit.deleted"];
+      const ofEv = (list: { id: string; type: string; unit: string | null }[]) =>
+        list.filter((e) => e.unit === "ev" && wanted.includes(e.type));
+      for (let i = 0; ofEv(followed).length < wanted.length || ofEv(got).length < wanted.length; i++) {
+        assert.ok(
+          i < 200,
+          `followed ${JSON.stringify(ofEv(followed))}; delivered ${JSON.stringify(ofEv(got))} (within 20 s)`,
+        );
+        await sleep(100);
+      }
+      assert.deepEqual(
+        ofEv(followed).map((e) => e.type),
+        wanted,
+        "the follow on api2 has api1's and the node's events, in order",
+      );
+      const ids = followed.map((e) => e.id);
+      assert.deepEqual([...ids].sort(), ids, "ids increase");
+      assert.equal(new Set(ids).size, ids.length, "each event once");
+      // Two API processes, one delivery of each event.
+      await sleep(1500);
+      assert.deepEqual(
+        ofEv(got).map((e) => e.type),
+        wanted,
+      );
+      assert.equal(new Set(got.map((e) => e.id)).size, got.length, `no event delivered twice: ${JSON.stringify(got)}`);
+
+      // The deliverer (the holder of the lead, named by its listening connection) dies; the other
+      // API process takes over and delivers what comes next.
+      const holders = (
+        await sql<{ name: string }>(
+          "select a.application_name as name from pg_locks l join pg_stat_activity a on a.pid = l.pid where l.locktype = 'advisory' and l.granted and a.application_name like 'ums events %'",
+        )
+      ).map((r) => r.name);
+      const deliverer = [api1, api2].find((p) => holders.includes(`ums events ${p.child?.pid}`));
+      assert.ok(deliverer, `one API process delivers: ${JSON.stringify(holders)}`);
+      const survivor = deliverer === api1 ? api2 : api1;
+      await stopProcess(deliverer.child, "SIGKILL");
+      assert.equal((await apiJson(survivor, "POST", "/v1/units", { name: "ev2" })).status, 201);
+      for (let i = 0; !got.some((e) => e.unit === "ev2" && e.type === "unit.created"); i++) {
+        assert.ok(
+          i < 300,
+          `the other API process delivers once the first died (within 30 s): ${JSON.stringify(got)}; its log: ${survivor.log.slice(-3000)}`,
+        );
+        await sleep(100);
+      }
+      await start(deliverer);
+      assert.equal((await api(deliverer, "DELETE", "/v1/units/ev2")).status, 204);
+      await invariants();
+    } finally {
+      follow.abort();
+      await reading;
+      await new Promise((resolve) => receiver.close(resolve));
+    }
+  });
+  it("a unit on a node reaches the API through its sprites_admin connector, at the node's --api-url", async () => {
+    const admin = (
+      await run(UMS_BIN, ["token", "create", "--org", "acme", "--role", "admin"], {
+        env: api1.env as Record<string, string>,
+      })
+    ).stdout.trim();
+    const provisioned = await fetch(`${api2.address}/v1/oauth/connections/provision`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${admin}`, "content-type": "application/json" },
+      body: JSON.stringify({ provider: "sprites_admin", access_policy: { allow_all: true } }),
+    });
+    const text = await provisioned.text();
+    assert.equal(provisioned.status, 201, text);
+    const conn = (JSON.parse(text) as { connection: { id: string } }).connection.id;
+    assert.equal((await apiJson(api1, "POST", "/v1/units", { name: "adm" })).status, 201);
+    const node = (await placement()).get("adm");
+    assert.ok(node, "adm is on a node");
+    const url = `http://ums.internal:${node.env.UMS_GATEWAY_PORT}/v1/gateway/sprites_admin/${conn}/v1/units/adm`;
+    const r = await exec(api2, "adm", [
+      "/.unit/bin/node",
+      "-e",
+      "fetch(process.argv[1]).then(async (r) => console.log(r.status, await r.text()), (e) => console.log(0, String(e)))",
+      url,
+    ]);
+    assert.equal(r.exitCode, 0, r.stderr.toString());
+    const [status, ...body] = r.stdout.toString().trim().split(" ");
+    assert.equal(status, "200", r.stdout.toString());
+    assert.equal((JSON.parse(body.join(" ")) as { name: string }).name, "adm");
+    assert.equal((await api(api1, "DELETE", "/v1/units/adm")).status, 204);
   });
 });

@@ -1,7 +1,26 @@
-import type { Kysely } from "kysely";
+import { type Kysely, sql, type Transaction } from "kysely";
+import { eventIdAfter } from "../../events/event-id.js";
 import type { EventRecord, WebhookRecord } from "../records.js";
 import type { EventStore, WebhookStore } from "../store.js";
+import type { DialectAdapter } from "./dialect.js";
 import type { Database, EventsTable, WebhooksTable } from "./schema.js";
+
+/** PostgreSQL channels of the feed (store/postgres/event-feed.ts). */
+export const EVENTS_CHANNEL = "ums_events";
+export const WEBHOOKS_CHANNEL = "ums_webhooks";
+/** A NOTIFY payload must stay under 8000 bytes; a larger event is sent by its id. */
+const MAX_PAYLOAD = 7000;
+
+/** What an event's notification carries: the event, or (too large) where to read it. */
+export type EventNotice = { e: EventRecord } | { id: string };
+
+/**
+ * A transaction-scoped lock on one organization's events (or webhooks): the writers of several
+ * processes take turns, so an organization's commits come in id order.
+ */
+async function lockOrgEvents(tx: Transaction<Database>, what: string, orgId: string): Promise<void> {
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`ums.${what}.${orgId}`}, 0))`.execute(tx);
+}
 
 function eventFromRow(r: EventsTable): EventRecord {
   return Object.freeze({
@@ -15,14 +34,51 @@ function eventFromRow(r: EventsTable): EventRecord {
   });
 }
 
+const eventRow = (e: EventRecord) => ({
+  id: e.id,
+  org_id: e.orgId,
+  at: e.at,
+  type: e.type,
+  unit: e.unit,
+  actor: e.actor,
+  data: e.data,
+});
+
 /** Issue #17: lifecycle events, one row each, read by organization in id order. */
-export function eventStore(db: Kysely<Database>): EventStore {
+export function eventStore(db: Kysely<Database>, adapter: DialectAdapter): EventStore {
   return {
     async add(e) {
-      await db
-        .insertInto("events")
-        .values({ id: e.id, org_id: e.orgId, at: e.at, type: e.type, unit: e.unit, actor: e.actor, data: e.data })
-        .execute();
+      if (adapter.name !== "postgres") {
+        await db.insertInto("events").values(eventRow(e)).execute();
+        return e;
+      }
+      // Issue #15: several processes record an organization's events. They take turns (the lock),
+      // each id is larger than the last one recorded, and the notification goes with the commit:
+      // listeners hear an organization's events in id order.
+      return db.transaction().execute(async (tx) => {
+        await lockOrgEvents(tx, "events", e.orgId);
+        const last = await tx
+          .selectFrom("events")
+          .select("id")
+          .where("org_id", "=", e.orgId)
+          .orderBy("id", "desc")
+          .limit(1)
+          .executeTakeFirst();
+        const rec = last && last.id >= e.id ? Object.freeze({ ...e, id: eventIdAfter(last.id) }) : e;
+        await tx.insertInto("events").values(eventRow(rec)).execute();
+        let notice = JSON.stringify({ e: rec } satisfies EventNotice);
+        if (Buffer.byteLength(notice) > MAX_PAYLOAD) notice = JSON.stringify({ id: rec.id } satisfies EventNotice);
+        await sql`select pg_notify(${EVENTS_CHANNEL}, ${notice})`.execute(tx);
+        return rec;
+      });
+    },
+    async get(id) {
+      const r = await db.selectFrom("events").selectAll().where("id", "=", id).executeTakeFirst();
+      return r && eventFromRow(r);
+    },
+    async recent(at, limit) {
+      const rows = await db.selectFrom("events").selectAll().where("at", ">=", at).orderBy("id").limit(limit).execute();
+      return rows.map(eventFromRow);
     },
     async list(orgId, q) {
       let sel = db.selectFrom("events").selectAll().where("org_id", "=", orgId);
@@ -73,13 +129,19 @@ function webhookFromRow(r: WebhooksTable): WebhookRecord {
   });
 }
 
+/** Issue #15: the feed's listeners hear that an organization's webhooks changed (PostgreSQL). */
+async function notifyWebhooks(tx: Transaction<Database>, adapter: DialectAdapter, orgId: string): Promise<void> {
+  if (adapter.name === "postgres") await sql`select pg_notify(${WEBHOOKS_CHANNEL}, ${orgId})`.execute(tx);
+}
+
 /** Issue #17: webhooks, scoped to their organization. */
-export function webhookStore(db: Kysely<Database>): WebhookStore {
+export function webhookStore(db: Kysely<Database>, adapter: DialectAdapter): WebhookStore {
   return {
     async insert(w, max) {
-      // The count and the insert in one transaction; the caller also serialises creates per
-      // organization (SQLite transactions are serial; on PostgreSQL two creates could both pass).
+      // The count and the insert in one transaction (SQLite's are serial); on PostgreSQL the
+      // organization's creates take turns, also across processes (issue #15).
       return db.transaction().execute(async (tx) => {
+        if (adapter.name === "postgres") await lockOrgEvents(tx, "webhooks", w.orgId);
         const n = await tx
           .selectFrom("webhooks")
           .select((eb) => eb.fn.countAll<number | string>().as("n"))
@@ -102,8 +164,13 @@ export function webhookStore(db: Kysely<Database>): WebhookStore {
             last_event_id: null,
           })
           .execute();
+        await notifyWebhooks(tx, adapter, w.orgId);
         return true;
       });
+    },
+    async listAll() {
+      const rows = await db.selectFrom("webhooks").selectAll().orderBy("created_at").orderBy("id").execute();
+      return rows.map(webhookFromRow);
     },
     async list(orgId) {
       const rows = await db
@@ -125,8 +192,12 @@ export function webhookStore(db: Kysely<Database>): WebhookStore {
       return r && webhookFromRow(r);
     },
     async delete(orgId, id) {
-      const r = await db.deleteFrom("webhooks").where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
-      return Number(r.numDeletedRows) > 0;
+      return db.transaction().execute(async (tx) => {
+        const r = await tx.deleteFrom("webhooks").where("org_id", "=", orgId).where("id", "=", id).executeTakeFirst();
+        if (Number(r.numDeletedRows) === 0) return false;
+        await notifyWebhooks(tx, adapter, orgId);
+        return true;
+      });
     },
     async recordAttempt(id, a) {
       await db

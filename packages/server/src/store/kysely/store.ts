@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Kysely } from "kysely";
 import type { NewUnit, OrgLimits, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
-import type { CheckpointStore, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
+import type { CheckpointStore, EventFeed, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
 import { UnitExistsError, UnitLimitError } from "../store.js";
 import { auditStore } from "./audit.js";
 import { connectorStore } from "./connectors.js";
@@ -29,9 +29,10 @@ import { templateStore } from "./templates.js";
 import { usageStore } from "./usage.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
-export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter): Store {
+export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter, feed?: EventFeed): Store {
   return Object.freeze({
     dialect: adapter.name,
+    ...(feed && { feed }),
     orgs: orgStore(db),
     tokens: tokenStore(db, adapter),
     units: unitStore(db, adapter),
@@ -42,12 +43,15 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter)
     oauthStates: oauthStateStore(db),
     audit: auditStore(db),
     consoleSessions: consoleSessionStore(db),
-    events: eventStore(db),
-    webhooks: webhookStore(db),
+    events: eventStore(db, adapter),
+    webhooks: webhookStore(db, adapter),
     usage: usageStore(db),
     nodes: nodeStore(db, adapter),
     migrate: () => migrateToLatest(db as Kysely<unknown>),
-    close: () => db.destroy(),
+    close: async () => {
+      await feed?.close();
+      await db.destroy();
+    },
   });
 }
 
