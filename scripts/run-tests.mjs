@@ -37,7 +37,37 @@ for (const pkg of readdirSync(join(root, "packages"))) {
     for (const f of walk(dist)) if (hasSource(pkg, f)) files.push(f);
   } catch {}
 }
-const selected = files.filter((f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s))).sort();
+// The slowest files first (seconds each took in a clean-clone run, session 19): two run at a time,
+// and a long file started last would run alone at the end while the other slot sits idle.
+const SLOW_SECONDS = {
+  "server/dist/soak/soak.test.js": 185,
+  "server/dist/lifecycle/crash.test.js": 164,
+  "server/dist/soak/chaos.test.js": 125,
+  "server/dist/node/remote/processes.test.js": 120,
+  "server/dist/api/units/pagination.api.test.js": 100,
+  "server/dist/node/remote/cluster.test.js": 92,
+  "server/dist/api/fuzz.test.js": 72,
+  "server/dist/api/images/upgrade-crash.test.js": 57,
+  "server/dist/events/events.test.js": 50,
+  "server/dist/errors/pool-full.test.js": 48,
+  "server/dist/api/checkpoints/replication.test.js": 46,
+  "server/dist/security/fair-share.test.js": 45,
+  "server/dist/replication/replication.test.js": 42,
+  "server/dist/security/fs-escape-generated.test.js": 41,
+  "server/dist/security/disk-quota.test.js": 37,
+  "server/dist/security/stuck-agent.test.js": 37,
+  "server/dist/api/checkpoints/retention.test.js": 35,
+  "server/dist/api/checkpoints/receive-crash.test.js": 33,
+  "server/dist/node/remote/lost-node.test.js": 29,
+  "server/dist/api/templates/template-crash.test.js": 27,
+  "cli/dist/commands/node.test.js": 27,
+  "server/dist/api/services/shapes.test.js": 27,
+  "server/dist/api/console/browser.test.js": 25,
+};
+const slowness = (f) => SLOW_SECONDS[relative(join(root, "packages"), f)] ?? 0;
+const selected = files
+  .filter((f) => filters.length === 0 || filters.some((s) => relative(root, f).includes(s)))
+  .sort((a, b) => slowness(b) - slowness(a) || (a < b ? -1 : a > b ? 1 : 0));
 if (selected.length === 0) {
   console.error("no test files matched; did the build run?");
   process.exit(1);
@@ -68,11 +98,10 @@ const listIn = (dir) => {
 };
 const poolBefore = new Set(listPool());
 const ownBefore = Object.fromEntries(Object.keys(OWN_SUBVOLUMES).map((d) => [d, new Set(listIn(d))]));
-const child = spawn(
-  process.execPath,
-  ["--test", "--test-reporter=spec", "--test-concurrency=2", "--test-timeout=600000", ...selected],
-  { stdio: "inherit", cwd: root },
-);
+const child = spawn(process.execPath, [join(root, "scripts", "test-in-order.mjs"), ...selected], {
+  stdio: "inherit",
+  cwd: root,
+});
 child.on("exit", (code, signal) => {
   const leaked = listPool().filter((e) => !poolBefore.has(e));
   for (const e of leaked) {

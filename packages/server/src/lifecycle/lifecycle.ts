@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import type { Logger } from "pino";
 import type { AgentTimeouts } from "../agent/deadline.js";
 import type { EmitEvent } from "../events/event-log.js";
@@ -46,6 +47,8 @@ export interface LifecycleHooks {
 }
 
 const ALIVE_FOR_MS = 1000;
+/** Issue #16: how many boots run at once by default (two per CPU; the rest wait, first come first served). */
+export const BOOTS_AT_ONCE = Math.max(2, 2 * availableParallelism());
 /** How long a deleted unit's id is remembered (UnitTable.pruneDeleted). */
 const DELETED_FOR_MS = 15 * 60_000;
 
@@ -66,6 +69,11 @@ export class Lifecycle {
   readonly images: ImageWork;
   /** Disk snapshots run in the background, two at a time. */
   private readonly disks = new WorkQueue(2);
+  /**
+   * Issue #16: boots run at most this many at once, the others wait their turn in order (a burst
+   * of boots shares the host's CPUs: all at once, each one's agent would wait on all the others).
+   */
+  private readonly boots: WorkQueue;
   private timer: NodeJS.Timeout | undefined;
   private hooks: LifecycleHooks = { running: async () => {}, stopped: async () => {} };
   private sweeping = false;
@@ -82,6 +90,7 @@ export class Lifecycle {
     private readonly bootSpec: (unit: UnitRecord) => Promise<BootSpec>,
   ) {
     this.table = new UnitTable(store);
+    this.boots = new WorkQueue(BOOTS_AT_ONCE);
     this.liveness = new Liveness(this.table, runtime, log, cfg.agentTimeouts);
     this.checkpoints = new CheckpointWork(
       this.table,
@@ -290,7 +299,8 @@ export class Lifecycle {
     if (current === "warm") {
       await this.runtime.resume(unit.id);
     } else {
-      await this.runtime.boot(await this.bootSpec(unit));
+      const spec = await this.bootSpec(unit);
+      await this.boots.run(() => this.runtime.boot(spec));
       await this.hooks.running(unit.id);
     }
     this.table.track(unit, "running");
