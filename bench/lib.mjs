@@ -108,20 +108,24 @@ function onSignal(stop) {
 /**
  * Starts `ums serve` on the shared test pool and image (built once, cached in
  * /var/tmp/ums-test-pool), with a subnet and data dir of its own. Returns the base URL, a token and
- * `stop()`, which deletes the units it made and every host resource.
+ * `stop()`, which deletes the units it made and every host resource. `limits` are the org's
+ * running and warm limits (default 50 each); `subnets` (2, 4, …) gives it that many consecutive
+ * test /24s for more than 64 units running at once.
  */
-export async function startBenchServer({ org = "bench", env: extra = {} } = {}) {
+export async function startBenchServer({ org = "bench", env: extra = {}, limits = {}, subnets = 1 } = {}) {
   const { testImage } = await import("../packages/server/dist/runtime/image/test-image.js");
-  const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
+  const { lockSubnet, lockSubnetRange } = await import("../packages/server/dist/testing/runtime.js");
   const { testServeEnv, cleanupStoppedServer } = await import("../packages/server/dist/testing/host-cleanup.js");
   const image = await testImage({ onProgress: (p) => process.stderr.write(`image: ${p.message}\n`) });
   const dataDir = mkdtempSync(join(tmpdir(), "ums-bench-"));
   const subnet = await lockSubnet();
+  const wide = subnets > 1 ? await lockSubnetRange(subnets) : undefined;
   const port = await freePort();
   const env = {
     // The shared pool and test image, this run's subnet; units reach only the fake internet
     // ranges, uplinks untouched, DNS never leaves loopback, the gateway on a free port.
     ...(await testServeEnv(subnet.n)),
+    ...(wide && { UMS_UNIT_SUBNET: wide.subnet }),
     PATH: process.env.PATH,
     UMS_DATA_DIR: dataDir,
     UMS_LISTEN: `127.0.0.1:${port}`,
@@ -139,6 +143,7 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     }
     await cleanupStoppedServer(dataDir);
     await subnet.unlock();
+    await wide?.unlock();
     rmSync(dataDir, { recursive: true, force: true });
   };
   const url = `http://127.0.0.1:${port}`;
@@ -147,7 +152,17 @@ export async function startBenchServer({ org = "bench", env: extra = {} } = {}) 
     token = execFileSync(UMS, ["token", "create", "--org", org], { env }).toString().trim();
     execFileSync(
       UMS,
-      ["org", "set-limits", org, "--max-units", "20000", "--running-limit", "50", "--warm-limit", "50"],
+      [
+        "org",
+        "set-limits",
+        org,
+        "--max-units",
+        "20000",
+        "--running-limit",
+        String(limits.running ?? 50),
+        "--warm-limit",
+        String(limits.warm ?? 50),
+      ],
       {
         env,
       },

@@ -121,7 +121,7 @@ export const CreateUnitRequest = Type.Object(
     wait_for_capacity: Type.Optional(
       Type.Boolean({
         description:
-          "When the organization runs its running_limit of busy units, a request that wakes this unit waits (up to 60 s) for one to go idle instead of answering 409",
+          "When the organization runs its running_limit of busy units, a request that wakes this unit waits its turn (first come, first served, up to 60 s) for one to go idle instead of answering 409",
       }),
     ),
     from: Type.Optional(

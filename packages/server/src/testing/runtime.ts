@@ -68,6 +68,41 @@ export async function lockSubnet(): Promise<{ n: number; unlock: () => Promise<v
 }
 
 /**
+ * Issue #16: `count` (2, 4, …) consecutive test subnets, aligned, as one subnet of this process's
+ * own (`10.210.<n>.0/<24 - log2 count>`, 64 units per /24) for a bench that runs more than 64 units
+ * at once. Each /24 is held by its lock file as `lockSubnet` holds one. Throws when none is free.
+ */
+export async function lockSubnetRange(count: number): Promise<{ subnet: string; unlock: () => Promise<void> }> {
+  const bits = Math.log2(count);
+  if (!Number.isInteger(bits) || bits < 1 || bits > 6)
+    throw new Error(`lockSubnetRange: ${count} is not 2 to 64, a power of 2`);
+  const start = ((randomBytes(1)[0] ?? 0) >> bits) << bits;
+  for (let i = 0; i < 256; i += count) {
+    const first = (start + i) % 256;
+    const held: string[] = [];
+    for (let n = first; n < first + count; n++) {
+      const file = `/tmp/ums-test-subnet-${n}.lock`;
+      if (!(await tryPidLock(file))) break;
+      held.push(file);
+    }
+    const subnet = `10.210.${first}.0/${24 - bits}`;
+    const free =
+      held.length === count && subnetConflicts("-", parseSubnet(subnet), await readHostNetwork()).length === 0;
+    if (free) {
+      return {
+        subnet,
+        unlock: async () => {
+          await unguardSubnet(parseSubnet(subnet));
+          for (const file of held) await rm(file, { force: true });
+        },
+      };
+    }
+    for (const file of held) await rm(file, { force: true });
+  }
+  throw new Error(`no ${count} free consecutive test subnets in 10.210.0.0/16 on this host`);
+}
+
+/**
  * The public ranges units of test servers may reach at all: the fake internet's (TEST-NET-2 and
  * TEST-NET-3, RFC 5737), which only exist as namespaces tests create. Nothing else leaves a unit.
  */

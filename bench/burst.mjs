@@ -1,0 +1,214 @@
+#!/usr/bin/env node
+// Issue #16 part 6, bursts: `--units` creates, each followed by its unit's first exec, all issued at
+// once; then `--checkpoints` checkpoints at once, each on a different (running) unit. Each figure
+// is printed with its ratio to a baseline from the same run on the same server: the same operation
+// alone (sequential, `--runs` times). Goal: every request of the burst answered, total <= 10 s.
+//
+//   npx tsc -b && npm run build:agent && node bench/burst.mjs [--units 100] [--checkpoints 50] [--runs 5] [--json]
+import { readFileSync } from "node:fs";
+import { cpus } from "node:os";
+import { join } from "node:path";
+import { fmt, parseBenchFlags, percentile, startBenchServer } from "./lib.mjs";
+
+const USAGE = `usage: node bench/burst.mjs [--units N] [--checkpoints N] [--runs N] [--json]
+  --units N        creates + first exec issued at once (default 100)
+  --checkpoints N  checkpoints issued at once, on N different units (default 50, at most --units)
+  --runs N         sequential runs of each baseline (default 5)
+  --json           also print one JSON object with every figure`;
+const flags = parseBenchFlags(USAGE, ["units", "checkpoints", "runs"]);
+const UNITS = flags.units ?? 100;
+const CHECKPOINTS = Math.min(flags.checkpoints ?? 50, UNITS);
+const RUNS = flags.runs ?? 5;
+const GOAL_TOTAL_MS = 10_000;
+const log = (m) => process.stderr.write(`${m}\n`);
+
+// Every unit of the run may run at once: the organization's limits leave room for all of them
+// (the burst measures the host, not the running limit), and units beyond 64 need a wider subnet.
+const running = UNITS + RUNS + 2;
+const bench = await startBenchServer({
+  org: "burst",
+  env: {
+    UMS_IDLE_WARM: "1h",
+    UMS_IDLE_COLD: "1h",
+  },
+  limits: { running, warm: running },
+  subnets: running > 60 ? 2 ** Math.ceil(Math.log2(Math.ceil(running / 60))) : 1,
+});
+// The run's time cap: the units and the server go, then exit 1.
+const capMs = Number(process.env.UMS_BENCH_TIMEOUT_S || 900) * 1000;
+const cap = setTimeout(() => {
+  log(`time cap (${capMs / 1000} s) reached: deleting the units and stopping ums serve`);
+  void bench.stop().finally(() => process.exit(1));
+}, capMs);
+cap.unref();
+
+const { url, auth } = bench;
+
+async function create(name) {
+  const r = await fetch(`${url}/v1/units`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ name }),
+  });
+  const text = await r.text();
+  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${text}`);
+}
+
+async function execTrue(name) {
+  const r = await fetch(`${url}/v1/units/${name}/exec?cmd=true`, { method: "POST", headers: auth });
+  const body = Buffer.from(await r.arrayBuffer());
+  // The body ends with the exit frame [3, code].
+  if (r.status !== 200 || body.at(-2) !== 3 || body.at(-1) !== 0) {
+    throw new Error(`exec in ${name}: ${r.status} ${body.toString()}`);
+  }
+}
+
+async function checkpoint(name) {
+  const r = await fetch(`${url}/v1/units/${name}/checkpoint`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ comment: "burst" }),
+  });
+  const text = await r.text();
+  if (r.status !== 200 || !text.includes('"type":"complete"'))
+    throw new Error(`checkpoint of ${name}: ${r.status} ${text}`);
+}
+
+/** CPU time the whole host spent busy so far (ms, all CPUs; /proc/stat, in USER_HZ ticks of 10 ms). */
+function hostBusyMs() {
+  const [, ...ticks] = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).map(Number);
+  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
+  return (ticks.slice(0, 8).reduce((a, b) => a + b, 0) - idle) * 10;
+}
+
+/**
+ * Where the host's CPU time went so far (ms): `server`, the ums serve process itself; `commands`,
+ * the host commands it ran and reaped (runc, btrfs, ip, nft, mount, …); `units`, everything in the
+ * units' cgroups (catatonit, the agents, what they run); `host`, the whole host (other work on a
+ * shared host and this client too).
+ */
+function cpuProfile() {
+  const stat = readFileSync(`/proc/${bench.pid}/stat`, "utf8");
+  const f = stat
+    .slice(stat.lastIndexOf(")") + 2)
+    .split(" ")
+    .map(Number);
+  // Fields 14-17 of /proc/<pid>/stat (utime, stime, cutime, cstime), here from the third on.
+  const [utime, stime, cutime, cstime] = [f[11], f[12], f[13], f[14]];
+  let units = 0;
+  try {
+    const rid = readFileSync(join(bench.dataDir, "runtime-id"), "utf8").trim();
+    units = Number(readFileSync(`/sys/fs/cgroup/cpuacct/ums-${rid}/cpuacct.usage`, "utf8")) / 1e6;
+  } catch {}
+  return { server: (utime + stime) * 10, commands: (cutime + cstime) * 10, units, host: hostBusyMs() };
+}
+
+/**
+ * Times `op(i)` for i < n, all issued at once: each one's ms, the total, the failures, and where
+ * the host's CPU time went meanwhile (cpuProfile).
+ */
+async function burst(n, op) {
+  const cpu0 = cpuProfile();
+  const t0 = performance.now();
+  const results = await Promise.allSettled(
+    Array.from({ length: n }, async (_, i) => {
+      const t = performance.now();
+      await op(i);
+      return performance.now() - t;
+    }),
+  );
+  const total = performance.now() - t0;
+  const cpu1 = cpuProfile();
+  const cpu = Object.fromEntries(Object.keys(cpu1).map((k) => [k, cpu1[k] - cpu0[k]]));
+  const ms = results.filter((r) => r.status === "fulfilled").map((r) => r.value);
+  const failed = results.filter((r) => r.status === "rejected").map((r) => String(r.reason?.message ?? r.reason));
+  return { ms, total, failed, cpu };
+}
+
+/** Times `op(i)` for i < n, one after another. */
+async function alone(n, op) {
+  const ms = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await op(i);
+    ms.push(performance.now() - t);
+  }
+  return ms;
+}
+
+const rows = [];
+let failures = 0;
+function report(name, b, base) {
+  const p50 = percentile(b.ms, 50);
+  const p99 = percentile(b.ms, 99);
+  const b50 = percentile(base, 50);
+  rows.push({
+    name,
+    count: b.ms.length + b.failed.length,
+    answered: b.ms.length,
+    p50,
+    p99,
+    total: b.total,
+    baselineP50: b50,
+    ratioP50: p50 / b50,
+    ratioTotal: b.total / b50,
+    cpuMs: b.cpu,
+  });
+  failures += b.failed.length;
+  for (const f of b.failed.slice(0, 5)) log(`  failed: ${f}`);
+  if (b.failed.length > 5) log(`  … and ${b.failed.length - 5} more failures`);
+}
+
+try {
+  // Warm-up: the first boot of a server reads the image and its caches.
+  await create("warmup");
+  await execTrue("warmup");
+
+  log(`baseline: ${RUNS} × create + first exec, one after another`);
+  const baseBoot = await alone(RUNS, async (i) => {
+    await create(`alone-${i}`);
+    await execTrue(`alone-${i}`);
+  });
+  log(`baseline: ${RUNS} checkpoints, one after another`);
+  const baseCheckpoint = await alone(RUNS, (i) => checkpoint(`alone-${i}`));
+
+  log(`burst: ${UNITS} × create + first exec at once`);
+  const boots = await burst(UNITS, async (i) => {
+    await create(`b-${i}`);
+    await execTrue(`b-${i}`);
+  });
+  report(`${UNITS} × create + first exec at once`, boots, baseBoot);
+
+  log(`burst: ${CHECKPOINTS} checkpoints at once on ${CHECKPOINTS} units`);
+  const checkpoints = await burst(CHECKPOINTS, (i) => checkpoint(`b-${i}`));
+  report(`${CHECKPOINTS} checkpoints at once, different units`, checkpoints, baseCheckpoint);
+} catch (err) {
+  log(`ERROR: ${err?.stack ?? err}`);
+  process.exitCode = 1;
+} finally {
+  log("deleting the units and stopping ums serve");
+  await bench.stop().catch((e) => log(`cleanup: ${e.message}`));
+  clearTimeout(cap);
+}
+
+const perOp = (r, k) =>
+  ((k === "rest" ? r.cpuMs.host - r.cpuMs.server - r.cpuMs.commands - r.cpuMs.units : r.cpuMs[k]) / r.count).toFixed(0);
+console.log("\nums burst benchmark (baseline: the same operation alone, one after another, same server, same run)");
+for (const r of rows) {
+  console.log(
+    `- ${r.name}: ${r.answered}/${r.count} answered  p50 ${fmt(r.p50)}  p99 ${fmt(r.p99)}  total ${fmt(r.total)}\n` +
+      `    alone p50 ${fmt(r.baselineP50)}; burst p50 ${r.ratioP50.toFixed(1)}x alone, total ${r.ratioTotal.toFixed(1)}x alone\n` +
+      `    host CPU busy meanwhile ${(r.cpuMs.host / 1000).toFixed(1)} s of ${((r.total / 1000) * cpus().length).toFixed(1)} s (${cpus().length} CPUs), ${perOp(r, "host")} ms per operation: ` +
+      `ums serve ${perOp(r, "server")}, its host commands ${perOp(r, "commands")}, the units ${perOp(r, "units")}, the rest of the host ${perOp(r, "rest")}`,
+  );
+}
+const first = rows[0];
+if (first) {
+  const ok = first.answered === first.count && first.total <= GOAL_TOTAL_MS;
+  console.log(`goal: all answered, total <= ${GOAL_TOTAL_MS / 1000} s: ${ok ? "PASS" : "MISS"}`);
+}
+if (failures > 0) {
+  console.log(`ERROR: ${failures} requests of the bursts failed`);
+  process.exitCode = 1;
+}
+if (flags.json) console.log(JSON.stringify({ units: UNITS, checkpoints: CHECKPOINTS, runs: RUNS, rows }));
