@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
+import { run } from "../exec/host-command.js";
 import { createMarkerDurably, syncDir } from "../../util/durable-file.js";
 import type { RuntimeState } from "../runtime.js";
 import { deleteSubvolume, isSubvolume, snapshot } from "../storage/btrfs.js";
@@ -88,6 +89,9 @@ export async function beginReceive(paths: UnitPaths, id: string, cpId: string): 
   if (existsSync(mark)) await removePartialSnapshot(paths, id, cpId);
   else await createMarkerDurably(mark);
   return async () => {
+    // The snapshot's files reach the disk before its mark goes: a crash after the mark's removal
+    // must find them whole (btrfs may commit the removal ahead of data still in the page cache).
+    await run("btrfs", ["filesystem", "sync", paths.checkpoint(id, cpId)]);
     await rm(mark, { force: true });
     await syncDir(dirname(mark));
   };
