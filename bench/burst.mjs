@@ -125,14 +125,17 @@ async function burst(n, op) {
   return { ms, total, failed, cpu };
 }
 
-/** Times `op(i)` for i < n, one after another. */
+/** Times `op(i)` for i < n, one after another; and where the host's CPU time went meanwhile. */
 async function alone(n, op) {
   const ms = [];
+  const cpu0 = cpuProfile();
   for (let i = 0; i < n; i++) {
     const t = performance.now();
     await op(i);
     ms.push(performance.now() - t);
   }
+  const cpu1 = cpuProfile();
+  ms.cpu = Object.fromEntries(Object.keys(cpu1).map((k) => [k, cpu1[k] - cpu0[k]]));
   return ms;
 }
 
@@ -153,6 +156,8 @@ function report(name, b, base) {
     ratioP50: p50 / b50,
     ratioTotal: b.total / b50,
     cpuMs: b.cpu,
+    baselineCpuMs: base.cpu,
+    baselineCount: base.length,
   });
   failures += b.failed.length;
   for (const f of b.failed.slice(0, 5)) log(`  failed: ${f}`);
@@ -191,15 +196,18 @@ try {
   clearTimeout(cap);
 }
 
-const perOp = (r, k) =>
-  ((k === "rest" ? r.cpuMs.host - r.cpuMs.server - r.cpuMs.commands - r.cpuMs.units : r.cpuMs[k]) / r.count).toFixed(0);
+const perOp = (r, k, cpu = r.cpuMs, count = r.count) =>
+  ((k === "rest" ? cpu.host - cpu.server - cpu.commands - cpu.units : cpu[k]) / count).toFixed(0);
+const split = (r, cpu, count) =>
+  ["server", "commands", "units", "rest"].map((k) => perOp(r, k, cpu, count)).join(" / ");
 console.log("\nums burst benchmark (baseline: the same operation alone, one after another, same server, same run)");
 for (const r of rows) {
   console.log(
     `- ${r.name}: ${r.answered}/${r.count} answered  p50 ${fmt(r.p50)}  p99 ${fmt(r.p99)}  total ${fmt(r.total)}\n` +
       `    alone p50 ${fmt(r.baselineP50)}; burst p50 ${r.ratioP50.toFixed(1)}x alone, total ${r.ratioTotal.toFixed(1)}x alone\n` +
       `    host CPU busy meanwhile ${(r.cpuMs.host / 1000).toFixed(1)} s of ${((r.total / 1000) * cpus().length).toFixed(1)} s (${cpus().length} CPUs), ${perOp(r, "host")} ms per operation: ` +
-      `ums serve ${perOp(r, "server")}, its host commands ${perOp(r, "commands")}, the units ${perOp(r, "units")}, the rest of the host ${perOp(r, "rest")}`,
+      `ums serve ${perOp(r, "server")}, its host commands ${perOp(r, "commands")}, the units ${perOp(r, "units")}, the rest of the host ${perOp(r, "rest")}\n` +
+      `    alone, per operation (ums serve / commands / units / rest): ${split(r, r.baselineCpuMs, r.baselineCount)} ms`,
   );
 }
 const first = rows[0];
