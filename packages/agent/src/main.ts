@@ -6,6 +6,7 @@ import { startInternalApi } from "./internal/api-socket.js";
 import { createAgent, listen } from "./server.js";
 import { openSupervisor } from "./services/boot.js";
 import type { Supervisor } from "./services/supervisor.js";
+import { startGate } from "./start-gate.js";
 import { AGENT_VERSION } from "./version.js";
 
 // Entry point of the unit agent (docs/ARCHITECTURE.md section 1): runs inside every unit as the child of PID 1
@@ -65,12 +66,12 @@ async function main(): Promise<void> {
     await startInternalApi(internalSocket, process.env.UMS_HOST_SOCKET ?? "/.unit/run/host.sock", services);
     log("internal API listening", { socket: internalSocket });
   }
-  // Every boot starts the services again, in `needs` order (docs/ARCHITECTURE.md section 5).
-  try {
-    services?.boot();
-  } catch (err) {
-    log("could not start the services", { error: (err as Error).message });
-  }
+  // Every boot starts the services again, in `needs` order (docs/ARCHITECTURE.md section 5), once
+  // the host has finished the unit's set-up (its link and disk limit: start-gate.ts). The agent
+  // answers the host meanwhile.
+  startGate(process.env.UMS_AGENT_GATE_FD)
+    .then(() => services?.boot())
+    .catch((err) => log("could not start the services", { error: (err as Error).message }));
   process.stdout.write(`${JSON.stringify({ ready: true, ...config.listen, pid: process.pid })}\n`);
 
   let stopping = false;

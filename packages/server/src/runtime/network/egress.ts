@@ -62,6 +62,15 @@ function chainRules(table: string, slot: number, mode: EgressMode): string[] {
  * matches the firewall's final drop).
  */
 export async function attachEgress(rid: string, net: UnitNetwork, mode: EgressMode): Promise<void> {
+  await attachEgressRules(rid, net, mode);
+  await enableForwarding(net);
+}
+
+/**
+ * The egress chain, allow set and drop counter alone. They name the unit's interface and address
+ * as values, so they may be made while (or before) its link is: a boot does both at once.
+ */
+export async function attachEgressRules(rid: string, net: UnitNetwork, mode: EgressMode): Promise<void> {
   const table = firewallTable(rid);
   const { chain, set, counter, dropped } = names(net.slot);
   const batch = [
@@ -81,8 +90,14 @@ export async function attachEgress(rid: string, net: UnitNetwork, mode: EgressMo
     `add element inet ${table} egress { "${net.hostIf}" : jump ${chain} }`,
   ];
   await run("nft", ["-f", "-"], { input: batch.join("\n") });
-  // Per interface (ip-sysctl.rst, conf/<if>/forwarding): packets arriving from this unit may be
-  // routed; the host's global ip_forward is left alone. No IPv6 on the host end of the link.
+}
+
+/**
+ * Lets a unit's veth forward, once its egress chain is in place (attachEgressRules) and its link
+ * exists. Per interface (ip-sysctl.rst, conf/<if>/forwarding): packets arriving from this unit may
+ * be routed; the host's global ip_forward is left alone. No IPv6 on the host end of the link.
+ */
+export async function enableForwarding(net: UnitNetwork): Promise<void> {
   await writeFile(`/proc/sys/net/ipv4/conf/${net.hostIf}/forwarding`, "1");
   await writeFile(`/proc/sys/net/ipv6/conf/${net.hostIf}/disable_ipv6`, "1").catch(() => {});
 }

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { run } from "../exec/host-command.js";
 import { type Subnet, slotAddresses } from "./addresses.js";
 import { linkNamespace } from "./veth.js";
@@ -17,23 +18,35 @@ export function networkNames(rid: string, slot: number): { netns: string; hostIf
   return { netns: `ums${rid}-${slot}`, hostIf: `u${rid}${slot.toString(36)}` };
 }
 
-/**
- * A network namespace owned by the host (so root in the unit cannot reconfigure it) with a veth
- * pair: `eth0` inside, the host end outside, a /30 between them and a default route to the host.
- */
-export async function setUpUnitNetwork(rid: string, subnet: Subnet, slot: number): Promise<UnitNetwork> {
+/** What a slot's link is named and addressed, before (or without) making it. */
+export function unitNetworkOf(rid: string, subnet: Subnet, slot: number): UnitNetwork {
   const { netns, hostIf } = networkNames(rid, slot);
   const { hostIp, unitIp } = slotAddresses(subnet, slot);
-  await tearDown(netns, hostIf);
-  await run("ip", ["netns", "add", netns]);
+  return { slot, netns, netnsPath: `/var/run/netns/${netns}`, hostIf, hostIp, unitIp };
+}
+
+/**
+ * A unit's network is a network namespace owned by the host (so root in the unit cannot reconfigure
+ * it) with a veth pair: `eth0` inside, the host end outside, a /30 between them and a default route
+ * to the host. It is made in two steps: first the namespace alone, all a container needs to start
+ * in it (a boot links it while the container starts). A crashed run's leftovers go first; when
+ * there are none (the usual boot) the two `ip` runs that would find nothing are skipped:
+ * /sys/class/net lists the host namespace's interfaces.
+ */
+export async function addUnitNetns(net: UnitNetwork): Promise<void> {
+  if (existsSync(net.netnsPath) || existsSync(`/sys/class/net/${net.hostIf}`)) await tearDown(net.netns, net.hostIf);
+  await run("ip", ["netns", "add", net.netns]);
+}
+
+/** Then the veth pair and addresses (linkNamespace); on a failure the namespace is removed too. */
+export async function linkUnitNetns(net: UnitNetwork): Promise<void> {
   try {
     // The default route leads to the host, whose firewall decides what goes further (firewall.ts).
-    await linkNamespace({ netns, hostIf, hostIp, nsIp: unitIp });
+    await linkNamespace({ netns: net.netns, hostIf: net.hostIf, hostIp: net.hostIp, nsIp: net.unitIp });
   } catch (err) {
-    await tearDown(netns, hostIf);
+    await tearDown(net.netns, net.hostIf);
     throw err;
   }
-  return { slot, netns, netnsPath: `/var/run/netns/${netns}`, hostIf, hostIp, unitIp };
 }
 
 export async function tearDownUnitNetwork(rid: string, slot: number): Promise<void> {

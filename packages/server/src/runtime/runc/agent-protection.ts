@@ -34,5 +34,8 @@ export async function protectAgent(pidFile: string): Promise<void> {
   for (const pid of [String(pid1), ...children].filter(Boolean)) {
     await writeFile(`/proc/${pid}/oom_score_adj`, "-999").catch(() => {});
   }
-  for (const pid of children.filter(Boolean)) await prioritizeAgent(Number(pid));
+  // Not awaited: `chrt` is a process start (milliseconds of every boot) and what it and the nice
+  // value change is only a weight. Its order holds: the agent gets its higher priority only once what
+  // it starts resets to nice 0, so no service started meanwhile keeps the agent's priority.
+  for (const pid of children.filter(Boolean)) prioritizeAgent(Number(pid)).catch(() => {});
 }

@@ -9,7 +9,7 @@ import { protectAgent } from "./agent-protection.js";
 import type { RuncRuntimeConfig } from "./config.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
 import { policyDir, prepareRunDir, publishDiskGroup, publishNetworkPolicy, writeResolvConf } from "./run-dir.js";
-import type { Runc } from "./runc.js";
+import type { Gate, Runc } from "./runc.js";
 import type { UnitLinks } from "./unit-links.js";
 import type { UnitPaths } from "./unit-paths.js";
 import type { UnitResources } from "./unit-resources.js";
@@ -22,8 +22,10 @@ export interface BootContext {
   readonly links: UnitLinks;
   readonly resources: UnitResources;
   /** The unit's quota group in sysfs (`df` in the unit reads it); undefined while quotas are off. */
-  readonly diskGroup: string | undefined;
+  diskGroup(): string | undefined;
   state(id: string): Promise<RuntimeState>;
+  /** Gives the unit's disk its size (and its first boot its quota group), while the rest is prepared. */
+  limitDisk(): Promise<unknown>;
   /** Undoes a boot that failed halfway. */
   stop(id: string): Promise<void>;
 }
@@ -51,13 +53,26 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
   const unit = paths.unit(id);
   const runDir = unit.run;
   await prepareRunDir(paths, id);
-  const net = await ctx.links.attach(id, spec.network);
-  await publishNetworkPolicy(paths, id, spec.network);
-  await publishDiskGroup(paths, id, ctx.diskGroup);
-  const resolvConf = await writeResolvConf(paths, id, net.hostIp);
   const view = paths.checkpointView(id);
+  // Set up while the container starts: the unit's link (ip, nft) and its disk's size (btrfs). The
+  // unit has only its loopback until the link is made, and its agent starts its services (the
+  // first code of the unit's own) only when the start gate opens, once both are done (see below).
+  let setup: Promise<unknown> | undefined;
   try {
-    await view.prepare();
+    // What the container needs first is made at once; all of it has settled before a failure
+    // stops the unit again.
+    const [net] = await settled([
+      ctx.links.prepare(id),
+      view.prepareMounts(),
+      publishNetworkPolicy(paths, id, spec.network),
+    ]);
+    setup = settled([
+      ctx.links.attach(id, spec.network),
+      ctx.limitDisk().then(() => publishDiskGroup(paths, id, ctx.diskGroup())),
+    ]);
+    // Awaited below (or in the catch); this only keeps a failure before then from counting as unhandled.
+    setup.catch(() => {});
+    const resolvConf = await writeResolvConf(paths, id, net.hostIp);
     const ociSpec = buildOciSpec({
       hostname: spec.name,
       rootfs: unit.rootfs,
@@ -77,6 +92,7 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
         UMS_UNIT_NAME: spec.name,
         UMS_UNIT_URL: spec.url,
         UMS_AGENT_LISTEN_FD: "3",
+        UMS_AGENT_GATE_FD: "4",
         UMS_INTERNAL_API_SOCKET: UNIT_PATHS.apiSocket,
         UMS_HOST_SOCKET: UNIT_PATHS.hostSocket,
         HOME: "/root",
@@ -100,15 +116,39 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
     await writeFile(join(bundle, "config.json"), JSON.stringify(ociSpec));
     const pidFile = join(runDir, "init.pid");
     const log = await open(join(runDir, "agent.log"), "a");
+    let gate: Gate | undefined;
     try {
-      await withAgentListener(unit.agentSocket, (fd) => ctx.runc.start(id, bundle, log.fd, pidFile, [fd]));
+      gate = await withAgentListener(unit.agentSocket, (fd) =>
+        ctx.runc.start(id, bundle, log.fd, pidFile, [fd], { gate: true }),
+      );
     } finally {
       await log.close();
     }
-    await waitForAgent(unit.agentSocket, cfg.bootTimeoutMs, async () => (await ctx.state(id)) === "running");
-    await protectAgent(pidFile);
+    // While the agent starts: the checkpoints are shown (binds that propagate into the running
+    // unit), the link and disk limit are finished, then the gate opens (closed, whatever came of
+    // them: a failure stops the unit below); once the agent answers, it is protected.
+    const opened = setup.finally(() => gate?.open());
+    await settled([
+      view.refresh(),
+      opened,
+      waitForAgent(unit.agentSocket, cfg.bootTimeoutMs, async () => (await ctx.state(id)) === "running").then(() =>
+        protectAgent(pidFile),
+      ),
+    ]);
   } catch (err) {
+    // Nothing may still be under way when the unit is stopped (its link would outlive the stop).
+    await setup?.catch(() => {});
     await ctx.stop(id).catch(() => {});
     throw err;
   }
+}
+
+/** Promise.all that waits for every promise to settle, then rejects with the first failure. */
+async function settled<T extends readonly unknown[]>(
+  promises: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }

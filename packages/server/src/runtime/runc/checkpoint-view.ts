@@ -46,21 +46,28 @@ export class CheckpointView {
 
   /** Makes the directory a shared mount point (idempotent) and shows the current checkpoints. */
   async prepare(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
-    if (!(await mountAt(this.dir))) {
-      await run("mount", ["--bind", this.dir, this.dir]);
-      await run("mount", ["--make-shared", this.dir]);
-    }
-    await this.prepareStaging();
+    await this.prepareMounts();
     await this.refresh();
   }
 
+  /**
+   * The view's shared mount point and the private staging mount, both empty (idempotent). A boot
+   * makes them before the container and shows the checkpoints (refresh) once the container runs:
+   * binds made then reach the unit by propagation, as a running unit's new checkpoints do, and
+   * each is read-only from the start (see the class comment).
+   */
+  async prepareMounts(): Promise<void> {
+    await Promise.all([this.selfBind(this.dir, "--make-shared"), this.prepareStaging()]);
+  }
+
   private async prepareStaging(): Promise<void> {
-    await mkdir(this.staging, { recursive: true });
-    if (!(await mountAt(this.staging))) {
-      await run("mount", ["--bind", this.staging, this.staging]);
-      await run("mount", ["--make-private", this.staging]);
-    }
+    await this.selfBind(this.staging, "--make-private");
+  }
+
+  /** `dir` bound onto itself with the given propagation: one mount(8) run does both (util-linux >= 2.23). */
+  private async selfBind(dir: string, propagation: "--make-shared" | "--make-private"): Promise<void> {
+    await mkdir(dir, { recursive: true });
+    if (!(await mountAt(dir))) await run("mount", ["--bind", propagation, dir, dir]);
   }
 
   /** Binds the five most recent snapshots and unbinds (and removes) the rest. */
@@ -146,7 +153,8 @@ export class CheckpointView {
     const mounts = (await readMounts())
       .map((m) => m.mountPoint)
       .filter((p) => [this.dir, this.staging].some((d) => p === d || p.startsWith(`${d}/`)));
-    for (const p of mounts.sort((a, b) => b.length - a.length)) await run("umount", ["-l", p]).catch(() => {});
+    // One umount run for all (deepest first); it goes on past a mount that fails, as the old loop did.
+    if (mounts.length > 0) await run("umount", ["-l", ...mounts.sort((a, b) => b.length - a.length)]).catch(() => {});
     for (const d of [this.dir, this.staging]) {
       if (!existsSync(d)) continue;
       for (const id of await readdir(d).catch(() => [] as string[])) await rmdir(join(d, id)).catch(() => {});

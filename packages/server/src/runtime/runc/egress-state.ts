@@ -2,9 +2,11 @@ import {
   type AllowedAddress,
   allowEgress,
   attachEgress,
+  attachEgressRules,
   detachEgress,
   type EgressMode,
   egressDrops,
+  enableForwarding,
   setEgress,
 } from "../network/egress.js";
 import { firewallTable } from "../network/firewall.js";
@@ -45,6 +47,16 @@ export class EgressState {
   /** Gives a unit's link its egress chain with an empty allow set, before the unit's first packet. */
   async attach(net: UnitNetwork, enforced: boolean): Promise<void> {
     await attachEgress(this.rid, net, this.mode(enforced));
+  }
+
+  /** `attach` in two steps, the first while the link is made (a boot): the rules ... */
+  async attachRules(net: UnitNetwork, enforced: boolean): Promise<void> {
+    await attachEgressRules(this.rid, net, this.mode(enforced));
+  }
+
+  /** ... then, once both the rules and the link are there, forwarding. */
+  async forward(net: UnitNetwork): Promise<void> {
+    await enableForwarding(net);
   }
 
   /** The unit's chain has the mode `enforced` and an empty allow set, as attached. */

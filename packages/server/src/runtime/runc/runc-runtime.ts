@@ -182,9 +182,6 @@ export class RuncRuntime implements UnitRuntime {
     if (state === "paused") return this.resume(id);
     await this.runc.delete(id); // a stopped leftover
     await this.create(id, spec.image?.id); // a unit whose disk was not made yet (e.g. a crash right after create)
-    // Its disk size: its quota group is made at its first boot, and the policy (a restore's, say)
-    // may have changed while it was stopped.
-    await this.limitDisk(id, this.resources.diskBytes(spec.resources));
     await bootUnit(
       {
         cfg: this.cfg,
@@ -192,7 +189,10 @@ export class RuncRuntime implements UnitRuntime {
         runc: this.runc,
         links: this.links,
         resources: this.resources,
-        diskGroup: this.usageSources(id)?.qgroup,
+        diskGroup: () => this.usageSources(id)?.qgroup,
+        // Its disk size: its quota group is made at its first boot, and the policy (a restore's, say)
+        // may have changed while it was stopped.
+        limitDisk: () => this.limitDisk(id, this.resources.diskBytes(spec.resources)),
         state: (unitId) => this.state(unitId),
         stop: (unitId) => this.stop(unitId),
       },
@@ -236,13 +236,17 @@ export class RuncRuntime implements UnitRuntime {
   async stop(id: string): Promise<void> {
     // `runc delete --force` sleeps 100 ms before it looks again; killing the cgroup's tasks here
     // first makes the delete immediate.
-    try {
-      await killCgroup(this.paths.unit(id).cgroup);
-      await this.runc.delete(id);
-    } finally {
-      await this.paths.checkpointView(id).teardown();
-      await this.links.detach(id);
-    }
+    const container = killCgroup(this.paths.unit(id).cgroup).then(() => this.runc.delete(id));
+    await container.catch(() => {});
+    // Whatever came of that: its mounts and its link go, both at once (they have nothing to do with
+    // each other); the first failure is reported.
+    const results = await Promise.allSettled([
+      container,
+      this.paths.checkpointView(id).teardown(),
+      this.links.detach(id),
+    ]);
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 
   async destroy(id: string): Promise<void> {

@@ -1,7 +1,13 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import { run } from "../exec/host-command.js";
+
+/** The host's end of a unit's start gate (Runc.start): `open` closes it, and the unit goes on. */
+export interface Gate {
+  open(): void;
+}
 
 export type ContainerStatus = "created" | "running" | "paused" | "stopped";
 
@@ -28,21 +34,47 @@ export class Runc {
 
   /**
    * `runc run -d`: returns once PID 1 runs; its stdout and stderr go to `logFd`. `passFds` are handed
-   * to PID 1 as descriptors 3, 4, … (`--preserve-fds`), e.g. the agent's listening socket.
+   * to PID 1 as descriptors 3, 4, … (`--preserve-fds`), e.g. the agent's listening socket. With
+   * `gate`, one more descriptor follows them: a socket whose other end is returned, open; the unit
+   * sees it end when the host closes that (see bootUnit: the host finishes setting the unit up).
    */
-  start(id: string, bundle: string, logFd: number, pidFile: string, passFds: readonly number[] = []): Promise<void> {
+  start(
+    id: string,
+    bundle: string,
+    logFd: number,
+    pidFile: string,
+    passFds: readonly number[] = [],
+    opts: { gate?: boolean } = {},
+  ): Promise<Gate | undefined> {
     return new Promise((resolve, reject) => {
-      const preserve = passFds.length > 0 ? ["--preserve-fds", String(passFds.length)] : [];
+      const count = passFds.length + (opts.gate ? 1 : 0);
+      const preserve = count > 0 ? ["--preserve-fds", String(count)] : [];
       const args = this.args("run", "--detach", ...preserve, "--pid-file", pidFile, "--bundle", bundle, id);
-      const child = spawn(this.binary, args, { stdio: ["ignore", logFd, "pipe", ...passFds] });
+      const child = spawn(this.binary, args, {
+        stdio: ["ignore", logFd, "pipe", ...passFds, ...(opts.gate ? (["pipe"] as const) : [])],
+      });
+      const gateEnd = opts.gate ? (child.stdio[3 + passFds.length] as Socket | null) : null;
+      gateEnd?.on("error", () => {}); // the unit may close its end first: nothing to report
+      const gate = gateEnd
+        ? {
+            open: () => {
+              gateEnd.destroy();
+            },
+          }
+        : undefined;
       let stderr = "";
       child.stderr?.setEncoding("utf8").on("data", (d: string) => {
         stderr += d;
       });
-      child.on("error", reject);
-      child.on("exit", (code) =>
-        code === 0 ? resolve() : reject(new Error(`runc run ${id} failed (exit ${code}): ${stderr.trim()}`)),
-      );
+      child.on("error", (err) => {
+        gate?.open();
+        reject(err);
+      });
+      child.on("exit", (code) => {
+        if (code === 0) return resolve(gate);
+        gate?.open();
+        reject(new Error(`runc run ${id} failed (exit ${code}): ${stderr.trim()}`));
+      });
     });
   }
 

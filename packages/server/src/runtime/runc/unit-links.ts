@@ -1,7 +1,13 @@
 import { readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Subnet } from "../network/addresses.js";
-import { setUpUnitNetwork, tearDownUnitNetwork, type UnitNetwork } from "../network/unit-network.js";
+import {
+  addUnitNetns,
+  linkUnitNetns,
+  tearDownUnitNetwork,
+  type UnitNetwork,
+  unitNetworkOf,
+} from "../network/unit-network.js";
 import type { UnitLink } from "../runtime.js";
 import type { EgressState } from "./egress-state.js";
 import { SlotAllocator } from "./slots.js";
@@ -14,6 +20,8 @@ import type { UnitPaths } from "./unit-paths.js";
  */
 export class UnitLinks {
   private readonly networks = new Map<string, UnitNetwork>();
+  /** Namespaces made for a boot whose link is not made yet (prepare, then attach). */
+  private readonly prepared = new Map<string, UnitNetwork>();
   private readonly slots: SlotAllocator;
 
   constructor(
@@ -45,20 +53,45 @@ export class UnitLinks {
     return undefined;
   }
 
+  /**
+   * The unit's network namespace, made if it has none, and what its link will be: what runc needs
+   * to start the unit. `attach` links it (in the meantime the unit has only its loopback).
+   */
+  async prepare(id: string): Promise<UnitNetwork> {
+    const existing = this.networks.get(id) ?? this.prepared.get(id);
+    if (existing) return existing;
+    const slot = this.slots.take(id);
+    const net = unitNetworkOf(this.rid, this.subnet, slot);
+    try {
+      await addUnitNetns(net);
+    } catch (err) {
+      this.slots.release(id);
+      throw err;
+    }
+    this.prepared.set(id, net);
+    return net;
+  }
+
   /** The unit's link, made if it has none; `policy` is its network policy (spec 2.10) as JSON. */
   async attach(id: string, policy: string): Promise<UnitNetwork> {
     const existing = this.networks.get(id);
     if (existing) return existing;
-    const slot = this.slots.take(id);
+    const net = await this.prepare(id);
     try {
-      const net = await setUpUnitNetwork(this.rid, this.subnet, slot);
-      // The policy holds from the unit's first packet: its rules are in place before it boots.
+      // The policy holds from the unit's first packet: its rules are in place before forwarding is
+      // on. The link (ip) and the rules (nft) are made at once: the rules name the interface by
+      // its name, and an interface without rules matches the firewall's final drop.
       const enforced = ((JSON.parse(policy) as { rules?: unknown[] }).rules ?? []).length > 0;
-      await this.egress.attach(net, enforced).catch(async (err) => {
-        await this.egress.detach(net);
-        await tearDownUnitNetwork(this.rid, slot);
+      const [link, rules] = await Promise.allSettled([linkUnitNetns(net), this.egress.attachRules(net, enforced)]);
+      try {
+        if (link.status === "rejected") throw link.reason;
+        if (rules.status === "rejected") throw rules.reason;
+        await this.egress.forward(net);
+      } catch (err) {
+        await this.egress.detach(net).catch(() => {});
+        await tearDownUnitNetwork(this.rid, net.slot);
         throw err;
-      });
+      }
       await writeFile(this.file(id), JSON.stringify(net));
       this.networks.set(id, net);
       this.egress.markFresh(id, enforced);
@@ -66,12 +99,15 @@ export class UnitLinks {
     } catch (err) {
       this.slots.release(id);
       throw err;
+    } finally {
+      this.prepared.delete(id);
     }
   }
 
   async detach(id: string): Promise<void> {
     const net = this.networks.get(id);
     const slot = net?.slot ?? this.slots.slotOf(id);
+    this.prepared.delete(id);
     if (slot === undefined) return;
     if (net) await this.egress.detach(net);
     await tearDownUnitNetwork(this.rid, slot);
