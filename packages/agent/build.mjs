@@ -41,6 +41,38 @@ export function buildStatfsLib() {
   return statfsLib;
 }
 
+/**
+ * Node built-ins that ws requires when it is loaded but the agent never uses (it serves websockets
+ * only, without permessage-deflate: no https or tls client, no zlib). Each is compiled at start-up
+ * (node's snapshot lacks them: ~10 ms of every unit's boot), so the bundle gets a stand-in that
+ * loads the real module at its first use instead: the same behaviour, paid only if ever needed.
+ */
+const LAZY_BUILTINS = ["https", "tls", "zlib"];
+
+const lazyBuiltins = {
+  name: "lazy-builtins",
+  setup(b) {
+    const filter = new RegExp(`^(node:)?(${LAZY_BUILTINS.join("|")})$`);
+    b.onResolve({ filter }, (args) =>
+      args.kind === "require-call" ? { path: args.path.replace(/^node:/, ""), namespace: "lazy-builtin" } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "lazy-builtin" }, (args) => ({
+      loader: "js",
+      contents: `let real;
+const load = () => (real ??= require("node:${args.path}"));
+module.exports = new Proxy({}, {
+  get: (_, key) => load()[key],
+  has: (_, key) => key in load(),
+  ownKeys: () => Reflect.ownKeys(load()),
+  getOwnPropertyDescriptor: (_, key) => {
+    const d = Reflect.getOwnPropertyDescriptor(load(), key);
+    return d && { ...d, configurable: true };
+  },
+});`,
+    }));
+  },
+};
+
 export async function build() {
   const pkg = JSON.parse(readFileSync(join(here, "package.json"), "utf8"));
   const tmp = `${outfile}.${process.pid}.tmp`;
@@ -59,6 +91,7 @@ export async function build() {
     },
     legalComments: "none",
     logLevel: "warning",
+    plugins: [lazyBuiltins],
   });
   renameSync(tmp, outfile); // atomic: concurrent builds never leave a half-written bundle
   buildStatfsLib();
