@@ -139,7 +139,27 @@ async function alone(n, op) {
   return ms;
 }
 
+/**
+ * Times GET /healthz one after another every 20 ms until `done` settles: how long a request that
+ * needs nothing but the server's event loop waits meanwhile.
+ */
+async function probe(done) {
+  const ms = [];
+  let over = false;
+  void done.finally(() => {
+    over = true;
+  });
+  while (!over) {
+    const t = performance.now();
+    await (await fetch(`${url}/healthz`)).arrayBuffer();
+    ms.push(performance.now() - t);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return ms;
+}
+
 const rows = [];
+const probes = [];
 let failures = 0;
 function report(name, b, base) {
   const p50 = percentile(b.ms, 50);
@@ -177,11 +197,15 @@ try {
   log(`baseline: ${RUNS} checkpoints, one after another`);
   const baseCheckpoint = await alone(RUNS, (i) => checkpoint(`alone-${i}`));
 
+  const idleProbe = await probe(new Promise((r) => setTimeout(r, 2000)));
   log(`burst: ${UNITS} × create + first exec at once`);
-  const boots = await burst(UNITS, async (i) => {
+  const booting = burst(UNITS, async (i) => {
     await create(`b-${i}`);
     await execTrue(`b-${i}`);
   });
+  const busyProbe = await probe(booting);
+  const boots = await booting;
+  probes.push({ idle: idleProbe, busy: busyProbe });
   report(`${UNITS} × create + first exec at once`, boots, baseBoot);
 
   log(`burst: ${CHECKPOINTS} checkpoints at once on ${CHECKPOINTS} units`);
@@ -208,6 +232,12 @@ for (const r of rows) {
       `    host CPU busy meanwhile ${(r.cpuMs.host / 1000).toFixed(1)} s of ${((r.total / 1000) * cpus().length).toFixed(1)} s (${cpus().length} CPUs), ${perOp(r, "host")} ms per operation: ` +
       `ums serve ${perOp(r, "server")}, its host commands ${perOp(r, "commands")}, the units ${perOp(r, "units")}, the rest of the host ${perOp(r, "rest")}\n` +
       `    alone, per operation (ums serve / commands / units / rest): ${split(r, r.baselineCpuMs, r.baselineCount)} ms`,
+  );
+}
+for (const { idle, busy } of probes) {
+  const f = (ms) => `p50 ${fmt(percentile(ms, 50))}  p99 ${fmt(percentile(ms, 99))}  max ${fmt(Math.max(...ms))}`;
+  console.log(
+    `- GET /healthz during the boot burst (${busy.length}): ${f(busy)}\n    before it (${idle.length}): ${f(idle)}`,
   );
 }
 const first = rows[0];
