@@ -119,7 +119,15 @@ export async function settleReceive(
     return;
   }
   await removePartial(path);
-  if (!(await exists(path))) await received?.();
+  // The receive's own error is the one thrown: a mark that cannot go stays for the next start.
+  if (!(await exists(path))) {
+    await received?.().catch((err: unknown) =>
+      process.emitWarning(
+        `could not remove the receiving mark of ${path}: ${(err as Error).message}`,
+        "ReplicationWarning",
+      ),
+    );
+  }
 }
 
 /** Deletes a failed receive's subvolume; if that fails too, says so (the receive's error is thrown all the same). */

@@ -2,8 +2,8 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { failpoint } from "../../failpoints/failpoints.js";
-import { run } from "../exec/host-command.js";
 import { createMarkerDurably, syncDir } from "../../util/durable-file.js";
+import { run } from "../exec/host-command.js";
 import type { RuntimeState } from "../runtime.js";
 import { deleteSubvolume, isSubvolume, snapshot } from "../storage/btrfs.js";
 import { unitQgroup } from "./unit-disk.js";
@@ -91,7 +91,9 @@ export async function beginReceive(paths: UnitPaths, id: string, cpId: string): 
   return async () => {
     // The snapshot's files reach the disk before its mark goes: a crash after the mark's removal
     // must find them whole (btrfs may commit the removal ahead of data still in the page cache).
-    await run("btrfs", ["filesystem", "sync", paths.checkpoint(id, cpId)]);
+    // (A failed receive's snapshot is deleted before: nothing to sync then.)
+    const path = paths.checkpoint(id, cpId);
+    if (existsSync(path)) await run("btrfs", ["filesystem", "sync", path]);
     await rm(mark, { force: true });
     await syncDir(dirname(mark));
   };
