@@ -175,6 +175,11 @@ export interface CheckpointReplica {
   readonly error?: string;
   /** When it was stored, or last failed. */
   readonly at?: string;
+  /**
+   * The node that copies it: the one it was taken on, or (that node down or gone before it stored
+   * it) a node it was moved to, which adopted the copy. Absent in rows from before: its taker.
+   */
+  readonly by?: string;
 }
 
 /**

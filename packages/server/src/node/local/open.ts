@@ -152,6 +152,8 @@ export async function openLocalNode(opts: LocalNodeOpts): Promise<LocalNode> {
     });
     if (left > 0)
       log.info({ checkpoints: left }, "copying checkpoints a stop or a failure left behind to the object store");
+    // Issue #15: copies a lost node did not make of units that moved here.
+    replicator.startAdopting();
   }
   return node;
 }

@@ -17,7 +17,11 @@ import type { UnitRuntime } from "../../runtime/runtime.js";
 import type { CheckpointRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { UnitUnavailableError } from "../errors.js";
+import { nodeIsUp } from "../registry/liveness.js";
 import { evictable, exportParent } from "./retention.js";
+
+/** Issue #15: how often a node looks for checkpoints of its units whose copier was lost (Replicator.adopt). */
+const ADOPT_EVERY_MS = 5 * 60_000;
 
 /**
  * The store seen from one unit: its keys under `units/<unitId>/` (checkpoint ids, `v0`, `v1`, …,
@@ -96,6 +100,7 @@ export class Replicator {
   /** Retention: the units whose snapshots are to be looked at, one pass at a time. */
   private readonly toRetain = new Set<string>();
   private retaining: Promise<void> | undefined;
+  private adoptTimer: NodeJS.Timeout | undefined;
   /** Per unit, snapshots being evicted now: no export of the unit starts until they are gone. */
   private readonly evicting = new Map<string, Promise<void>>();
 
@@ -160,7 +165,11 @@ export class Replicator {
   /** A checkpoint was taken: its row says pending, and its export is queued. Never throws (logs). */
   async taken(unitId: string, cpId: string): Promise<void> {
     try {
-      await this.deps.store.checkpoints.setReplica(unitId, cpId, { state: "pending", at: new Date().toISOString() });
+      await this.deps.store.checkpoints.setReplica(unitId, cpId, {
+        state: "pending",
+        at: new Date().toISOString(),
+        ...this.byMe(),
+      });
       this.enqueue(unitId, cpId);
     } catch (err) {
       this.deps.log.error({ err, unitId, checkpoint: cpId }, "queueing a checkpoint's copy to the object store failed");
@@ -198,6 +207,7 @@ export class Replicator {
         await this.deps.store.checkpoints.setReplica(cp.unitId, cp.id, {
           state: "pending",
           at: new Date().toISOString(),
+          ...(cp.replica.by && { by: cp.replica.by }),
         });
       this.enqueue(cp.unitId, cp.id);
     }
@@ -267,8 +277,17 @@ export class Replicator {
       return false;
     }
     const dir = runtime.checkpointDir(job.unitId);
-    // Received here (a unit that moved here from the node it was taken on): that node copies it.
-    if (await isReceived(join(dir, job.cpId))) return false;
+    // Received here (a unit that moved here from the node it was taken on): that node copies it,
+    // unless it went down (or away) before it stored it: then this node adopts the copy.
+    const by = cp.replica?.by;
+    if (by !== undefined && by !== this.deps.nodeId) {
+      if (!(await this.isDown(by))) return false;
+      log.info(
+        { unitId: job.unitId, checkpoint: job.cpId, node: by },
+        "copying a checkpoint whose node is down before it stored it",
+      );
+      await store.checkpoints.setReplica(job.unitId, job.cpId, { state: "pending", at: at(), ...this.byMe() });
+    } else if (by === undefined && (await isReceived(join(dir, job.cpId)))) return false;
     const parent = await this.parentOf(cp);
     const started = performance.now();
     try {
@@ -282,6 +301,7 @@ export class Replicator {
         signal,
       });
       const stored = await store.checkpoints.setReplica(job.unitId, job.cpId, {
+        ...this.byMe(),
         state: "replicated",
         bytes: r.manifest.compressedBytes,
         parent: r.manifest.parentCheckpointId,
@@ -317,9 +337,48 @@ export class Replicator {
         state: "failed",
         error: `the copy failed (${kind}); the server log says why; it is tried again at the server's next start`,
         at: at(),
+        ...this.byMe(),
       });
       return false;
     }
+  }
+
+  private byMe(): { by?: string } {
+    return this.deps.nodeId !== undefined ? { by: this.deps.nodeId } : {};
+  }
+
+  /** Whether node `id` is down (its heartbeat is old) or gone: its copies are no longer its to make. */
+  private async isDown(id: string): Promise<boolean> {
+    const node = await this.deps.store.nodes.get(id);
+    return !node || !nodeIsUp(node);
+  }
+
+  /**
+   * Issue #15: queues the copies of this node's units' checkpoints that another node was to make
+   * and cannot any more (it is down or gone): a unit moved here, and its old node was lost before
+   * it stored the move's checkpoint. At start (resume) and every ADOPT_EVERY_MS (startAdopting).
+   */
+  async adopt(): Promise<number> {
+    const nodeId = this.deps.nodeId;
+    if (nodeId === undefined) return 0;
+    let n = 0;
+    for (const cp of await this.deps.store.checkpoints.unreplicated(nodeId)) {
+      const by = cp.replica?.by;
+      if (by === undefined || by === nodeId || !(await this.isDown(by))) continue;
+      this.enqueue(cp.unitId, cp.id);
+      n++;
+    }
+    return n;
+  }
+
+  /** Looks for copies to adopt every `everyMs` (adopt); its failures are logged. */
+  startAdopting(everyMs = ADOPT_EVERY_MS): void {
+    this.adoptTimer ??= setInterval(() => {
+      this.adopt().catch((err: unknown) =>
+        this.deps.log.warn({ err }, "looking for checkpoint copies a lost node left failed; tried again later"),
+      );
+    }, everyMs);
+    this.adoptTimer.unref();
   }
 
   /** The newest earlier checkpoint of the unit that is stored and on this node (its source first), if any. */
@@ -510,6 +569,7 @@ export class Replicator {
   /** Stops: the export under way is cut (resumed at the next start); nothing more starts. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.adoptTimer);
     this.queue.length = 0;
     this.toRetain.clear();
     this.current?.abort.abort(new Error("the server stops"));

@@ -31,6 +31,7 @@ describe("a node lost for good: its units made again from the object store", { t
   let token: string;
   let s3dir: string;
   let s3: S3rver;
+  let s3port: number;
   let rbPool: Awaited<ReturnType<typeof openOwnPool>> | undefined;
   const secret = randomBytes(32).toString("hex");
 
@@ -61,7 +62,7 @@ describe("a node lost for good: its units made again from the object store", { t
       directory: s3dir,
       configureBuckets: [{ name: "lost", configs: [] }],
     });
-    const s3port = ((await s3.run()) as AddressInfo).port;
+    s3port = ((await s3.run()) as AddressInfo).port;
     process.env.AWS_ACCESS_KEY_ID = "S3RVER";
     process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
     const objectStore = `s3://lost/?endpoint=http://127.0.0.1:${s3port}&path_style=true`;
@@ -192,5 +193,73 @@ describe("a node lost for good: its units made again from the object store", { t
     await raNode.sweepRetired();
     assert.equal(existsSync(raDir), false, "nothing of the unit is left on ra");
     assert.equal(existsSync(join(rbPool?.pool.path as string, "units", keptId)), false, "nor on rb");
+  });
+  it("a checkpoint moved before its node stored it is stored by the node it moved to once its own node is lost, not before", async () => {
+    const rbStore = rb.server.store;
+    await rbStore.nodes.setState("ra", "active");
+    await rbStore.nodes.setState("rb", "cordoned");
+    await rb.unit(token, "moved");
+    await rbStore.nodes.setState("rb", "active");
+    const raId = await nodeId("ra");
+    const rbId = await nodeId("rb");
+    const unitId = (await row("moved"))?.id as string;
+    assert.equal((await row("moved"))?.nodeId, raId);
+    const wrote = await execHttp(rb.url, token, "moved", ["sh", "-c", "echo kept > /home/unit/f"]);
+    assert.equal(wrote.exitCode, 0, wrote.stderr.toString());
+
+    // The store is away: ra cannot copy the move's checkpoint (it tries after the move, and fails).
+    await s3.close();
+    const move = await rb.api("POST", "/v1/units/moved/move", { token, json: { node: "rb" } });
+    assert.equal(move.status, 200, move.text);
+    assert.match(move.text, /"type":"complete"/, move.text);
+    assert.equal((await row("moved"))?.nodeId, rbId);
+    const cp = (await rbStore.checkpoints.list(unitId)).at(-1);
+    assert.ok(cp, "the move's checkpoint");
+    for (let i = 0; ; i++) {
+      const replica = (await rbStore.checkpoints.get(unitId, cp.id))?.replica;
+      if (replica?.state === "failed") {
+        assert.equal(replica.by, raId, "ra, where it was taken, copies it");
+        break;
+      }
+      assert.ok(i < 900, `ra's copy of ${cp.id} did not fail: ${JSON.stringify(replica)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const rbNode = rb.server.node as LocalNode;
+    assert.equal(await rbNode.replicator?.adopt(), 0, "rb leaves it to ra while ra is up");
+
+    // ra is lost before it could store it; the store is back: rb adopts the copy.
+    await ra.stop();
+    const raRow = await rbStore.nodes.get(raId);
+    assert.ok(raRow);
+    await rbStore.nodes.heartbeat(raId, raRow.free, new Date(Date.now() - 20_000).toISOString());
+    s3 = new S3rver({
+      address: "127.0.0.1",
+      port: s3port,
+      silent: true,
+      directory: s3dir,
+      configureBuckets: [{ name: "lost", configs: [] }],
+    });
+    await s3.run();
+    assert.equal(await rbNode.replicator?.adopt(), 1);
+    for (let i = 0; ; i++) {
+      const replica = (await rbStore.checkpoints.get(unitId, cp.id))?.replica;
+      if (replica?.state === "replicated") {
+        assert.equal(replica.by, rbId, "copied by rb");
+        break;
+      }
+      // ra's failure shows until rb's copy begins.
+      assert.ok(
+        i < 900 && !(replica?.state === "failed" && replica.by === rbId),
+        `rb's copy of ${cp.id}: ${JSON.stringify(replica)}`,
+      );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // ra back: the copy is made; it makes none of its own.
+    await ra.restart();
+    assert.equal((await rbStore.checkpoints.get(unitId, cp.id))?.replica?.by, rbId);
+    const files = await execHttp(rb.url, token, "moved", ["cat", "/home/unit/f"]);
+    assert.equal(files.stdout.toString(), "kept\n");
+    assert.equal((await rb.api("DELETE", "/v1/units/moved", { token })).status, 204);
+    await (ra.server.node as LocalNode).sweepRetired();
   });
 });
