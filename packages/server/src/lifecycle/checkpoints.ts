@@ -126,10 +126,16 @@ export class CheckpointWork {
       failpoint("restore.swapped");
       await this.recordRestore(unit, cp);
       failpoint("restore.recorded");
-      await this.runtime.completeRestore(unit.id);
       progress("booting the unit");
       const fresh = (await this.store.units.getById(unit.id)) ?? unit;
-      await this.control.ensureRunningLocked(org, fresh);
+      // The replaced files (a subvolume delete) go while the unit boots on the new ones: a crash
+      // meanwhile finishes the restore at the next start (its journal says `replaced`).
+      const [completed, booted] = await Promise.allSettled([
+        this.runtime.completeRestore(unit.id),
+        this.control.ensureRunningLocked(org, fresh),
+      ]);
+      if (completed.status === "rejected") throw completed.reason;
+      if (booted.status === "rejected") throw booted.reason;
       return backup.checkpoint;
     });
   }
