@@ -55,8 +55,9 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
   await prepareRunDir(paths, id);
   const view = paths.checkpointView(id);
   // Set up while the container starts: the unit's link (ip, nft) and its disk's size (btrfs). The
-  // unit has only its loopback until the link is made, and its agent starts its services (the
-  // first code of the unit's own) only when the start gate opens, once both are done (see below).
+  // unit has only its loopback until the link is made (its packets are dropped until its nft chain
+  // is in place), and its agent starts the unit's services only when the start gate opens, once both
+  // are done (see below).
   let setup: Promise<unknown> | undefined;
   try {
     // What the container needs first is made at once; all of it has settled before a failure
@@ -66,12 +67,14 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
       view.prepareMounts(),
       publishNetworkPolicy(paths, id, spec.network),
     ]);
-    setup = settled([
-      ctx.links.attach(id, spec.network),
-      ctx.limitDisk().then(() => publishDiskGroup(paths, id, ctx.diskGroup())),
-    ]);
-    // Awaited below (or in the catch); this only keeps a failure before then from counting as unhandled.
-    setup.catch(() => {});
+    const setUp = () => {
+      setup = settled([
+        ctx.links.attach(id, spec.network),
+        ctx.limitDisk().then(() => publishDiskGroup(paths, id, ctx.diskGroup())),
+      ]);
+      // Awaited below (or in the catch); this only keeps a failure before then from counting as unhandled.
+      setup.catch(() => {});
+    };
     const resolvConf = await writeResolvConf(paths, id, net.hostIp);
     const ociSpec = buildOciSpec({
       hostname: spec.name,
@@ -118,16 +121,20 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
     const log = await open(join(runDir, "agent.log"), "a");
     let gate: Gate | undefined;
     try {
-      gate = await withAgentListener(unit.agentSocket, (fd) =>
-        ctx.runc.start(id, bundle, log.fd, pidFile, [fd], { gate: true }),
-      );
+      gate = await withAgentListener(unit.agentSocket, (fd) => {
+        // runc's process is started first: it is the longer way, and a process start holds this
+        // thread for milliseconds (ip, nft and btrfs are started right after it).
+        const started = ctx.runc.start(id, bundle, log.fd, pidFile, [fd], { gate: true });
+        setUp();
+        return started;
+      });
     } finally {
       await log.close();
     }
     // While the agent starts: the checkpoints are shown (binds that propagate into the running
     // unit), the link and disk limit are finished, then the gate opens (closed, whatever came of
     // them: a failure stops the unit below); once the agent answers, it is protected.
-    const opened = setup.finally(() => gate?.open());
+    const opened = (setup ?? Promise.resolve()).finally(() => gate?.open());
     await settled([
       view.refresh(),
       opened,
