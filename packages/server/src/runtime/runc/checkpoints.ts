@@ -80,8 +80,9 @@ export async function removeUnknownCheckpoints(
 
 /**
  * Issue #15: checkpoint `cpId` is about to be received (from the object store or another node).
- * Its mark (UnitPaths.receivingMark) is written durably first; the returned `done` removes it once
- * the snapshot is whole. A snapshot left by an earlier receive that never finished goes first.
+ * Its mark (UnitPaths.receivingMark) is written durably first; the returned `settle` removes it
+ * once the snapshot's files are on the disk. A snapshot left by an earlier receive that never
+ * finished goes first.
  */
 export async function beginReceive(paths: UnitPaths, id: string, cpId: string): Promise<() => Promise<void>> {
   const mark = paths.receivingMark(id, cpId);
@@ -95,7 +96,10 @@ export async function beginReceive(paths: UnitPaths, id: string, cpId: string): 
     const path = paths.checkpoint(id, cpId);
     if (existsSync(path)) await run("btrfs", ["filesystem", "sync", path]);
     await rm(mark, { force: true });
-    await syncDir(dirname(mark));
+    // The unit deleted meanwhile took its directory, mark and all.
+    await syncDir(dirname(mark)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== "ENOENT") throw err;
+    });
   };
 }
 

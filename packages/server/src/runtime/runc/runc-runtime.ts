@@ -84,6 +84,9 @@ export class RuncRuntime implements UnitRuntime {
     return this.cfg.poolDir;
   }
 
+  /** Received checkpoints being written out (receiving). */
+  private readonly settling = new Set<Promise<void>>();
+
   private constructor(private readonly cfg: RuncRuntimeConfig) {
     this.paths = new UnitPaths(cfg.dataDir, cfg.poolDir, cfg.rid);
     this.runc = new Runc(this.paths.runcRoot);
@@ -350,11 +353,33 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   hasCheckpoint(id: string, cpId: string): boolean {
-    return existsSync(this.paths.checkpoint(id, cpId)) && !existsSync(this.paths.receivingMark(id, cpId));
+    return existsSync(this.paths.checkpoint(id, cpId)) && !this.paths.isPartial(id, cpId);
   }
 
-  receiving(id: string, cpId: string): Promise<() => Promise<void>> {
-    return beginReceive(this.paths, id, cpId);
+  /**
+   * Once the snapshot is whole it is the checkpoint at once (UnitPaths.whole); its files are
+   * written out and its mark removed in the background (a `btrfs filesystem sync` of 1 GiB takes
+   * seconds, which a move or a restore does not wait for). A host crash before that leaves the
+   * mark: the next start removes the snapshot, which is received again when needed.
+   */
+  async receiving(id: string, cpId: string): Promise<() => Promise<void>> {
+    const settle = await beginReceive(this.paths, id, cpId);
+    return async () => {
+      const key = `${id}/${cpId}`;
+      if (existsSync(this.paths.checkpoint(id, cpId))) this.paths.whole.add(key);
+      const settling: Promise<void> = settle()
+        .catch((err: unknown) =>
+          process.emitWarning(
+            `the received checkpoint ${cpId} of ${id} could not be written out (${(err as Error).message}); the next start receives it again`,
+            "ReplicationWarning",
+          ),
+        )
+        .finally(() => {
+          this.paths.whole.delete(key);
+          this.settling.delete(settling);
+        });
+      this.settling.add(settling);
+    };
   }
 
   /** All-or-nothing through the restore journal (restore.ts). */
@@ -481,6 +506,8 @@ export class RuncRuntime implements UnitRuntime {
     // Running units outlive the server (docs/ARCHITECTURE.md section 8): only ums's own helper process stops.
     this.closing = true;
     await this.sweeping;
+    // Received checkpoints being written out keep their marks until they are.
+    await Promise.allSettled([...this.settling]);
     this.egress.close();
     this.weights.stop();
     // The units' parent cgroups go if no unit is left in them (rmdir fails on the others).

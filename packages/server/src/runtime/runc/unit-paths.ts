@@ -76,6 +76,17 @@ export class UnitPaths {
     return join(this.unit(id).disk, `${RECEIVING}${this.rid}.${cpId}`);
   }
 
+  /**
+   * Received snapshots that are whole, whose mark waits for their files to reach the disk
+   * (`<unit id>/<checkpoint>`; runc-runtime.ts `receiving`): checkpoints already, in this process.
+   */
+  readonly whole = new Set<string>();
+
+  /** Whether the unit's snapshot of `cpId` is one still being received (or, after a crash, one that never was whole). */
+  isPartial(id: string, cpId: string): boolean {
+    return existsSync(this.receivingMark(id, cpId)) && !this.whole.has(`${id}/${cpId}`);
+  }
+
   /** Checkpoints of the unit that this server had begun to receive and did not finish (receivingMark). */
   receivingIn(names: readonly string[]): string[] {
     const prefix = `${RECEIVING}${this.rid}.`;
@@ -89,7 +100,7 @@ export class UnitPaths {
       join(unit.run, "checkpoints"),
       unit.checkpoints,
       join(unit.run, "checkpoints-staging"),
-      (cpId) => existsSync(this.receivingMark(id, cpId)),
+      (cpId) => this.isPartial(id, cpId),
     );
   }
 }
