@@ -99,7 +99,7 @@ try {
     sh("runc", ["--root", join(bareDir, "runc"), "delete", "--force", `bare${i}`]);
     sh("btrfs", ["subvolume", "delete", rootfs]);
   }
-  report("cold → first exec of true", cold, [["runc run /bin/true", bareRun]], 300);
+  report("cold → first exec of true", cold, [["runc run /bin/true", bareRun]], 100);
 
   // --- exec on a running unit vs nsenter into it and a host spawn
   const hot = [];
@@ -117,7 +117,7 @@ try {
       ["nsenter -a", runcExec],
       ["host spawn", hostSpawn],
     ],
-    10,
+    3,
   );
 
   // --- warm → running + exec vs runc resume + nsenter
