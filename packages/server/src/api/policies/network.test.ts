@@ -341,6 +341,43 @@ describe("network policy", () => {
     assert.equal(s.server.runtime.unitOfAddress(other), undefined);
   });
 
+  // Issue #16: a boot makes a unit's link while the unit starts (runtime/runc/boot.ts), and the
+  // unit's processes may run by then (the agent's libraries are the unit's). Until the nft
+  // transaction that adds the interface to the firewall's sets and map with its chain, nothing may
+  // cross: here that moment is made again on a running unit by taking its interface out of them.
+  it("a unit's link carries nothing before its firewall rules are in (a boot links a unit while it starts)", async () => {
+    assert.equal((await s.api("POST", "/v1/units", { token, json: { name: "early" } })).status, 201);
+    await setPolicy("early", []);
+    assert.equal((await sh("early", "true")).code, 0);
+    const l = await link("early");
+    const { dev, table } = hostNames(l.hostIp);
+    // From inside the unit, as its processes would.
+    const connects = async (target: string) => {
+      const { out } = await sh("early", `curl -s --connect-timeout 1 -m 2 -o /dev/null ${target}; echo $?`);
+      // 7 (refused) or 28 (dropped): nothing answered; 0 or an HTTP-level failure: something did.
+      return !["7", "28"].includes(out.trim());
+    };
+    assert.equal(await connects(`http://${fi.rawIp}/`), true, "before: the fake internet");
+    assert.equal(
+      await connects(`http://${l.hostIp}:${gatewayPort}/v1/gateway/`),
+      true,
+      "before: the connectors gateway",
+    );
+    for (const element of [
+      `egress { "${dev}" }`,
+      `sources { "${dev}" . ${l.unitIp} }`,
+      `gateways { "${dev}" . ${l.hostIp} }`,
+    ])
+      execFileSync("nft", ["delete", "element", "inet", table, ...element.split(" ")]);
+    assert.equal(await connects(`http://${fi.rawIp}/`), false, "the fake internet");
+    assert.equal(
+      await connects(`http://${l.hostIp}:${gatewayPort}/v1/gateway/`),
+      false,
+      "the connectors gateway on the host",
+    );
+    assert.equal((await s.api("DELETE", "/v1/units/early", { token })).status, 204);
+  });
+
   it("is part of a checkpoint: a restore brings the policy back and enforces it", async () => {
     const kept = [{ action: "allow", domain: "api.github.com" }];
     await setPolicy("a", kept);
