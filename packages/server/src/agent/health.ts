@@ -49,12 +49,13 @@ export async function waitForAgent(
   (async () => {
     while (!waiting.signal.aborted) {
       await sleep(ALIVE_CHECK_MS, undefined, { signal: waiting.signal });
-      if (!(await isAlive())) {
+      // A check that fails (runc did not answer) is no verdict: the next one decides.
+      if (!(await isAlive().catch(() => true))) {
         dead = true;
         waiting.abort();
       }
     }
-  })().catch(() => {}); // ends by its abort; a failed check is no verdict
+  })().catch(() => {}); // ends by its abort
   let last: unknown;
   try {
     while (!dead && Date.now() < deadline) {
