@@ -130,6 +130,9 @@ export async function startBenchServer({ org = "bench", env: extra = {}, limits 
     UMS_DATA_DIR: dataDir,
     UMS_LISTEN: `127.0.0.1:${port}`,
     UMS_LOG_LEVEL: "warn",
+    // A bench sends more than a client should (500/s per token): measured, not throttled.
+    UMS_RATE_LIMIT_TOKEN: "off",
+    UMS_RATE_LIMIT_ORG: "off",
     ...extra,
   };
   let child;

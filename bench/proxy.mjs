@@ -4,17 +4,25 @@
 //   direct      from the host to the unit's address (the physical baseline)
 //   /v1 proxy   GET /v1/units/{name}/small with the bearer token
 //   unit URL    GET /small with Host: <name>-<random>.units.localhost:<port> and the bearer token
-// and two references: an authenticated API read (no proxy) and a bare node:http proxy (no ums).
+// and three references: an authenticated API read (no proxy), a bare node:http proxy (no ums), and
+// nginx (Debian's package, its own instance started here: one worker, keep-alive to the unit).
 // Each runs for a fixed time at a fixed concurrency over keep-alive connections (autocannon style);
-// ratios are against direct. Goal: proxied throughput >= 70% of direct.
+// ratios are against direct. Goals: proxied throughput >= 70% of direct (issue 4); issue #16 part
+// 2: >= 90% of nginx's requests/s and download MiB/s, p50 within 0.3 ms of nginx's. Then a
+// download of --mib MiB (default 100) through each, one at a time, --downloads times (median).
 //
-//   npx tsc -b && npm run build:agent && node bench/proxy.mjs [--seconds 5] [--concurrency 16]
-import { spawn } from "node:child_process";
+//   npx tsc -b && npm run build:agent && node bench/proxy.mjs [--seconds 5] [--concurrency 16] [--mib 100] [--downloads 3]
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import { arg, percentile, startBenchServer } from "./lib.mjs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { arg, freePort, percentile, startBenchServer } from "./lib.mjs";
 
 const SECONDS = arg("seconds", 5);
 const CONCURRENCY = arg("concurrency", 16);
+const MIB = arg("mib", 100);
+const DOWNLOADS = arg("downloads", 3);
 
 /** Fixed-concurrency load for `seconds`: each worker sends the next request when its last one ends. */
 async function load(label, url, headers) {
@@ -83,9 +91,83 @@ async function startBareProxy(host, port) {
   return { url: `http://127.0.0.1:${listening}`, stop: () => child.kill("SIGTERM") };
 }
 
+/**
+ * nginx proxying to the unit (issue #16 part 2's reference): Debian's package, installed by
+ * scripts/lib/common.sh (ensure_nginx) without its service, run here in the foreground with a
+ * config of its own in a temp dir: one worker, keep-alive connections to the unit, no logs.
+ */
+async function startNginx(host, port) {
+  const installed = spawnSync("bash", ["-c", "source scripts/lib/common.sh && ensure_nginx"], {
+    cwd: new URL("..", import.meta.url).pathname,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (installed.status !== 0) throw new Error("nginx could not be installed (scripts/lib/common.sh ensure_nginx)");
+  const dir = mkdtempSync(join(tmpdir(), "ums-bench-nginx-"));
+  const listen = await freePort();
+  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${dir}/${t};`).join(" ");
+  writeFileSync(
+    join(dir, "nginx.conf"),
+    `daemon off; worker_processes 1; pid ${dir}/nginx.pid; error_log ${dir}/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off; ${temp}
+  upstream unit { server ${host}:${port}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${listen};
+    location / { proxy_pass http://unit; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
+  }
+}
+`,
+  );
+  const child = spawn("nginx", ["-p", dir, "-c", join(dir, "nginx.conf")], { stdio: ["ignore", "ignore", "inherit"] });
+  const stop = () => {
+    child.kill("SIGQUIT");
+    rmSync(dir, { recursive: true, force: true });
+  };
+  for (let i = 0; ; i++) {
+    const up = await new Promise((resolve) => {
+      http
+        .get(`http://127.0.0.1:${listen}/small`, (res) => resolve(res.resume() && true))
+        .on("error", () => resolve(false));
+    });
+    if (up) break;
+    if (i > 100 || child.exitCode !== null) {
+      stop();
+      throw new Error("nginx did not start");
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url: `http://127.0.0.1:${listen}`, stop };
+}
+
+/** MiB/s of one download of --mib MiB from `url` (the median of --downloads), read and dropped. */
+async function download(label, url, headers) {
+  const rates = [];
+  for (let i = 0; i < DOWNLOADS; i++) {
+    const t = performance.now();
+    const bytes = await new Promise((resolve, reject) => {
+      http
+        .get(url, { headers, agent: false }, (res) => {
+          if (res.statusCode !== 200) return reject(new Error(`${label}: ${res.statusCode}`));
+          let n = 0;
+          res.on("data", (d) => {
+            n += d.length;
+          });
+          res.on("end", () => resolve(n));
+          res.on("error", reject);
+        })
+        .on("error", reject);
+    });
+    if (bytes !== MIB * 1048576) throw new Error(`${label}: ${bytes} bytes, not ${MIB} MiB`);
+    rates.push(MIB / ((performance.now() - t) / 1000));
+  }
+  return { label, mibs: percentile(rates, 50) };
+}
+
 const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" } });
 const { url, token, auth } = bench;
 const results = [];
+const downloads = [];
 try {
   const { startUnitApp } = await import("../packages/server/dist/testing/unit-app.js");
   const { execHttp } = await import("../packages/server/dist/testing/exec-client.js");
@@ -122,6 +204,17 @@ try {
   } finally {
     bare.stop();
   }
+  const nginx = await startNginx(ip, 8080);
+  try {
+    results.push(await load("reference: nginx (1 worker, keep-alive to the unit)", `${nginx.url}/small`, {}));
+    const path = `/bytes/${MIB * 1048576}`;
+    downloads.push(await download("direct", `http://${ip}:8080${path}`, {}));
+    downloads.push(await download("/v1 proxy", `${url}/v1/units/web${path}`, auth));
+    downloads.push(await download("unit URL", `${url}${path}`, { ...auth, host: unitUrl.host }));
+    downloads.push(await download("nginx", `${nginx.url}${path}`, {}));
+  } finally {
+    nginx.stop();
+  }
 } catch (err) {
   console.error(err);
   process.exitCode = 1;
@@ -129,7 +222,7 @@ try {
   await bench.stop().catch((err) => console.error(err));
 }
 
-if (results.length === 5) {
+if (results.length === 6) {
   const [direct] = results;
   console.log(`\nums proxy benchmark (small GET, ${SECONDS}s each, concurrency ${CONCURRENCY}, keep-alive)`);
   for (const r of results) {
@@ -142,6 +235,25 @@ if (results.length === 5) {
           : `goal >= 70% of direct: ${ratio >= 0.7 ? "PASS" : "MISS"}`;
     console.log(
       `- ${r.label}: ${r.rps.toFixed(0)} req/s (${(ratio * 100).toFixed(0)}% of direct), p50 ${r.p50.toFixed(2)} ms (${(r.p50 / direct.p50).toFixed(2)}x direct), p99 ${r.p99.toFixed(2)} ms, n=${r.n}  [${goal}]`,
+    );
+  }
+  const nginx = results[5];
+  console.log("\nagainst nginx (issue #16 part 2: >= 90% of its req/s, p50 within 0.3 ms):");
+  for (const r of results.slice(1, 3)) {
+    const ratio = r.rps / nginx.rps;
+    const extra = r.p50 - nginx.p50;
+    console.log(
+      `- ${r.label}: ${(ratio * 100).toFixed(0)}% of nginx's req/s [${ratio >= 0.9 ? "PASS" : "MISS"}], p50 ${extra >= 0 ? "+" : ""}${extra.toFixed(2)} ms [${extra <= 0.3 ? "PASS" : "MISS"}]`,
+    );
+  }
+}
+if (downloads.length === 4) {
+  const [direct, , , nginx] = downloads;
+  console.log(`\ndownload of ${MIB} MiB (median of ${DOWNLOADS}; goal >= 90% of nginx's MiB/s):`);
+  for (const d of downloads) {
+    const vs = d === nginx || d === direct ? "" : ` [${d.mibs / nginx.mibs >= 0.9 ? "PASS" : "MISS"}]`;
+    console.log(
+      `- ${d.label}: ${d.mibs.toFixed(0)} MiB/s (${((d.mibs / direct.mibs) * 100).toFixed(0)}% of direct, ${((d.mibs / nginx.mibs) * 100).toFixed(0)}% of nginx)${vs}`,
     );
   }
 }

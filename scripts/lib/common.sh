@@ -22,6 +22,21 @@ ensure_apt_packages() {
   fi
 }
 
+# ensure_nginx: Debian's nginx for the proxy benchmark (bench/proxy.mjs runs its own instance);
+# installed without starting the package's service (policy-rc.d says no while it installs).
+ensure_nginx() {
+  command -v nginx >/dev/null && return 0
+  local policy=/usr/sbin/policy-rc.d made=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+    as_root chmod 755 "$policy"
+    made=1
+  fi
+  ensure_apt_packages nginx
+  ((made)) && as_root rm -f "$policy"
+  command -v nginx >/dev/null
+}
+
 ensure_node() {
   if ! command -v node >/dev/null; then
     ensure_apt_packages nodejs npm

@@ -89,6 +89,18 @@ class H(BaseHTTPRequestHandler):
             for i in range(3):
                 self.chunk(b"part%d\n" % i); time.sleep(0.4)
             return self.chunk(b"")
+        if self.path.startswith("/bytes/"):
+            # n zero bytes with a length (the proxy bench's download), written 1 MiB at a time
+            for b in self.body(): pass
+            size = int(self.path[len("/bytes/"):].split("?")[0])
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            block = bytes(1 << 20)
+            while size > 0:
+                self.wfile.write(block[:min(size, len(block))]); size -= len(block)
+            return
         n = 0
         for b in self.body(): n += len(b)
         out = json.dumps({"method": self.command, "path": self.path, "headers": [[k, v] for k, v in self.headers.items()], "body_len": n}).encode()
