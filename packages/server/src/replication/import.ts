@@ -92,7 +92,6 @@ async function receiveOne(
   receiving: MarkReceiving | undefined,
 ): Promise<void> {
   const id = manifest.checkpointId;
-  const keys = checkpointKeys(id);
   const path = join(destDir, id);
   // The mark first: a partial snapshot an earlier receive left goes with it.
   const received = await receiving?.(id);

@@ -18,6 +18,21 @@ import {
 
 const limits = { maxUnits: 2, runningLimit: 1, warmLimit: 1 };
 
+/** A webhook of `orgId` for `unit.created`, as the server would store it (its secret sealed). */
+const webhookRecord = (id: string, orgId: string) => ({
+  id,
+  orgId,
+  url: "https://example.invalid/h",
+  types: ["unit.created"],
+  secret: "v1.sealed",
+  keyVersion: 1,
+  createdAt: new Date().toISOString(),
+  lastStatus: null,
+  lastError: null,
+  lastAttemptAt: null,
+  lastEventId: null,
+});
+
 /** One store suite, looped over every dialect (kysely style). */
 for (const dialect of testDialects) {
   describe(`store (${dialect.name})`, { skip: dialect.skip }, () => {
@@ -459,22 +474,7 @@ for (const dialect of testDialects) {
           (await store.events.list(org.id, { limit: 10 })).map((e) => e.id),
           [first.id, second.id, third.id],
         );
-        await other.webhooks.insert(
-          {
-            id: "whk_feed",
-            orgId: org.id,
-            url: "https://example.invalid/h",
-            types: [],
-            secret: "v1.sealed",
-            keyVersion: 1,
-            createdAt: new Date().toISOString(),
-            lastStatus: null,
-            lastError: null,
-            lastAttemptAt: null,
-            lastEventId: null,
-          },
-          20,
-        );
+        await other.webhooks.insert(webhookRecord("whk_feed", org.id), 20);
         assert.equal(await other.webhooks.delete(org.id, "whk_feed"), true);
         for (let i = 0; changed.length < 2; i++) {
           assert.ok(i < 100, `the feed said ${changed.length} of 2 webhook changes`);
@@ -502,23 +502,10 @@ for (const dialect of testDialects) {
     it("webhooks: scoped to their organization, at most `max`, attempts recorded", async () => {
       const a = await store.orgs.ensure("wh-a", limits);
       const b = await store.orgs.ensure("wh-b", limits);
-      const hook = (id: string, orgId: string) => ({
-        id,
-        orgId,
-        url: "https://example.invalid/h",
-        types: ["unit.created"],
-        secret: "v1.sealed",
-        keyVersion: 1,
-        createdAt: new Date().toISOString(),
-        lastStatus: null,
-        lastError: null,
-        lastAttemptAt: null,
-        lastEventId: null,
-      });
-      assert.equal(await store.webhooks.insert(hook("whk_1", a.id), 2), true);
-      assert.equal(await store.webhooks.insert(hook("whk_2", a.id), 2), true);
-      assert.equal(await store.webhooks.insert(hook("whk_3", a.id), 2), false);
-      assert.equal(await store.webhooks.insert(hook("whk_4", b.id), 2), true);
+      assert.equal(await store.webhooks.insert(webhookRecord("whk_1", a.id), 2), true);
+      assert.equal(await store.webhooks.insert(webhookRecord("whk_2", a.id), 2), true);
+      assert.equal(await store.webhooks.insert(webhookRecord("whk_3", a.id), 2), false);
+      assert.equal(await store.webhooks.insert(webhookRecord("whk_4", b.id), 2), true);
       assert.deepEqual(
         (await store.webhooks.list(a.id)).map((w) => w.id),
         ["whk_1", "whk_2"],
