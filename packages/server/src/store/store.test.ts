@@ -123,6 +123,48 @@ for (const dialect of testDialects) {
       assert.equal(await store.units.delete(org.id, "a"), false);
     });
 
+    it("holds the unit limit under concurrent creates; deletes and taken names move the count right (issue #16 part 7)", async () => {
+      const org = await store.orgs.ensure("unit-count", { ...limits, maxUnits: 3 });
+      const unit = (name: string) => ({
+        id: `unit-${name}-${org.id}`,
+        orgId: org.id,
+        name,
+        urlLabel: `${name}-count`,
+        status: "cold" as const,
+        urlAuth: "unit" as const,
+        privateAccess: null,
+        labels: [],
+        version: null,
+        environmentVersion: null,
+        createdAt: new Date().toISOString(),
+      });
+      const names = (
+        await Promise.allSettled(Array.from({ length: 10 }, (_, i) => store.units.create(unit(`c${i}`), 3)))
+      )
+        .map((r, i) => {
+          if (r.status === "fulfilled") return `c${i}`;
+          assert.ok(r.reason instanceof UnitLimitError, String(r.reason));
+          return undefined;
+        })
+        .filter((n) => n !== undefined);
+      assert.equal(names.length, 3, "ten at once against a limit of 3: three made");
+      const listed = async () => (await store.units.page(org.id, { limit: 20 })).map((u) => u.name);
+      assert.deepEqual(await listed(), names.sort());
+      // A taken name is refused without taking a slot; a refused create leaves nothing.
+      const [first, second] = names as [string, string];
+      assert.equal(await store.units.delete(org.id, first), true);
+      await assert.rejects(store.units.create({ ...unit(second), id: "unit-twin" }, 3), UnitExistsError);
+      await store.units.create(unit("d1"), 3);
+      await assert.rejects(store.units.create(unit("d2"), 3), UnitLimitError);
+      // A delete of a unit that is not there frees nothing.
+      assert.equal(await store.units.delete(org.id, first), false);
+      await assert.rejects(store.units.create(unit("d3"), 3), UnitLimitError);
+      // A raised limit counts the units already there.
+      await store.units.create(unit("d4"), 4);
+      await assert.rejects(store.units.create(unit("d5"), 4), UnitLimitError);
+      assert.equal((await listed()).length, 4);
+    });
+
     it("connectors: org-scoped reads, policy updates, reseal only of the secret read (key rotation)", async () => {
       const org = await store.orgs.ensure("conn-org", limits);
       const other = await store.orgs.ensure("conn-other", limits);
@@ -686,6 +728,10 @@ for (const dialect of testDialects) {
       };
       assert.ok(held.templates >= 1 && held.images >= 1);
       assert.deepEqual(await store.nodes.remove("alpha", { forgetUnits: true }), held);
+      // Its units are no longer counted against their organizations (o2's one on alpha was n3).
+      for (let i = 0; i < 10; i++) await mk(o2.id, `after-${i}`, null);
+      await assert.rejects(mk(o2.id, "after-10", null), UnitLimitError);
+      for (let i = 0; i < 10; i++) await store.units.delete(o2.id, `after-${i}`);
       assert.equal(await store.units.get(o1.id, "n1"), undefined);
       assert.deepEqual(await store.checkpoints.list("unit-n1"), []);
       assert.equal(await store.templates.get(o1.id, "tpl-nodes-old"), undefined, "its templates' rows go too");

@@ -2,7 +2,7 @@ import type { NodeRecord, OrgRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { NoNodeError } from "../errors.js";
 import { DOWN_AFTER_MS } from "../registry/liveness.js";
-import { place } from "./placement.js";
+import { excluded, place } from "./placement.js";
 
 export interface PlaceOpts {
   /** Labels the node must have (placement.ts). */
@@ -29,11 +29,14 @@ export class NodePlacement {
 
   /** The id of the node the organization's new unit goes to; `NoNodeError` says why none can take it. */
   async choose(org: OrgRecord, opts: PlaceOpts = {}): Promise<string> {
+    const req = { now: this.now(), downAfterMs: DOWN_AFTER_MS, ...(opts.labels && { labels: opts.labels }) };
+    const only = this.onlyChoice(await this.store.nodes.list(), opts, req);
+    if (only) return only;
     const all = await this.store.nodes.usage(org.id);
     const nodes = (opts.on ? all.filter((u) => u.node.id === opts.on) : all).filter((u) => u.node.id !== opts.not);
     const r = place(
       nodes.map((u) => ({ ...u, reachable: this.reachable(u.node) })),
-      { now: this.now(), downAfterMs: DOWN_AFTER_MS, ...(opts.labels && { labels: opts.labels }) },
+      req,
       this.random,
     );
     if (r.ok) return r.node.id;
@@ -42,5 +45,26 @@ export class NodePlacement {
     throw new NoNodeError(
       `${r.reason}${opts.on ? " (the unit's data is on that node alone)" : ""}; nothing was created: try again later`,
     );
+  }
+
+  /**
+   * The node when one alone can take the unit whatever the unit counts are (it does not count unit
+   * slots, issue #16 part 7): counting every unit per node is a pass over all units (10,000 on a
+   * host cost a create several ms), and with one candidate neither the slots filter nor the score
+   * can change the choice. Undefined when the counts are needed.
+   */
+  private onlyChoice(
+    listed: readonly NodeRecord[],
+    opts: PlaceOpts,
+    req: Parameters<typeof excluded>[1],
+  ): string | undefined {
+    const able = listed.filter(
+      (node) =>
+        (!opts.on || node.id === opts.on) &&
+        node.id !== opts.not &&
+        excluded({ node, units: 0, orgUnits: 0, reachable: this.reachable(node) }, req) === undefined,
+    );
+    const [node] = able;
+    return able.length === 1 && node && node.capacity.unitSlots === null ? node.id : undefined;
   }
 }

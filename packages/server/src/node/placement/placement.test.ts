@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { seededRandom } from "../../soak/rng.js";
-import type { NodeRecord } from "../../store/records.js";
+import type { NodeRecord, OrgRecord } from "../../store/records.js";
+import type { Store } from "../../store/store.js";
+import { NoNodeError } from "../errors.js";
+import { NodePlacement } from "./node-placement.js";
 import { MIN_FREE_DISK, MIN_FREE_MEMORY, type PlacementCandidate, place, score } from "./placement.js";
 
 const GiB = 1024 ** 3;
@@ -152,5 +155,60 @@ describe("placement (issue #15 part 3)", () => {
       if (r.ok) picked.add(r.node.name);
     }
     assert.deepEqual([...picked].sort(), ["a", "b", "c"]);
+  });
+});
+
+describe("NodePlacement: counting units only where they can change the choice (issue #16 part 7)", () => {
+  // A store with just the two reads placement makes; `usage` records that it was asked.
+  function storeOf(nodes: NodeRecord[], counts: Record<string, number> = {}) {
+    const calls = { usage: 0 };
+    const store = {
+      nodes: {
+        list: async () => nodes,
+        usage: async () => {
+          calls.usage++;
+          return nodes.map((n) => ({ node: n, units: counts[n.id] ?? 0, orgUnits: 0 }));
+        },
+      },
+    } as unknown as Store;
+    return { store, calls };
+  }
+  const org = { id: "org-1" } as OrgRecord;
+  const placement = (store: Store) =>
+    new NodePlacement(
+      store,
+      () => true,
+      () => NOW,
+    );
+  const unlimited = { cpus: 8, memoryBytes: 32 * GiB, diskBytes: 500 * GiB, unitSlots: null };
+
+  it("one node that can take units and does not count slots: chosen without counting every unit", async () => {
+    const down = node("b", { heartbeatAt: new Date(NOW - 60_000).toISOString() });
+    const { store, calls } = storeOf([node("a", { capacity: unlimited }), down, node("c", { state: "cordoned" })]);
+    assert.equal(await placement(store).choose(org), "node-a");
+    assert.equal(calls.usage, 0);
+  });
+
+  it("a node that counts slots is counted: a full one is refused", async () => {
+    const { store, calls } = storeOf([node("a")], { "node-a": 100 });
+    await assert.rejects(placement(store).choose(org), (err: Error) => {
+      assert.ok(err instanceof NoNodeError);
+      assert.match(err.message, /full \(no unit slot left\)/);
+      return true;
+    });
+    assert.equal(calls.usage, 1);
+  });
+
+  it("two nodes that can: counted and scored, and `on` still binds the choice to one", async () => {
+    const nodes = [node("a", { capacity: unlimited }), node("b", { capacity: unlimited })];
+    const two = storeOf(nodes);
+    assert.match(await placement(two.store).choose(org), /^node-[ab]$/);
+    assert.equal(two.calls.usage, 1);
+    const bound = storeOf(nodes);
+    assert.equal(await placement(bound.store).choose(org, { on: "node-b" }), "node-b");
+    assert.equal(bound.calls.usage, 0);
+    const not = storeOf(nodes);
+    assert.equal(await placement(not.store).choose(org, { not: "node-b" }), "node-a");
+    assert.equal(not.calls.usage, 0);
   });
 });

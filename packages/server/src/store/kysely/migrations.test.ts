@@ -1,6 +1,6 @@
 // Migrations over data an older ums left (SQLite here; store.test.ts runs the latest schema on every
 // dialect): 0014 makes the images table again without 0013's unique key, rows kept; 0017 gives
-// templates and images a node.
+// templates and images a node; 0019 counts each organization's units.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import SQLite from "better-sqlite3";
@@ -53,6 +53,39 @@ describe("migrations", () => {
       assert.deepEqual(rows.rows, [
         { id: "img-old", node_id: null },
         { id: "tpl-old", node_id: null },
+      ]);
+    } finally {
+      await db.destroy();
+    }
+  });
+  it("0019 counts the units each organization already has", async () => {
+    const db = new Kysely<unknown>({ dialect: new SqliteDialect({ database: new SQLite(":memory:") }) });
+    try {
+      await migrateTo(db, "0018_rehomed_units");
+      for (const [id, slug] of [
+        ["org-1", "one"],
+        ["org-2", "two"],
+        ["org-3", "three"],
+      ])
+        await sql`insert into orgs (id, slug, max_units, running_limit, warm_limit, created_at)
+          values (${id}, ${slug}, 10, 5, 5, '2026-01-01T00:00:00Z')`.execute(db);
+      for (const [id, org] of [
+        ["u1", "org-1"],
+        ["u2", "org-1"],
+        ["u3", "org-2"],
+      ])
+        await sql`insert into units (id, org_id, name, url_label, status, url_auth, created_at, updated_at)
+          values (${id}, ${org}, ${id}, ${`${id}-x`}, 'cold', 'unit', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')`.execute(
+          db,
+        );
+      await migrateToLatest(db);
+      const rows = await sql<{ id: string; unit_count: number }>`select id, unit_count from orgs order by id`.execute(
+        db,
+      );
+      assert.deepEqual(rows.rows, [
+        { id: "org-1", unit_count: 2 },
+        { id: "org-2", unit_count: 1 },
+        { id: "org-3", unit_count: 0 },
       ]);
     } finally {
       await db.destroy();

@@ -349,6 +349,17 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  "0019_org_unit_counts": {
+    async up(db: Kysely<unknown>) {
+      // Issue #16 part 7: an organization's units counted in its row, moved with each unit's
+      // insert and delete (kysely/unit-count.ts), so a create checks the limit without counting.
+      await db.schema
+        .alterTable("orgs")
+        .addColumn("unit_count", "integer", (c) => c.notNull().defaultTo(0))
+        .execute();
+      await sql`update orgs set unit_count = (select count(*) from units where units.org_id = orgs.id)`.execute(db);
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

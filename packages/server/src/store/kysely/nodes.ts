@@ -4,6 +4,7 @@ import { NodeInUseError, NodeNameTakenError, type NodeStore } from "../store.js"
 import type { DialectAdapter } from "./dialect.js";
 import { first } from "./rows.js";
 import type { Database, NodesTable } from "./schema.js";
+import { recount } from "./unit-count.js";
 
 function nodeFromRow(r: NodesTable): NodeRecord {
   return Object.freeze({
@@ -122,9 +123,8 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         if (!opts.forgetUnits) {
           if (holds.units + holds.templates + holds.images > 0) throw new NodeInUseError(name, holds);
         } else {
-          const ids = (await trx.selectFrom("units").select("id").where("node_id", "=", node.id).execute()).map(
-            (u) => u.id,
-          );
+          const rows = await trx.selectFrom("units").select(["id", "org_id"]).where("node_id", "=", node.id).execute();
+          const ids = rows.map((u) => u.id);
           // As a unit's delete: its checkpoints' rows go with it (a cascade).
           for (let i = 0; i < ids.length; i += 500) {
             await trx
@@ -132,6 +132,7 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
               .where("id", "in", ids.slice(i, i + 500))
               .execute();
           }
+          await recount(trx, [...new Set(rows.map((u) => u.org_id))]);
           // Its templates' and images' files were on that host too.
           await trx.deleteFrom("templates").where("node_id", "=", node.id).execute();
           await trx.deleteFrom("images").where("node_id", "=", node.id).execute();

@@ -46,7 +46,7 @@ export function joinedOrgFromRow(r: {
   });
 }
 
-export function orgFromRow(r: OrgsTable): OrgRecord {
+export function orgFromRow(r: Omit<OrgsTable, "unit_count">): OrgRecord {
   return Object.freeze({
     id: r.id,
     slug: r.slug,

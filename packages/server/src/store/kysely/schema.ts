@@ -1,3 +1,5 @@
+import type { Generated } from "kysely";
+
 /** Table shapes as Kysely sees them. Timestamps are ISO 8601 text; booleans are 0/1 integers. */
 export interface OrgsTable {
   id: string;
@@ -7,6 +9,8 @@ export interface OrgsTable {
   running_limit: number;
   warm_limit: number;
   created_at: string;
+  /** The organization's units (issue #16 part 7: kept with each insert and delete, kysely/unit-count.ts). */
+  unit_count: Generated<number>;
 }
 
 export interface TokensTable {

@@ -26,6 +26,7 @@ import {
 } from "./rows.js";
 import type { Database, UnitsTable } from "./schema.js";
 import { templateStore } from "./templates.js";
+import { deleteCounted, insertCounted } from "./unit-count.js";
 import { usageStore } from "./usage.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
@@ -280,23 +281,16 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
   return {
     async create(unit: NewUnit, maxUnits: number) {
       const row = unitToRow(unit);
+      let counted: boolean;
       try {
-        await db.transaction().execute(async (trx) => {
-          await adapter.lockOrg(trx, unit.orgId);
-          const { n } = await trx
-            .selectFrom("units")
-            .select((eb) => eb.fn.countAll<number | string>().as("n"))
-            .where("org_id", "=", unit.orgId)
-            .executeTakeFirstOrThrow();
-          if (Number(n) >= maxUnits) throw new UnitLimitError(maxUnits);
-          await trx.insertInto("units").values(row).execute();
-        });
+        counted = await insertCounted(db, adapter, row, maxUnits);
       } catch (err) {
         if (adapter.isUniqueViolation(err) && (await get(unit.orgId, unit.name))) {
           throw new UnitExistsError(unit.name);
         }
         throw err;
       }
+      if (!counted) throw new UnitLimitError(maxUnits);
       return unitFromRow(row);
     },
     get,
@@ -386,8 +380,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       });
     },
     async delete(orgId, name) {
-      const r = await db.deleteFrom("units").where("org_id", "=", orgId).where("name", "=", name).executeTakeFirst();
-      return Number(r.numDeletedRows) > 0;
+      return deleteCounted(db, adapter, orgId, name);
     },
   };
 }
