@@ -9,6 +9,9 @@ import { RelaySocket, relayPlain } from "./relay.js";
 /** Who runs a filesystem operation in the unit: the unit user, or root (`asRoot`, spec 4.4). */
 export type FsIdentity = "user" | "root";
 
+/** Bytes of a streamed request body (a write) that may wait for the agent's socket: bounded, flat. */
+const BODY_AHEAD_BYTES = 1024 * 1024;
+
 /** Upgrade protocol of a raw read (packages/agent/src/fs/raw-read.ts). */
 const RAW_READ = "ums-fs-bytes";
 
@@ -72,7 +75,15 @@ export async function agentFs(
   const socket = await connectFs(ep, as);
   return new Promise((resolve, reject) => {
     const req = request(
-      { createConnection: () => socket, method, path, headers: { ...headers, connection: "close" } },
+      {
+        createConnection: () => socket,
+        method,
+        path,
+        headers: { ...headers, connection: "close" },
+        // A streamed body (a write): up to this much waits here while the agent's socket is full, so
+        // that the client's bytes keep coming (a 64 KiB read at a time) instead of stopping at each.
+        ...(typeof body === "object" && { highWaterMark: BODY_AHEAD_BYTES }),
+      },
       (res) => resolve(res),
     );
     // No answer head within a minute: the unit is stuck (a large upload keeps the socket busy, not idle).

@@ -2,15 +2,20 @@ import type { ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 
-// A connection to the agent whose reads all land in one buffer of its own (node's `onread`), for the
+// A connection to the agent whose reads all land in buffers of its own (node's `onread`), for the
 // bytes of a raw read (packages/agent/src/fs/raw-read.ts). Streamed the ordinary way, every 64 KiB read
 // was a new buffer: at 1 GiB the garbage collector of this (large) process cost more than the copying.
 // Until `relayTo` the socket behaves as any other (each read is copied out and pushed), so that the
-// HTTP client reads the upgrade answers from it; after the raw read's 101, the bytes go from that one
-// buffer to the client's response, one read at a time: the next read waits until the last write is done.
+// HTTP client reads the upgrade answers from it; after the raw read's 101, the bytes go from those
+// buffers to the client's response, one read at a time, each read into the next of RING buffers in
+// turn: the socket is read while the last read's bytes are still being written to the client (the
+// client's socket rarely takes a read whole at once), and paused only when the buffer next in turn
+// is still being written.
 
 /** A Unix socket read returns at most what its sender's buffer holds (~208 KiB by default). */
 const BUFFER_BYTES = 256 * 1024;
+/** Buffers a raw read takes turns with: one being written to the client while the next is read. */
+const RING = 2;
 /** Buffers of relays that ended cleanly, for the next ones (small reads must not cost 256 KiB each). */
 const spare: Buffer[] = [];
 const SPARE_MAX = 8;
@@ -19,16 +24,23 @@ export class RelaySocket {
   readonly socket: Socket;
   private raw = false;
   private pending: Buffer[] = [];
-  private sink: ((chunk: Buffer) => void) | null = null;
+  /** Takes a chunk read into the buffer in turn; true to read on (the next buffer is free), false to pause. */
+  private sink: ((chunk: Buffer) => boolean) | null = null;
 
-  private readonly buffer: Buffer;
+  /** The ring; the second buffer is taken only by a raw read (an upgrade answer or an error needs one). */
+  private readonly buffers: Buffer[];
+  /** The buffer the next read lands in. */
+  private turn = 0;
 
   constructor(socketPath: string) {
-    const buffer = spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES);
-    this.buffer = buffer;
+    this.buffers = [spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES)];
     this.socket = connect({
       path: socketPath,
-      onread: { buffer, callback: (n) => this.onRead(buffer.subarray(0, n)) },
+      // `buffer` as a function: node asks it for the buffer of each next read, after `callback`.
+      onread: {
+        buffer: () => this.buffers[this.turn] as Buffer,
+        callback: (n, buf) => this.onRead((buf as Buffer).subarray(0, n)),
+      },
     });
     // Its users come and go (the HTTP client until the 101, then `relayTo`): between them an error
     // must find a listener (issue #19 finding 6). Each user sees the error or the close on its own.
@@ -37,9 +49,9 @@ export class RelaySocket {
 
   private onRead(chunk: Buffer): boolean {
     if (!this.raw) return this.socket.push(Buffer.from(chunk));
-    if (this.sink) this.sink(chunk);
-    else this.pending.push(Buffer.from(chunk));
-    return false; // paused until the chunk is written (the buffer is then free again)
+    if (this.sink) return this.sink(chunk);
+    this.pending.push(Buffer.from(chunk));
+    return false; // paused until `relayTo` (the copies are written first)
   }
 
   /** From now on reads are raw bytes for `relayTo` (call it where the raw answer begins: the 101). */
@@ -64,19 +76,38 @@ export class RelaySocket {
     const { socket } = this;
     return relayBytes(socket, res, size, onBytes, {
       feed: (write) => {
-        this.sink = (chunk) => write(chunk, () => socket.resume());
+        const busy: boolean[] = [];
+        let waiting = -1;
+        this.sink = (chunk) => {
+          const i = this.turn;
+          busy[i] = true;
+          this.turn = (i + 1) % RING;
+          if (this.turn >= this.buffers.length) this.buffers.push(spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES));
+          write(chunk, () => {
+            busy[i] = false;
+            if (waiting === i) {
+              waiting = -1;
+              socket.resume();
+            }
+          });
+          if (!busy[this.turn]) return true;
+          waiting = this.turn; // the buffer next in turn is still being written: resumed when it is
+          return false;
+        };
         const first = [head, ...this.pending.splice(0)];
         const next = (): void => {
           const chunk = first.shift();
           if (chunk) write(chunk, next);
-          else socket.resume();
+          else if (waiting === -1) socket.resume(); // else resumed once the buffer in turn is written
         };
         next();
       },
       // Reused only after a clean end: no write from it can still be pending then.
       settled: (ok) => {
         if (!ok) return;
-        const recycle = () => spare.length < SPARE_MAX && spare.push(this.buffer);
+        const recycle = () => {
+          for (const b of this.buffers) if (spare.length < SPARE_MAX) spare.push(b);
+        };
         if (socket.closed) recycle();
         else socket.once("close", recycle);
       },

@@ -122,6 +122,92 @@ describe("filesystem API", () => {
     assert.equal(await sh(`stat -c %s ${HOME}/big.bin; rm ${HOME}/big.bin`), `${total}\n`);
   });
 
+  it("a slow client: the bytes wait in the sockets, not in the server, the agent or its worker", async () => {
+    const url = new URL(u.s.url);
+    const rssNow = () => ({ server: process.memoryUsage().rss, agents: unitAgents().reduce((n, p) => n + p.rss, 0) });
+    const mib = (n: number) => (n / 1024 / 1024).toFixed(1);
+    // A write sent in uneven pieces, with pauses between some (the worker gathers what arrives while it
+    // writes, and waits while nothing does): the file is the bytes sent, whole.
+    const sent = createHash("sha256");
+    const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          method: "PUT",
+          path: `${base}/write?${qs({ path: "slow-up.bin", workingDir: HOME })}`,
+          headers: { authorization: `Bearer ${u.token}`, "content-type": "application/octet-stream" },
+        },
+        (res) => {
+          let body = "";
+          res.setEncoding("utf8").on("data", (d: string) => {
+            body += d;
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on("error", reject);
+      const sizes = [1, 70_000, 3 * 1024 * 1024, 17, 65_536, 5 * 1024 * 1024 + 3, 2, 1024 * 1024];
+      let i = 0;
+      const next = (): void => {
+        if (i === sizes.length * 3) return void req.end();
+        const piece = Buffer.alloc(sizes[i % sizes.length] as number, i);
+        sent.update(piece);
+        i++;
+        const go = () => (i % 5 === 0 ? setTimeout(next, 300) : setImmediate(next));
+        if (req.write(piece)) go();
+        else req.once("drain", go);
+      };
+      next();
+    });
+    assert.equal(up.status, 200, up.body);
+    const size = (3 * 1024 * 1024 + 70_000 + 17 + 65_536 + 5 * 1024 * 1024 + 3 + 3 + 1024 * 1024) * 3;
+    assert.equal(JSON.parse(up.body).size, size);
+    assert.equal(await sh(`sha256sum < ${HOME}/slow-up.bin | cut -d' ' -f1`), `${sent.digest("hex")}\n`);
+
+    // A read whose client stops reading: what the server and the unit's processes hold stays small
+    // (a few socket buffers' worth) however large the file; once the client reads on, it gets it whole.
+    const total = 256 * 1024 * 1024;
+    const want = (await sh(`head -c ${total} /dev/urandom | tee ${HOME}/slow.bin | sha256sum | cut -d' ' -f1`)).trim();
+    assert.equal((await write("slow-warm.txt", "w")).status, 200);
+    assert.equal((await read("slow-warm.txt")).text, "w");
+    const rss0 = rssNow();
+    const got = createHash("sha256");
+    let n = 0;
+    const growth = await new Promise<{ server: number; agents: number; status: number }>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: `${base}/read?${qs({ path: "slow.bin", workingDir: HOME })}`,
+          headers: { authorization: `Bearer ${u.token}` },
+        },
+        (res) => {
+          res.pause();
+          res.on("data", (d: Buffer) => {
+            n += d.length;
+            got.update(d);
+          });
+          res.on("error", reject);
+          setTimeout(() => {
+            const now = rssNow();
+            const held = { server: now.server - rss0.server, agents: now.agents - rss0.agents };
+            res.on("end", () => resolve({ ...held, status: res.statusCode ?? 0 }));
+            res.resume();
+          }, 2000);
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+    assert.equal(growth.status, 200);
+    assert.ok(growth.server < 32 * 1024 * 1024, `the server's RSS grew by ${mib(growth.server)} MiB`);
+    assert.ok(growth.agents < 32 * 1024 * 1024, `the agent's and worker's RSS grew by ${mib(growth.agents)} MiB`);
+    assert.equal(n, total);
+    assert.equal(got.digest("hex"), want);
+    await sh(`rm ${HOME}/slow.bin ${HOME}/slow-up.bin ${HOME}/slow-warm.txt`);
+  });
+
   it("a client that leaves mid-read ends the transfer; the next reads are whole", async () => {
     await sh(`head -c 33554432 /dev/zero > ${HOME}/left.bin`);
     const url = new URL(u.s.url);
