@@ -65,6 +65,12 @@ export class FsRouter {
     // connection can change hands before any of its bytes has been read here.
     if (this.isLocal(as === "root")) {
       sock.write(SWITCHING);
+      // The agent's HTTP server read this connection in C++ until the upgrade and left it marked as
+      // read so (node's `_consumed`, set on the handle, never cleared): unmarked, the fs server's parser
+      // reads it the same way, instead of through a new JS buffer per 64 KiB read (a 1 GiB write as
+      // root cost twice the worker's CPU before).
+      const handle = (sock as unknown as { _handle?: { _consumed?: boolean } })._handle;
+      if (handle?._consumed) handle._consumed = false;
       this.local.emit("connection", sock);
       sock.resume();
     } else {

@@ -126,44 +126,46 @@ describe("filesystem API", () => {
     const url = new URL(u.s.url);
     const rssNow = () => ({ server: process.memoryUsage().rss, agents: unitAgents().reduce((n, p) => n + p.rss, 0) });
     const mib = (n: number) => (n / 1024 / 1024).toFixed(1);
-    // A write sent in uneven pieces, with pauses between some (the worker gathers what arrives while it
-    // writes, and waits while nothing does): the file is the bytes sent, whole.
-    const sent = createHash("sha256");
-    const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(
-        {
-          host: url.hostname,
-          port: url.port,
-          method: "PUT",
-          path: `${base}/write?${qs({ path: "slow-up.bin", workingDir: HOME })}`,
-          headers: { authorization: `Bearer ${u.token}`, "content-type": "application/octet-stream" },
-        },
-        (res) => {
-          let body = "";
-          res.setEncoding("utf8").on("data", (d: string) => {
-            body += d;
-          });
-          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        },
-      );
-      req.on("error", reject);
-      const sizes = [1, 70_000, 3 * 1024 * 1024, 17, 65_536, 5 * 1024 * 1024 + 3, 2, 1024 * 1024];
-      let i = 0;
-      const next = (): void => {
-        if (i === sizes.length * 3) return void req.end();
-        const piece = Buffer.alloc(sizes[i % sizes.length] as number, i);
-        sent.update(piece);
-        i++;
-        const go = () => (i % 5 === 0 ? setTimeout(next, 300) : setImmediate(next));
-        if (req.write(piece)) go();
-        else req.once("drain", go);
-      };
-      next();
-    });
-    assert.equal(up.status, 200, up.body);
-    const size = (3 * 1024 * 1024 + 70_000 + 17 + 65_536 + 5 * 1024 * 1024 + 3 + 3 + 1024 * 1024) * 3;
-    assert.equal(JSON.parse(up.body).size, size);
-    assert.equal(await sh(`sha256sum < ${HOME}/slow-up.bin | cut -d' ' -f1`), `${sent.digest("hex")}\n`);
+    // A write sent in uneven pieces, with pauses between some (the worker, or the agent asRoot, gathers
+    // what arrives while it writes, and waits while nothing does): the file is the bytes sent, whole.
+    for (const asRoot of [false, true]) {
+      const sent = createHash("sha256");
+      const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(
+          {
+            host: url.hostname,
+            port: url.port,
+            method: "PUT",
+            path: `${base}/write?${qs({ path: "slow-up.bin", workingDir: HOME, asRoot })}`,
+            headers: { authorization: `Bearer ${u.token}`, "content-type": "application/octet-stream" },
+          },
+          (res) => {
+            let body = "";
+            res.setEncoding("utf8").on("data", (d: string) => {
+              body += d;
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on("error", reject);
+        const sizes = [1, 70_000, 3 * 1024 * 1024, 17, 65_536, 5 * 1024 * 1024 + 3, 2, 1024 * 1024];
+        let i = 0;
+        const next = (): void => {
+          if (i === sizes.length * 3) return void req.end();
+          const piece = Buffer.alloc(sizes[i % sizes.length] as number, i);
+          sent.update(piece);
+          i++;
+          const go = () => (i % 5 === 0 ? setTimeout(next, 300) : setImmediate(next));
+          if (req.write(piece)) go();
+          else req.once("drain", go);
+        };
+        next();
+      });
+      assert.equal(up.status, 200, `asRoot ${asRoot}: ${up.body}`);
+      const size = (3 * 1024 * 1024 + 70_000 + 17 + 65_536 + 5 * 1024 * 1024 + 3 + 3 + 1024 * 1024) * 3;
+      assert.equal(JSON.parse(up.body).size, size);
+      assert.equal(await sh(`sha256sum < ${HOME}/slow-up.bin | cut -d' ' -f1`), `${sent.digest("hex")}\n`);
+    }
 
     // A read whose client stops reading: what the server and the unit's processes hold stays small
     // (a few socket buffers' worth) however large the file; once the client reads on, it gets it whole.
