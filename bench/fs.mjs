@@ -1,43 +1,77 @@
 #!/usr/bin/env node
-// Filesystem API benchmark (issue 4): write and read of a 1 GiB file through the API
-// (PUT /v1/units/{name}/fs/write, GET /v1/units/{name}/fs/read), as the unit user, i.e. through the
-// agent's unit-user worker process. Each throughput is printed with its ratio to `cat` of the same file
-// on the host, measured in the same run (page cache warm for both):
-//   write   vs `cat <file in the unit's rootfs> | cat > <new file beside it>` (the pipe keeps cat from
-//           cloning the file with copy_file_range, which btrfs does without writing any data)
-//   read    vs `cat <file in the unit's rootfs> > /dev/null`
-// For reference, the same transfers through curl and loopback TCP to a minimal python server (no ums):
-// what any HTTP transfer of the file reaches on this host. Each figure is the median of `--runs` rounds.
-// Also prints the server's peak RSS growth during the transfers (VmRSS of `ums serve`). Goal >= 70%.
+// Filesystem API benchmark (issue #16 part 1): write and read of a 1 GiB file through the API
+// (PUT /v1/units/{name}/fs/write, GET /v1/units/{name}/fs/read), as the unit user (the agent's
+// unit-user worker process) and asRoot (the agent itself). Each throughput is printed with its ratio to
+// two baselines measured in the same run (page cache warm for all):
+//   the transport floor: the same bytes through curl and loopback TCP to a minimal python server (no
+//           ums): a PUT's body written to a file with recv_into + write, a GET answered with sendfile(2)
+//   cat     write: `cat <file in the unit's rootfs> | cat > <new file beside it>` (the pipe keeps cat
+//           from cloning the file with copy_file_range, which btrfs does without writing any data);
+//           read: `cat <file in the unit's rootfs> > /dev/null`
+// Goals (issue #16): >= 90% of the transport floor and >= 60% of cat. Each figure is the median of
+// `--runs` rounds; every transfer runs once per round, so that a busy moment of the host hits all of
+// them. Also prints the peak RSS growth during the transfers of `ums serve`, of the unit's agent and of
+// its worker (flat memory is a goal too).
 //
-//   npx tsc -b && npm run build:agent && node bench/fs.mjs [--mib 1024] [--runs 3]
+// With `--against DIR` (another checkout of ums, built), that tree's `ums serve` runs beside this one's,
+// with a unit of its own, and each transfer of one is followed by the same of the other: on a small
+// shared host the load moves more from minute to minute than a change does.
+//
+//   npx tsc -b && npm run build:agent && node bench/fs.mjs [--mib 1024] [--runs 3] [--against DIR]
 import { spawn, spawnSync } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { arg, percentile, startBenchServer } from "./lib.mjs";
+import { join, resolve } from "node:path";
+import { arg, percentile, ROOT } from "./lib.mjs";
 
 const MIB = arg("mib", 1024);
 const RUNS = arg("runs", 3);
 const TOTAL = MIB * 1024 * 1024;
-const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" } });
-const { url, auth, pool, pid } = bench;
+const againstAt = process.argv.indexOf("--against");
+const against = againstAt > 0 && process.argv[againstAt + 1] ? resolve(process.argv[againstAt + 1]) : undefined;
+const trees = { this: ROOT, ...(against && { other: against }) };
+const names = Object.keys(trees);
 const NAME = "fsbench";
 const HOME = "/home/unit";
 
-const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
-let peak = 0;
-const sampler = setInterval(() => {
-  peak = Math.max(peak, rss());
-}, 50);
+const rssOf = (p) => {
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, "utf8"))?.[1] ?? 0) / 1024;
+  } catch {
+    return 0; // gone meanwhile
+  }
+};
+/** The unit's agent and its worker: its node processes, found by the unit's cgroup (as the tests do). */
+function unitNodes(id) {
+  const found = { agent: 0, worker: 0 };
+  for (const p of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (!readFileSync(`/proc/${p}/cgroup`, "utf8").includes(`/${id}\n`)) continue;
+      const args = readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0");
+      if (!args[1]?.endsWith("agent.mjs")) continue;
+      found[args.includes("--fs-worker") ? "worker" : "agent"] = Number(p);
+    } catch {}
+  }
+  return found;
+}
+
+/** Per tree: its bench server, its unit, and the RSS of its three processes (before, peak). */
+const at = {};
+const sample = () => {
+  for (const t of Object.values(at)) {
+    if (!t.pids) continue;
+    for (const [k, p] of Object.entries(t.pids)) t.peak[k] = Math.max(t.peak[k] ?? 0, rssOf(p));
+  }
+};
+const sampler = setInterval(sample, 50);
 
 // The client is curl (as a user would run it): a node client would spend more CPU than the server on
 // this 2-core class of machine, and measure itself.
 const SRC = join(tmpdir(), `ums-bench-fs-${process.pid}.bin`);
 
-function curl(args) {
+function curl(t, args) {
   return new Promise((resolve, reject) => {
-    const p = spawn("curl", ["-sS", "-H", `authorization: ${auth.authorization}`, ...args], {
+    const p = spawn("curl", ["-sS", "-H", `authorization: ${t.bench.auth.authorization}`, ...args], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
@@ -52,16 +86,8 @@ function curl(args) {
   });
 }
 
-async function put(path, total) {
-  if (total !== TOTAL) {
-    const r = await fetch(url + path, {
-      method: "PUT",
-      headers: { ...auth, "content-type": "application/octet-stream" },
-      body: "x",
-    });
-    return r.json();
-  }
-  const out = await curl([
+async function put(t, path) {
+  const out = await curl(t, [
     "-X",
     "PUT",
     "-H",
@@ -72,15 +98,15 @@ async function put(path, total) {
     SRC,
     "-w",
     "\n%{http_code}",
-    url + path,
+    t.bench.url + path,
   ]);
   const [body, code] = out.split("\n");
   if (code !== "200") throw new Error(`write answered ${code}: ${body}`);
   return JSON.parse(body);
 }
 
-async function get(path) {
-  const out = await curl(["-o", "/dev/null", "-w", "%{http_code} %{size_download}", url + path]);
+async function get(t, path) {
+  const out = await curl(t, ["-o", "/dev/null", "-w", "%{http_code} %{size_download}", t.bench.url + path]);
   const [code, size] = out.split(" ");
   if (code !== "200") throw new Error(`read answered ${code}`);
   return Number(size);
@@ -139,44 +165,70 @@ const secs = async (fn) => {
 };
 const mibps = (s) => MIB / s;
 const q = (o) => new URLSearchParams(o).toString();
+const api = (op, extra = {}) => `/v1/units/${NAME}/fs/${op}?${q({ path: "big.bin", workingDir: HOME, ...extra })}`;
 
 try {
-  const created = await fetch(`${url}/v1/units`, {
-    method: "POST",
-    headers: { ...auth, "content-type": "application/json" },
-    body: JSON.stringify({ name: NAME }),
-  });
-  if (created.status !== 201) throw new Error(`create: ${created.status} ${await created.text()}`);
-  const { id } = await created.json();
+  for (const [k, dir] of Object.entries(trees)) {
+    const lib = await import(`${dir}/bench/lib.mjs`);
+    const bench = await lib.startBenchServer({ org: `fs-${k}`, env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD: "1h" } });
+    at[k] = { bench, peak: {} };
+    const created = await fetch(`${bench.url}/v1/units`, {
+      method: "POST",
+      headers: { ...bench.auth, "content-type": "application/json" },
+      body: JSON.stringify({ name: NAME }),
+    });
+    if (created.status !== 201) throw new Error(`${k}: create: ${created.status} ${await created.text()}`);
+    at[k].id = (await created.json()).id;
+    at[k].hostFile = join(bench.pool, "units", at[k].id, "rootfs", "home", "unit", "big.bin");
+  }
   spawnSync("sh", ["-c", `head -c ${TOTAL} /dev/urandom > ${SRC}`]);
   spawnSync("cat", [SRC], { stdio: ["ignore", "ignore", "ignore"] }); // in the page cache
-  // wake the unit and its worker (not timed)
-  await put(`/v1/units/${NAME}/fs/write?${q({ path: "warm", workingDir: HOME })}`, 1);
-  const rss0 = rss();
-  peak = rss0;
-  const hostFile = join(pool, "units", id, "rootfs", "home", "unit", "big.bin");
+  for (const t of Object.values(at)) {
+    // wake the unit and its worker (not timed)
+    const r = await fetch(`${t.bench.url}/v1/units/${NAME}/fs/write?${q({ path: "warm", workingDir: HOME })}`, {
+      method: "PUT",
+      headers: { ...t.bench.auth, "content-type": "application/octet-stream" },
+      body: "x",
+    });
+    if (r.status !== 200) throw new Error(`warm-up write: ${r.status} ${await r.text()}`);
+    const nodes = unitNodes(t.id);
+    if (!nodes.agent || !nodes.worker)
+      throw new Error(`the unit's agent and worker not found: ${JSON.stringify(nodes)}`);
+    t.pids = { server: t.bench.pid, ...nodes };
+    t.before = Object.fromEntries(Object.entries(t.pids).map(([k, p]) => [k, rssOf(p)]));
+    Object.assign(t.peak, t.before);
+  }
+  const hostFile = at.this.hostFile;
   const copy = `${hostFile}.cat`;
-  const api = (op, extra = {}) => `/v1/units/${NAME}/fs/${op}?${q({ path: "big.bin", workingDir: HOME, ...extra })}`;
   const figures = {};
   const time = async (name, fn) => {
     const s = await secs(fn);
     figures[name] = [...(figures[name] ?? []), s];
   };
-  // Rounds of every transfer, one after the other, so that a busy moment of the host hits all of them;
-  // each figure is the median of its rounds.
   for (let round = 1; round <= RUNS; round++) {
     process.stderr.write(`round ${round}/${RUNS}\n`);
-    await time("apiWrite", async () => {
-      const r = await put(api("write"), TOTAL);
+    // Each transfer of every tree in turn, the order of the trees swapped every other round.
+    const order = round % 2 ? names : [...names].reverse();
+    const each = async (name, fn) => {
+      for (const k of order) await time(`${k}.${name}`, () => fn(at[k]));
+    };
+    await each("apiWrite", async (t) => {
+      const r = await put(t, api("write"));
       if (r.size !== TOTAL) throw new Error(`wrote ${r.size} bytes`);
     });
-    await time("apiRead", async () => {
-      const n = await get(api("read"));
+    await each("apiRead", async (t) => {
+      const n = await get(t, api("read"));
       if (n !== TOTAL) throw new Error(`read ${n} bytes`);
     });
     // the same as the unit's root: served by the agent process itself
-    await time("rootWrite", () => put(api("write", { asRoot: "true" }), TOTAL));
-    await time("rootRead", () => get(api("read", { asRoot: "true" })));
+    await each("rootWrite", async (t) => {
+      const r = await put(t, api("write", { asRoot: "true" }));
+      if (r.size !== TOTAL) throw new Error(`wrote ${r.size} bytes`);
+    });
+    await each("rootRead", async (t) => {
+      const n = await get(t, api("read", { asRoot: "true" }));
+      if (n !== TOTAL) throw new Error(`read ${n} bytes`);
+    });
     await time("catWrite", async () => {
       const r = spawnSync("sh", ["-c", 'cat "$1" | cat > "$2"', "sh", hostFile, copy]);
       if (r.status !== 0) throw new Error(`cat write: ${r.stderr}`);
@@ -190,29 +242,40 @@ try {
     await time("floorWrite", () => floor("recv", copy));
     rmSync(copy, { force: true });
   }
-  const peakGrowth = peak - rss0;
+  sample();
   const med = (name) => percentile(figures[name], 50);
-
-  const line = (label, what, s, base) => {
-    const ratio = base / s;
-    console.log(
-      `${label.padEnd(6)} ${what} ${mibps(s).toFixed(0).padStart(6)} MiB/s   cat ${mibps(base).toFixed(0).padStart(6)} MiB/s   ${(ratio * 100).toFixed(0)}% of cat  ${ratio >= 0.7 ? "ok" : "MISS"} (goal >= 70%)`,
-    );
-  };
-  console.log(`fs API, ${MIB} MiB file, median of ${RUNS} rounds; unit user (worker process):`);
-  line("write", "API", med("apiWrite"), med("catWrite"));
-  line("read", "API", med("apiRead"), med("catRead"));
-  console.log("as root (served by the agent process itself):");
-  line("write", "API", med("rootWrite"), med("catWrite"));
-  line("read", "API", med("rootRead"), med("catRead"));
-  console.log("reference, no ums: curl to/from a minimal python server on loopback (recv_into + write; sendfile):");
-  line("write", "min", med("floorWrite"), med("catWrite"));
-  line("read", "min", med("floorRead"), med("catRead"));
+  const pct = (r) => `${(r * 100).toFixed(0)}%`;
   console.log(
-    `server RSS ${rss0.toFixed(0)} MiB before, peak growth ${peakGrowth.toFixed(1)} MiB during the transfers`,
+    `fs API, ${MIB} MiB file, median of ${RUNS} rounds; goals (issue #16): >= 90% of the transport floor and >= 60% of cat`,
   );
+  for (const k of names) {
+    const t = at[k];
+    if (names.length > 1) console.log(`${k === "this" ? "this tree" : against}:`);
+    console.log("                         MiB/s  of floor  of cat");
+    const line = (op, label, name) => {
+      const s = med(`${k}.${name}`);
+      const ofFloor = med(op === "write" ? "floorWrite" : "floorRead") / s;
+      const ofCat = med(op === "write" ? "catWrite" : "catRead") / s;
+      const ok = ofFloor >= 0.9 && ofCat >= 0.6;
+      console.log(
+        `  ${op.padEnd(6)} ${label.padEnd(10)} ${mibps(s).toFixed(0).padStart(6)} ${pct(ofFloor).padStart(9)} ${pct(ofCat).padStart(7)}  ${ok ? "ok" : "MISS"}`,
+      );
+    };
+    line("write", "unit user", "apiWrite");
+    line("read", "unit user", "apiRead");
+    line("write", "asRoot", "rootWrite");
+    line("read", "asRoot", "rootRead");
+    const grow = (p) => `${p} ${t.before[p].toFixed(0)} MiB +${(t.peak[p] - t.before[p]).toFixed(1)}`;
+    console.log(`  peak RSS growth during the transfers: ${grow("server")}, ${grow("agent")}, ${grow("worker")}`);
+  }
+  console.log("baselines, same run:");
+  const base = (what, name) => console.log(`  ${what.padEnd(58)} ${mibps(med(name)).toFixed(0).padStart(6)} MiB/s`);
+  base("transport floor, write: curl -> python recv_into + write", "floorWrite");
+  base("transport floor, read: python sendfile(2) -> curl", "floorRead");
+  base("cat write: cat file | cat > copy", "catWrite");
+  base("cat read: cat file > /dev/null", "catRead");
 } finally {
   clearInterval(sampler);
   rmSync(SRC, { force: true });
-  await bench.stop();
+  for (const t of Object.values(at)) await t.bench.stop();
 }
