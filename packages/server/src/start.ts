@@ -24,6 +24,7 @@ import { openLocalNode } from "./node/local/open.js";
 import { NodePlacement } from "./node/placement/node-placement.js";
 import { NodeRegistration } from "./node/registry/registration.js";
 import { NodeEndpoint } from "./node/remote/node-endpoint.js";
+import { runFromHelper } from "./runtime/exec/host-command.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { poolPaths } from "./runtime/storage/pool.js";
 import { openStore } from "./store/open.js";
@@ -129,6 +130,8 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   await assertCanListen(config.listenHost, config.listenPort);
   await assertCanListen("0.0.0.0", config.gatewayPort);
   await secureDataDir(config.dataDir);
+  // Host commands from a helper process, not forks of this one (runtime/exec/spawner.ts).
+  const releaseHelper = runFromHelper();
   const store =
     opts.store ??
     (await openStore({
@@ -254,6 +257,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     await connectors?.close();
     await closeTracing();
     if (!opts.store) await store.close();
+    releaseHelper();
     throw err;
   }
   const listening = app?.server.address();
@@ -350,24 +354,31 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     close() {
       // Units keep running when the server stops (docs/ARCHITECTURE.md section 8).
       closing ??= (async () => {
-        await registration?.close();
-        await sampler?.stop();
-        dropUnitSource();
-        if (metricsServer) {
-          metricsServer.closeAllConnections();
-          await new Promise<void>((resolve) => metricsServer?.close(() => resolve()));
+        try {
+          await closeAll();
+        } finally {
+          releaseHelper();
         }
-        await cn.close();
-        // Deliveries still waiting are lost (docs/EVENTS.md).
-        hooks.close();
-        await api?.close();
-        await endpoint?.close();
-        await local?.close();
-        await events.close();
-        await closeTracing();
-        if (!opts.store) await store.close();
       })();
       return closing;
     },
   };
+  async function closeAll(): Promise<void> {
+    await registration?.close();
+    await sampler?.stop();
+    dropUnitSource();
+    if (metricsServer) {
+      metricsServer.closeAllConnections();
+      await new Promise<void>((resolve) => metricsServer?.close(() => resolve()));
+    }
+    await cn.close();
+    // Deliveries still waiting are lost (docs/EVENTS.md).
+    hooks.close();
+    await api?.close();
+    await endpoint?.close();
+    await local?.close();
+    await events.close();
+    await closeTracing();
+    if (!opts.store) await store.close();
+  }
 }

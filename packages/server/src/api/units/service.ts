@@ -23,6 +23,7 @@ import type { CheckpointRecord, OrgRecord, TemplateRecord, UnitRecord } from "..
 import { type Store, UnitExistsError, UnitLimitError } from "../../store/store.js";
 import { ApiError } from "../errors.js";
 import { requireImage } from "../images/service.js";
+import { NodeNames } from "./node-names.js";
 import { decodeContinuation, encodeContinuation } from "./pagination.js";
 import { presentUnit } from "./present.js";
 import { newUrlLabel } from "./url-label.js";
@@ -54,7 +55,12 @@ export class UnitService {
     readonly emit: EmitEvent = () => {},
     /** Issue #15: chooses a new unit's node (docs/SCALE-OUT.md "Placement"). */
     private readonly placement?: NodePlacement,
-  ) {}
+  ) {
+    this.nodeNames = new NodeNames(store);
+  }
+
+  /** Issue #16 part 7: node names read once for many answers. */
+  private readonly nodeNames: NodeNames;
 
   /** A name that breaks the naming rules cannot exist: 404 without asking the database. */
   private static existing(name: string): string {
@@ -91,8 +97,8 @@ export class UnitService {
 
   /** One unit as the API answers it, with the name of the node that holds it (issue #15). */
   async presentOne(org: OrgRecord, unit: UnitRecord) {
-    const node = unit.nodeId === null ? undefined : await this.store.nodes.get(unit.nodeId);
-    return this.present(org, unit, node?.name);
+    const name = unit.nodeId === null ? undefined : await this.nodeNames.name(unit.nodeId);
+    return this.present(org, unit, name);
   }
 
   /** The unit's checkpoint `id`, or a 404 that says checkpoints belong to the unit they were taken of. */
@@ -287,10 +293,8 @@ export class UnitService {
     const page = hasMore ? rows.slice(0, q.maxResults) : rows;
     const last = page[page.length - 1];
     const count = (s: UnitRecord["status"]) => page.filter((u) => u.status === s).length;
-    // Issue #15: each unit names its node; the nodes are few, read once for the page.
-    const nodeNames = new Map(
-      page.some((u) => u.nodeId !== null) ? (await this.store.nodes.list()).map((n) => [n.id, n.name]) : [],
-    );
+    // Issue #15: each unit names its node.
+    const nodeNames = await this.nodeNames.of(page.flatMap((u) => (u.nodeId === null ? [] : [u.nodeId])));
     return {
       sprites: page.map((u) => this.present(org, u, u.nodeId === null ? undefined : nodeNames.get(u.nodeId))),
       has_more: hasMore,
