@@ -5,9 +5,10 @@
 // It only reports: slow figures print MISS, never a failure. It exits non-zero only when
 // something is broken (server does not start, unexpected status, list pages wrong).
 //
-//   npx tsc -b && node bench/api.mjs [--json]
+//   npx tsc -b && node bench/api.mjs [--json] [--postgres]
 //
-// Env: UMS_BENCH_DATABASE_URL=postgres://... measure PostgreSQL instead of SQLite.
+// --postgres: PostgreSQL on a private cluster this run starts and removes (lib.mjs pgCluster).
+// Env: UMS_BENCH_DATABASE_URL=postgres://... measure PostgreSQL (that server) instead of SQLite.
 //      UMS_BENCH_TIMEOUT_S=1800  hard cap on the whole run.
 //      UMS_BENCH_START_TIMEOUT_S=600  how long the server may take to answer GET /healthz.
 //      UMS_BENCH_PG_ANALYZE=0  with PostgreSQL, skip ANALYZE after the fill (see README).
@@ -19,11 +20,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { pgCluster } from "./lib.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const UMS = join(ROOT, "bin", "ums");
 const JSON_OUT = process.argv.includes("--json");
-const PG_URL = process.env.UMS_BENCH_DATABASE_URL || undefined;
+// A private cluster for --postgres, stopped by cleanup().
+const privatePg = process.argv.includes("--postgres") && !process.env.UMS_BENCH_DATABASE_URL ? pgCluster() : undefined;
+const PG_URL = process.env.UMS_BENCH_DATABASE_URL || privatePg?.url || undefined;
 
 const NOOP_WARMUP = 300;
 const AUTH_WARMUP = 300;
@@ -279,6 +283,11 @@ function cleanup() {
       await subnet.unlock();
       await releaseRuntime();
       await releaseMounts();
+      try {
+        privatePg?.stop();
+      } catch (err) {
+        process.stderr.write(`cleanup: stopping the PostgreSQL cluster: ${err instanceof Error ? err.message : err}\n`);
+      }
       try {
         rmSync(dataDir, { recursive: true, force: true });
       } catch (err) {
