@@ -36,6 +36,7 @@ import { organizationRoutes } from "./organization/routes.js";
 import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
+import { lazySerializers } from "./serializers.js";
 import { serviceRoutes } from "./services/routes.js";
 import { templateRoutes } from "./templates/routes.js";
 import { TemplateService } from "./templates/service.js";
@@ -142,6 +143,8 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
     // Host routing before anything else (spec 4.1): a request for a unit's URL,
     // `<name>-<random>.<unit_host>`, only ever reaches the unit URL route, never the API.
     rewriteUrl: (req) => byHost(req) ?? unitRootUrl(req.url ?? "/"),
+    // Response serializers built at first use (serializers.ts); validators likewise (validation.ts).
+    schemaController: { compilersFactory: { buildSerializer: lazySerializers } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   limitServer(app.server, deps.config.connectionLimits);

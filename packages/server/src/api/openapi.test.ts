@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { SerializerSelector } from "@fastify/fast-json-stringify-compiler";
 import { startSqliteServer, type TestServer } from "../testing/server.js";
 import { openApiDocument } from "./openapi-document.js";
+import { lazySerializers } from "./serializers.js";
+import { compileNow } from "./validation.js";
 
 describe("OpenAPI document", () => {
   let s: TestServer;
@@ -42,6 +45,42 @@ describe("OpenAPI document", () => {
     const list = doc.paths["/v1/units"].get;
     const maxResults = list.parameters.find((x: { name: string }) => x.name === "max_results");
     assert.deepEqual([maxResults.schema.minimum, maxResults.schema.maximum, maxResults.schema.default], [1, 500, 50]);
+  });
+
+  it("has request and response schemas that all compile (routes compile theirs at first use)", () => {
+    const serializers = lazySerializers({}, {})({ schema: {}, method: "GET", url: "/", httpStatus: "200" });
+    assert.equal(serializers({}), "{}", "a built serializer answers");
+    const compileSerializer = SerializerSelector()({}, {});
+    let n = 0;
+    for (const [p, ops] of Object.entries(doc.paths)) {
+      type Op = {
+        parameters?: { in: string; schema: object }[];
+        requestBody?: { content: Record<string, { schema?: object }> };
+        responses: Record<string, { content?: Record<string, { schema?: object }> }>;
+      };
+      for (const [m, op] of Object.entries(ops as Record<string, Op>)) {
+        const where = `${m.toUpperCase()} ${p}`;
+        for (const param of op.parameters ?? []) {
+          assert.doesNotThrow(() => compileNow(param.schema, param.in === "path" ? "params" : "querystring"), where);
+          n++;
+        }
+        for (const c of Object.values(op.requestBody?.content ?? {})) {
+          if (c.schema) assert.doesNotThrow(() => compileNow(c.schema as object, "body"), where);
+          n++;
+        }
+        for (const [status, r] of Object.entries(op.responses)) {
+          for (const c of Object.values(r.content ?? {})) {
+            if (!c.schema) continue;
+            assert.doesNotThrow(
+              () => compileSerializer({ schema: c.schema as object, method: m, url: p, httpStatus: status }),
+              `${where} ${status}`,
+            );
+            n++;
+          }
+        }
+      }
+    }
+    assert.ok(n > 100, `${n} schemas compiled`);
   });
 
   it("is the document built without units that docs/API.md is rendered from", async () => {
