@@ -10,8 +10,10 @@
 //           read: `cat <file in the unit's rootfs> > /dev/null`
 // Goals (issue #16): >= 90% of the transport floor and >= 60% of cat. Each figure is the median of
 // `--runs` rounds; every transfer runs once per round, so that a busy moment of the host hits all of
-// them. Also prints the peak RSS growth during the transfers of `ums serve`, of the unit's agent and of
-// its worker (flat memory is a goal too).
+// them. Also prints the CPU time per GiB of `ums serve` and of the unit's process that served each
+// transfer (the worker, or the agent asRoot; steadier than wall times on a busy host), and the peak RSS
+// growth during the transfers of `ums serve`, of the unit's agent and of its worker (flat memory is a
+// goal too).
 //
 // With `--against DIR` (another checkout of ums, built), that tree's `ums serve` runs beside this one's,
 // with a unit of its own, and each transfer of one is followed by the same of the other: on a small
@@ -39,6 +41,15 @@ const rssOf = (p) => {
     return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, "utf8"))?.[1] ?? 0) / 1024;
   } catch {
     return 0; // gone meanwhile
+  }
+};
+/** CPU seconds (user + system, all threads) `pid` has used: /proc/<pid>/stat's utime and stime. */
+const cpuOf = (p) => {
+  try {
+    const f = readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ
+  } catch {
+    return 0;
   }
 };
 /** The unit's agent and its worker: its node processes, found by the unit's cgroup (as the tests do). */
@@ -209,8 +220,17 @@ try {
     process.stderr.write(`round ${round}/${RUNS}\n`);
     // Each transfer of every tree in turn, the order of the trees swapped every other round.
     const order = round % 2 ? names : [...names].reverse();
+    // With the CPU time of the server and of the unit's process that served it (the worker, or the
+    // agent asRoot) during the transfer: steadier than the wall time on a busy host.
     const each = async (name, fn) => {
-      for (const k of order) await time(`${k}.${name}`, () => fn(at[k]));
+      for (const k of order) {
+        const t = at[k];
+        const unit = name.startsWith("root") ? t.pids.agent : t.pids.worker;
+        const c0 = [cpuOf(t.pids.server), cpuOf(unit)];
+        await time(`${k}.${name}`, () => fn(t));
+        figures[`${k}.${name}.server`] = [...(figures[`${k}.${name}.server`] ?? []), cpuOf(t.pids.server) - c0[0]];
+        figures[`${k}.${name}.unit`] = [...(figures[`${k}.${name}.unit`] ?? []), cpuOf(unit) - c0[1]];
+      }
     };
     await each("apiWrite", async (t) => {
       const r = await put(t, api("write"));
@@ -245,20 +265,21 @@ try {
   sample();
   const med = (name) => percentile(figures[name], 50);
   const pct = (r) => `${(r * 100).toFixed(0)}%`;
+  const gib = (name) => ((med(name) * 1024) / MIB).toFixed(2);
   console.log(
     `fs API, ${MIB} MiB file, median of ${RUNS} rounds; goals (issue #16): >= 90% of the transport floor and >= 60% of cat`,
   );
   for (const k of names) {
     const t = at[k];
     if (names.length > 1) console.log(`${k === "this" ? "this tree" : against}:`);
-    console.log("                         MiB/s  of floor  of cat");
+    console.log("                         MiB/s  of floor  of cat        CPU s/GiB: server  unit");
     const line = (op, label, name) => {
       const s = med(`${k}.${name}`);
       const ofFloor = med(op === "write" ? "floorWrite" : "floorRead") / s;
       const ofCat = med(op === "write" ? "catWrite" : "catRead") / s;
       const ok = ofFloor >= 0.9 && ofCat >= 0.6;
       console.log(
-        `  ${op.padEnd(6)} ${label.padEnd(10)} ${mibps(s).toFixed(0).padStart(6)} ${pct(ofFloor).padStart(9)} ${pct(ofCat).padStart(7)}  ${ok ? "ok" : "MISS"}`,
+        `  ${op.padEnd(6)} ${label.padEnd(10)} ${mibps(s).toFixed(0).padStart(6)} ${pct(ofFloor).padStart(9)} ${pct(ofCat).padStart(7)}  ${(ok ? "ok" : "MISS").padEnd(4)} ${gib(`${k}.${name}.server`).padStart(20)} ${gib(`${k}.${name}.unit`).padStart(5)}`,
       );
     };
     line("write", "unit user", "apiWrite");
