@@ -83,7 +83,7 @@ function hostBusyMs() {
 
 /**
  * Where the host's CPU time went so far (ms): `server`, the ums serve process itself; `commands`,
- * the host commands it ran and reaped (runc, btrfs, ip, nft, mount, …); `units`, everything in the
+ * the host commands it ran (runc, btrfs, ip, nft, mount, …), with the helper that starts them; `units`, everything in the
  * units' cgroups (catatonit, the agents, what they run); `host`, the whole host (other work on a
  * shared host and this client too).
  */
@@ -95,12 +95,26 @@ function cpuProfile() {
     .map(Number);
   // Fields 14-17 of /proc/<pid>/stat (utime, stime, cutime, cstime), here from the third on.
   const [utime, stime, cutime, cstime] = [f[11], f[12], f[13], f[14]];
+  // Host commands are started by ums serve's helper process (runtime/exec/spawner.ts), a live
+  // child that reaps them: its own time and its reaped children's count as the server's commands,
+  // as do those of its other live children (the nft shell).
+  let live = 0;
+  for (const child of readFileSync(`/proc/${bench.pid}/task/${bench.pid}/children`, "utf8").trim().split(/\s+/)) {
+    try {
+      const s = readFileSync(`/proc/${child}/stat`, "utf8");
+      const g = s
+        .slice(s.lastIndexOf(")") + 2)
+        .split(" ")
+        .map(Number);
+      live += g[11] + g[12] + g[13] + g[14];
+    } catch {} // it exited (and was reaped into the server's own figures)
+  }
   let units = 0;
   try {
     const rid = readFileSync(join(bench.dataDir, "runtime-id"), "utf8").trim();
     units = Number(readFileSync(`/sys/fs/cgroup/cpuacct/ums-${rid}/cpuacct.usage`, "utf8")) / 1e6;
   } catch {}
-  return { server: (utime + stime) * 10, commands: (cutime + cstime) * 10, units, host: hostBusyMs() };
+  return { server: (utime + stime) * 10, commands: (cutime + cstime + live) * 10, units, host: hostBusyMs() };
 }
 
 /**
