@@ -12,6 +12,7 @@ import { testImage } from "../runtime/image/test-image.js";
 import { execHttp } from "../testing/exec-client.js";
 import { cleanupStoppedServer } from "../testing/host-cleanup.js";
 import { prepareServe, type ServeProcess } from "../testing/serve-process.js";
+import { within } from "../util/within.js";
 
 /** What each failpoint interrupts, and what the unit holds before and after that operation. */
 type Op = "checkpoint" | "restore" | "delete" | "unit-delete";
@@ -150,7 +151,7 @@ describe("kill -9 of ums serve in the middle of checkpoint, restore and delete",
               ? api("DELETE", `/v1/units/${name}/checkpoints/v0`)
               : api("DELETE", `/v1/units/${name}`);
       const response = request.then((r) => r.text()).catch((err: unknown) => `failed: ${String(err)}`);
-      const signal = await Promise.race([died, new Promise<"alive">((r) => setTimeout(() => r("alive"), 20_000))]);
+      const signal = await within(died, 20_000, "alive" as const);
       assert.equal(signal, "SIGKILL", `${fp}: the server was killed at the failpoint (response: ${await response})`);
       await response;
       // A restart without the failpoint recovers; the unit is in the old or the new state.

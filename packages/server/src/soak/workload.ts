@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { ErrorCode } from "@ums/protocol";
 import WebSocket from "ws";
 import { execHttp } from "../testing/exec-client.js";
+import { within } from "../util/within.js";
 import { type CheckpointModel, copyFiles, type Files, known, newUnit, type UnitModel, unionFiles } from "./model.js";
 import type { Rng } from "./rng.js";
 import type { Outcome, Stats } from "./stats.js";
@@ -57,6 +58,7 @@ for (const k of ["fork", "checkpoint", "restore", "wake", "proxy", "verify.unit"
 const limitOf = (kind: string) => LIMIT_MS[kind] ?? LIMIT_MS.default ?? 60_000;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 const HOME = "/home/unit";
 const DIR = "soak";
 
@@ -282,7 +284,11 @@ export class Workload {
     } finally {
       clearTimeout(timer);
       // A timed-out request still holds its units until it ends (at most 5 minutes more).
-      await Promise.race([work.catch(() => {}), sleep(300_000)]);
+      await within(
+        work.catch(() => {}),
+        300_000,
+        undefined,
+      );
       for (const u of units) u.busy = false;
     }
   }
@@ -466,7 +472,7 @@ export class Workload {
         c.ws.send("echo tty-$((6*7))\r");
         await this.until(() => c.out().includes("tty-42"), "the TTY's echo");
         c.ws.send("exit 0\r");
-        const code = await Promise.race([closed, sleep(30_000).then(() => -1)]);
+        const code = await within(closed, 30_000, -1);
         if (code !== 1000) throw new Error(`the TTY session closed with ${code}`);
       } finally {
         c.ws.terminate();

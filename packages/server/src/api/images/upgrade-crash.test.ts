@@ -11,6 +11,7 @@ import { testImage } from "../../runtime/image/test-image.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { cleanupStoppedServer } from "../../testing/host-cleanup.js";
 import { prepareServe, type ServeProcess } from "../../testing/serve-process.js";
+import { within } from "../../util/within.js";
 
 const CASES = FAILPOINTS.filter((fp) => fp.startsWith("upgrade."));
 /** After this one the journal says the new disk is in place: the restart rolls forward. */
@@ -71,7 +72,7 @@ describe("kill -9 of ums serve in the middle of an upgrade", { timeout: 300_000 
       const response = api("POST", `/v1/units/${unit}/upgrade`, { version: "latest" })
         .then((r) => r.text())
         .catch((err: unknown) => `failed: ${String(err)}`);
-      const signal = await Promise.race([died, new Promise<"alive">((r) => setTimeout(() => r("alive"), 30_000))]);
+      const signal = await within(died, 30_000, "alive" as const);
       assert.equal(signal, "SIGKILL", `${fp}: the server was killed at the failpoint (response: ${await response})`);
       await response;
 

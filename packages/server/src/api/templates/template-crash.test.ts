@@ -12,6 +12,7 @@ import type { TemplateRecord } from "../../store/records.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { cleanupStoppedServer } from "../../testing/host-cleanup.js";
 import { prepareServe, type ServeProcess } from "../../testing/serve-process.js";
+import { within } from "../../util/within.js";
 
 const CASES = FAILPOINTS.filter((fp) => fp.startsWith("template."));
 const isDelete = (fp: Failpoint) => fp === "template.hidden" || fp === "template.files-deleted";
@@ -63,7 +64,7 @@ describe("kill -9 of ums serve in the middle of publishing and deleting a templa
       const died = new Promise<NodeJS.Signals | null>((r) => child.once("exit", (_code, signal) => r(signal)));
       const request = isDelete(fp) ? api("DELETE", `/v1/templates/${name}`) : publish(name);
       const response = request.then((r) => r.text()).catch((err: unknown) => `failed: ${String(err)}`);
-      const signal = await Promise.race([died, new Promise<"alive">((r) => setTimeout(() => r("alive"), 20_000))]);
+      const signal = await within(died, 20_000, "alive" as const);
       assert.equal(signal, "SIGKILL", `${fp}: the server was killed at the failpoint (response: ${await response})`);
       await response;
 

@@ -6,6 +6,7 @@ import { startWithUnit, type TestServer } from "../../testing/server.js";
 import { startTcpServer, stopTcpServer } from "../../testing/tcp-echo.js";
 import { openTestTunnel } from "../../testing/tunnel-client.js";
 import { upgradeAnswer } from "../../testing/ws-upgrade.js";
+import { within } from "../../util/within.js";
 import { MAX_TUNNELS_PER_UNIT } from "./count.js";
 import { CLOSE_GRACE_MS } from "./relay.js";
 
@@ -57,7 +58,7 @@ describe("TCP tunnel", { timeout: 300_000 }, () => {
     assert.equal(sha(got.subarray(0, data.length)), sha(data));
     assert.deepEqual(got.subarray(data.length), tail);
     // At once, not after ws's 30 s close timeout (a websocket left paused could not read the close).
-    const closed = await Promise.race([t.closed, new Promise((r) => setTimeout(r, 10_000, { code: "late" }))]);
+    const closed = await within(t.closed, 10_000, { code: "late" });
     assert.deepEqual(closed, { code: 1000, reason: "the target closed the connection" });
   });
 
