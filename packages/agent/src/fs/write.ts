@@ -154,6 +154,9 @@ async function receive(body: Readable, fh: FileHandle): Promise<void> {
   body.once("end", onEnd);
   body.once("error", onError);
   body.once("close", onClose);
+  // Gone before it was listened to: its 'close' came while the temporary file was being made (a
+  // client that sent a few bytes and went), and would never come again.
+  if (body.destroyed) onClose();
   let at = 0;
   try {
     for (;;) {
