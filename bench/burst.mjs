@@ -8,7 +8,16 @@
 import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
-import { fmt, parseBenchFlags, percentile, startBenchServer } from "./lib.mjs";
+import {
+  capRun,
+  createUnit,
+  execTrue as execUnitTrue,
+  fmt,
+  parseBenchFlags,
+  percentile,
+  startBenchServer,
+  subnetsFor,
+} from "./lib.mjs";
 
 const USAGE = `usage: node bench/burst.mjs [--units N] [--checkpoints N] [--runs N] [--json]
   --units N        creates + first exec issued at once (default 100)
@@ -32,36 +41,15 @@ const bench = await startBenchServer({
     UMS_IDLE_COLD: "1h",
   },
   limits: { running, warm: running },
-  subnets: running > 60 ? 2 ** Math.ceil(Math.log2(Math.ceil(running / 60))) : 1,
+  subnets: subnetsFor(running),
 });
-// The run's time cap: the units and the server go, then exit 1.
-const capMs = Number(process.env.UMS_BENCH_TIMEOUT_S || 900) * 1000;
-const cap = setTimeout(() => {
-  log(`time cap (${capMs / 1000} s) reached: deleting the units and stopping ums serve`);
-  void bench.stop().finally(() => process.exit(1));
-}, capMs);
-cap.unref();
+const cap = capRun(bench, 900);
 
 const { url, auth } = bench;
 
-async function create(name) {
-  const r = await fetch(`${url}/v1/units`, {
-    method: "POST",
-    headers: { ...auth, "content-type": "application/json" },
-    body: JSON.stringify({ name }),
-  });
-  const text = await r.text();
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${text}`);
-}
+const create = (name) => createUnit(bench, name);
 
-async function execTrue(name) {
-  const r = await fetch(`${url}/v1/units/${name}/exec?cmd=true`, { method: "POST", headers: auth });
-  const body = Buffer.from(await r.arrayBuffer());
-  // The body ends with the exit frame [3, code].
-  if (r.status !== 200 || body.at(-2) !== 3 || body.at(-1) !== 0) {
-    throw new Error(`exec in ${name}: ${r.status} ${body.toString()}`);
-  }
-}
+const execTrue = (name) => execUnitTrue(bench, name);
 
 async function checkpoint(name) {
   const r = await fetch(`${url}/v1/units/${name}/checkpoint`, {

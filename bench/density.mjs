@@ -18,7 +18,16 @@
 //   npx tsc -b && npm run build:agent && node bench/density.mjs [--units 300] [--at-once 4] [--idle-seconds 30] [--keep-free-gib 3] [--json]
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fmt, parseBenchFlags, percentile, startBenchServer } from "./lib.mjs";
+import {
+  capRun,
+  createUnit,
+  execTrue as execUnitTrue,
+  fmt,
+  parseBenchFlags,
+  percentile,
+  startBenchServer,
+  subnetsFor,
+} from "./lib.mjs";
 
 const USAGE = `usage: node bench/density.mjs [--units N] [--at-once N] [--idle-seconds N] [--keep-free-gib N] [--json]
   --units N          units to boot (default 300)
@@ -42,35 +51,15 @@ const bench = await startBenchServer({
   // Units stay running: idle units do not warm or cool during the run.
   env: { UMS_IDLE_WARM: "2h", UMS_IDLE_COLD: "2h", UMS_LOG_LEVEL: "warn" },
   limits: { running, warm: running },
-  subnets: running > 60 ? 2 ** Math.ceil(Math.log2(Math.ceil(running / 60))) : 1,
+  subnets: subnetsFor(running),
 });
-const capMs = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
-const cap = setTimeout(() => {
-  log(`time cap (${capMs / 1000} s) reached: deleting the units and stopping ums serve`);
-  void bench.stop().finally(() => process.exit(1));
-}, capMs);
-cap.unref();
+capRun(bench, 1800);
 const { url, auth } = bench;
 const rid = readFileSync(join(bench.dataDir, "runtime-id"), "utf8").trim();
 
-async function create(name) {
-  const r = await fetch(`${url}/v1/units`, {
-    method: "POST",
-    headers: { ...auth, "content-type": "application/json" },
-    body: JSON.stringify({ name }),
-  });
-  const text = await r.text();
-  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${text}`);
-  return JSON.parse(text).id;
-}
+const create = (name) => createUnit(bench, name);
 
-async function execTrue(name) {
-  const r = await fetch(`${url}/v1/units/${name}/exec?cmd=true`, { method: "POST", headers: auth });
-  const body = Buffer.from(await r.arrayBuffer());
-  if (r.status !== 200 || body.at(-2) !== 3 || body.at(-1) !== 0) {
-    throw new Error(`exec in ${name}: ${r.status} ${body.toString()}`);
-  }
-}
+const execTrue = (name) => execUnitTrue(bench, name);
 
 async function listPage() {
   const r = await fetch(`${url}/v1/units?max_results=50`, { headers: auth });

@@ -480,3 +480,42 @@ export function parseBenchFlags(usage, numeric, argv = process.argv.slice(2)) {
   }
   return flags;
 }
+
+/** Test /24s a bench server needs for `running` units at once (about 60 each), a power of 2 for lockSubnetRange. */
+export const subnetsFor = (running) => (running > 60 ? 2 ** Math.ceil(Math.log2(Math.ceil(running / 60))) : 1);
+
+/**
+ * The run's time cap (`UMS_BENCH_TIMEOUT_S`, else `defaultS`): the units and the server go, then
+ * the bench exits 1. Returns its timer (clearTimeout at the end of a run that went well).
+ */
+export function capRun(bench, defaultS) {
+  const capMs = Number(process.env.UMS_BENCH_TIMEOUT_S || defaultS) * 1000;
+  const cap = setTimeout(() => {
+    log(`time cap (${capMs / 1000} s) reached: deleting the units and stopping ums serve`);
+    void bench.stop().finally(() => process.exit(1));
+  }, capMs);
+  cap.unref();
+  return cap;
+}
+
+/** Creates unit `name` on a bench server (201 or an error); returns its id. */
+export async function createUnit({ url, auth }, name) {
+  const r = await fetch(`${url}/v1/units`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ name }),
+  });
+  const text = await r.text();
+  if (r.status !== 201) throw new Error(`create ${name}: ${r.status} ${text}`);
+  return JSON.parse(text).id;
+}
+
+/** Runs `true` in unit `name` over HTTP exec; an error unless it answers and exits 0. */
+export async function execTrue({ url, auth }, name) {
+  const r = await fetch(`${url}/v1/units/${name}/exec?cmd=true`, { method: "POST", headers: auth });
+  const body = Buffer.from(await r.arrayBuffer());
+  // The body ends with the exit frame [3, code].
+  if (r.status !== 200 || body.at(-2) !== 3 || body.at(-1) !== 0) {
+    throw new Error(`exec in ${name}: ${r.status} ${body.toString()}`);
+  }
+}
