@@ -18,6 +18,21 @@ import {
 
 const limits = { maxUnits: 2, runningLimit: 1, warmLimit: 1 };
 
+/** A cold unit's record for `units.create`, with the id and URL label a test chooses. */
+const newUnit = (orgId: string, name: string, id: string, urlLabel: string) => ({
+  id,
+  orgId,
+  name,
+  urlLabel,
+  status: "cold" as const,
+  urlAuth: "unit" as const,
+  privateAccess: null,
+  labels: [],
+  version: null,
+  environmentVersion: null,
+  createdAt: new Date().toISOString(),
+});
+
 /** A webhook of `orgId` for `unit.created`, as the server would store it (its secret sealed). */
 const webhookRecord = (id: string, orgId: string) => ({
   id,
@@ -91,19 +106,7 @@ for (const dialect of testDialects) {
 
     it("enforces the unit limit and unique names", async () => {
       const org = await store.orgs.ensure("units", limits);
-      const unit = (name: string) => ({
-        id: `unit-${name}`,
-        orgId: org.id,
-        name,
-        urlLabel: `${name}-x`,
-        status: "cold" as const,
-        urlAuth: "unit" as const,
-        privateAccess: null,
-        labels: [],
-        version: null,
-        environmentVersion: null,
-        createdAt: new Date().toISOString(),
-      });
+      const unit = (name: string) => newUnit(org.id, name, `unit-${name}`, `${name}-x`);
       await store.units.create(unit("a"), 2);
       await assert.rejects(store.units.create({ ...unit("a"), id: "unit-a2", urlLabel: "a-y" }, 2), UnitExistsError);
       await store.units.create(unit("b"), 2);
@@ -125,19 +128,7 @@ for (const dialect of testDialects) {
 
     it("holds the unit limit under concurrent creates; deletes and taken names move the count right (issue #16 part 7)", async () => {
       const org = await store.orgs.ensure("unit-count", { ...limits, maxUnits: 3 });
-      const unit = (name: string) => ({
-        id: `unit-${name}-${org.id}`,
-        orgId: org.id,
-        name,
-        urlLabel: `${name}-count`,
-        status: "cold" as const,
-        urlAuth: "unit" as const,
-        privateAccess: null,
-        labels: [],
-        version: null,
-        environmentVersion: null,
-        createdAt: new Date().toISOString(),
-      });
+      const unit = (name: string) => newUnit(org.id, name, `unit-${name}-${org.id}`, `${name}-count`);
       const names = (
         await Promise.allSettled(Array.from({ length: 10 }, (_, i) => store.units.create(unit(`c${i}`), 3)))
       )
