@@ -442,7 +442,7 @@ function importArchive(name, archive, size) {
     req.setTimeout(1_800_000, () => req.destroy(new Error(`import ${name}: no answer in 30 min`)));
     req.on("error", reject);
     // A refusal can come before the whole body is sent: the answer tells, not the upload's error.
-    pipeline(createReadStream(archive), req).catch(() => {});
+    pipeline(createReadStream(archive, { highWaterMark: MiB }), req).catch(() => {}); // 1 MiB chunks, as `ums image import` reads
   });
 }
 
@@ -478,17 +478,25 @@ async function timedImport(name, archive, size) {
 
 /**
  * Where an import's time went, from the times of its NDJSON events (the server's clock, the same
- * host's): until the first layer is applied (the upload, the archive's files written to its work
- * dir), each layer, and from the last layer to `complete` (checks, read-only flag, the image's row).
+ * host's): until the layers applied while the archive arrived are done ("applied K/N layers while
+ * the archive arrived"), else until the first layer is applied (the upload, then the archive's
+ * headers read); each layer applied after that; and from the last layer to `complete` (checks,
+ * read-only flag, the image's row).
  */
 function importPhases(start, lines) {
   const at = (re) => {
     const l = lines.find((x) => typeof x.data === "string" && re.test(x.data));
     return l ? Date.parse(l.time) : Number.NaN;
   };
-  const layers = Number(/applying layer 1\/(\d+)/.exec(lines.map((l) => l.data).join("\n"))?.[1] ?? 0);
-  const phases = { "upload and archive read": at(/^applying layer 1\//) - start };
-  for (let i = 1; i <= layers; i++) {
+  const text = lines.map((l) => l.data).join("\n");
+  const arrived = /applied (\d+)\/(\d+) layers while the archive arrived/.exec(text);
+  const applying = /applying layer \d+\/(\d+)/.exec(text);
+  const layers = Number(arrived?.[2] ?? applying?.[1] ?? 0);
+  const early = Number(arrived?.[1] ?? 0);
+  const phases = {};
+  if (early > 0) phases[`upload, layers 1-${early} applied as it arrived`] = at(/while the archive arrived/) - start;
+  else phases["upload and archive read"] = at(/^applying layer 1\//) - start;
+  for (let i = early + 1; i <= layers; i++) {
     const end = i < layers ? at(new RegExp(`^applying layer ${i + 1}/`)) : at(/^imported \d+ layers/);
     phases[`layer ${i}`] = end - at(new RegExp(`^applying layer ${i}/`));
   }

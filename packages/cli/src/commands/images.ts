@@ -52,7 +52,9 @@ export function addImageUserCommands(cmd: Command): void {
         if (!st?.isFile())
           throw new UsageError(`${file} is not a file: give a .tar from 'docker save' or an OCI layout`);
       }
-      const input = file === "-" ? process.stdin : createReadStream(file);
+      // Read in 1 MiB chunks: with the default 64 KiB, sending a 200 MiB archive over loopback cost
+      // the client and the server together more than twice the CPU time.
+      const input = file === "-" ? process.stdin : createReadStream(file, { highWaterMark: 1024 * 1024 });
       const body = Readable.toWeb(input) as ReadableStream<Uint8Array>;
       const image = await client.images.import(opts.name, body, {
         timeoutMs: 0,

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { open, rm } from "node:fs/promises";
 import type { Readable } from "node:stream";
 import type { ImageRecipe } from "@ums/protocol";
 import type { Logger } from "pino";
@@ -11,54 +10,6 @@ import type { UnitTable } from "./unit-table.js";
 
 /** The lock of an image's files (a key of the units' mutex that no unit id can take). */
 export const lockOf = (i: Pick<ImageRecord, "id">) => `image:${i.id}`;
-
-/**
- * The upload is written in writes of this size, not in one per chunk of the request (64 KiB): each
- * write is a round trip to the thread pool.
- */
-const UPLOAD_WRITE = 1024 * 1024;
-
-/**
- * Writes the request body `body` to the new file `path` in writes of {@link UPLOAD_WRITE} bytes,
- * gathered in two buffers used in turn (one is written while the other fills). Rejects when the
- * body fails (the client left halfway) or `signal` aborts; the caller removes the file.
- */
-async function receiveUpload(body: Readable, path: string, signal?: AbortSignal): Promise<void> {
-  const fh = await open(path, "w", 0o600);
-  const one = Buffer.allocUnsafe(UPLOAD_WRITE);
-  const other = Buffer.allocUnsafe(UPLOAD_WRITE);
-  let fill = one; // the buffer being filled
-  let used = 0;
-  let writing: Promise<void> = Promise.resolve(); // the write of the other one
-  const flush = async (): Promise<void> => {
-    await writing;
-    const buf = fill;
-    const n = used;
-    writing = (async () => {
-      for (let off = 0; off < n; ) off += (await fh.write(buf, off, n - off)).bytesWritten;
-    })();
-    writing.catch(() => {}); // awaited by the next flush, or at the end
-    fill = buf === one ? other : one;
-    used = 0;
-  };
-  try {
-    signal?.throwIfAborted();
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      signal?.throwIfAborted();
-      for (let off = 0; off < chunk.length; ) {
-        const n = chunk.copy(fill, used, off);
-        used += n;
-        off += n;
-        if (used === UPLOAD_WRITE) await flush();
-      }
-    }
-    if (used > 0) await flush();
-    await writing;
-  } finally {
-    await writing.catch(() => {}); // no write in flight when the file is closed
-    await fh.close();
-  }
-}
 
 /** A new image's row, not ready, on node `nodeId` (its files are made there). */
 function draftRecord(orgId: string, name: string, source: string, nodeId: string | null): ImageRecord {
@@ -109,11 +60,9 @@ export class ImageWork {
   ): Promise<ImageRecord> {
     const image = draftRecord(orgId, name, "", this.nodeId ?? null);
     await this.store.images.insert(image);
-    const upload = await this.runtime.imageUploadPath(image.id);
     try {
       return await this.table.mutex.run(lockOf(image), async () => {
-        await receiveUpload(body, upload, hooks.signal);
-        const made = await this.runtime.importImage(image.id, upload, hooks.progress, hooks.signal);
+        const made = await this.runtime.importImage(image.id, body, hooks.progress, hooks.signal);
         const ready: ImageRecord = {
           ...image,
           source: made.source,
@@ -132,8 +81,6 @@ export class ImageWork {
         this.log.error({ err: e, imageId: image.id }, "removing a failed image import"),
       );
       throw err;
-    } finally {
-      await rm(upload, { force: true });
     }
   }
 

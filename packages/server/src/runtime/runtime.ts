@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import type { ImageConfig, ImageRecipe, PrivilegesPolicy, ResourcesPolicy } from "@ums/protocol";
 import type { ImportedImage } from "./runc/imported-images.js";
 
@@ -171,12 +172,13 @@ export interface UnitRuntime {
   /** Gives a new unit a writable copy of a template (O(1): a snapshot). */
   templateDisk(templateId: string, unitId: string): Promise<void>;
   /**
-   * Issue #18: imports an OCI or `docker save` archive (a file the caller owns) as image `imageId`,
-   * read-only; nothing is left when it fails (ImageArchiveError: an archive ums cannot use).
+   * Issue #18: imports the OCI or `docker save` archive `body` streams (an upload) as image
+   * `imageId`, read-only; nothing is left when it fails (ImageArchiveError: an archive ums cannot
+   * use; the body's error when it fails or `signal` aborts).
    */
   importImage(
     imageId: string,
-    archive: string,
+    body: Readable,
     progress: (message: string) => void,
     signal?: AbortSignal,
   ): Promise<ImportedImage>;
@@ -198,8 +200,6 @@ export interface UnitRuntime {
   baseImage(): Promise<{ readonly bytes: number; readonly builtAt: string }>;
   /** Deletes an imported image's files (idempotent); units made from it keep theirs. */
   deleteImage(imageId: string): Promise<void>;
-  /** Where an import may put the archive it receives (on the pool, beside the images). */
-  imageUploadPath(imageId: string): Promise<string>;
   /**
    * After a crash: rolls back a restore that had not put the new files in place, and reports the
    * ones that had (the caller records them, then calls `completeRestore`); removes checkpoint

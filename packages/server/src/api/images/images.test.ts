@@ -12,6 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { dockerSaveArchive, makeTar, ociLayoutArchive } from "../../runtime/image/oci/test-archives.js";
 import { testImage } from "../../runtime/image/test-image.js";
 import { isReadonly } from "../../runtime/storage/btrfs.js";
+import { imageLeftovers } from "../../testing/image-leftovers.js";
 import { assertMadeOnItsNodeAlone } from "../../testing/made-on-node.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 import { tools } from "../../testing/services.js";
@@ -42,15 +43,7 @@ describe("images", { timeout: 300_000 }, () => {
             errors?: string[];
           },
       );
-  /**
-   * Uploads and work dirs in the pool's shared `imported` dir, once those of imports that other
-   * test files run at the same time have had 15 s to end: a leak of this test's stays.
-   */
-  const leftovers = async () => {
-    const now = async () => (await readdir(importedDir).catch(() => [] as string[])).filter((n) => n.startsWith("."));
-    for (let i = 0; i < 150 && (await now()).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
-    return now();
-  };
+  const leftovers = () => imageLeftovers(importedDir, s.config.dataDir);
   const sh = async (unit: string, script: string) => {
     const r = await t.sh(unit, script);
     assert.equal(r.code, 0, `${unit}: ${script}: ${r.err}`);
@@ -106,8 +99,13 @@ describe("images", { timeout: 300_000 }, () => {
     assert.equal(r.status, 200, r.text);
     assert.match(r.headers.get("content-type") ?? "", /application\/x-ndjson/);
     const evs = events(r.text);
+    // Its layers come in order: the first (at least) is applied while the archive arrives.
     assert.ok(
-      evs.some((e) => e.type === "info" && /layer 2\/2/.test(e.data ?? "")),
+      evs.some((e) => e.type === "info" && /applied [12]\/2 layers while the archive arrived/.test(e.data ?? "")),
+      r.text,
+    );
+    assert.ok(
+      evs.some((e) => e.type === "info" && /imported 2 layers/.test(e.data ?? "")),
       r.text,
     );
     const done = evs.at(-1);

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { testImage } from "../../runtime/image/test-image.js";
 import { isReadonly } from "../../runtime/storage/btrfs.js";
+import { imageLeftovers } from "../../testing/image-leftovers.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 import { tools } from "../../testing/services.js";
 
@@ -54,15 +55,7 @@ describe("image recipes", { timeout: 300_000 }, () => {
       .map((l) => JSON.parse(l) as Event);
   const unitNames = async () =>
     ((await s.api("GET", "/v1/units", { token })).body.sprites as { name: string }[]).map((u) => u.name);
-  /**
-   * Uploads and work dirs in the pool's shared `imported` dir, once those of imports that other
-   * test files run at the same time have had 15 s to end: a leak of this test's stays.
-   */
-  const leftovers = async () => {
-    const now = async () => (await readdir(importedDir).catch(() => [] as string[])).filter((n) => n.startsWith("."));
-    for (let i = 0; i < 150 && (await now()).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
-    return now();
-  };
+  const leftovers = () => imageLeftovers(importedDir, s.config.dataDir);
   const sh = async (unit: string, script: string) => {
     const r = await t.sh(unit, script);
     assert.equal(r.code, 0, `${unit}: ${script}: ${r.err}`);

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
+import type { Readable } from "node:stream";
 import type { ImageConfig, ImageRecipe } from "@ums/protocol";
 import type { AllowedAddress } from "../network/egress.js";
 import { allowGatewayPort } from "../network/firewall.js";
@@ -23,7 +24,7 @@ import type { RuncRuntimeConfig } from "./config.js";
 import { CpuWeights } from "./cpu-weights.js";
 import { EgressState } from "./egress-state.js";
 import { prepareHost } from "./host-setup.js";
-import { type ImportedImage, importedPath, importImage, removeImported, uploadPath } from "./imported-images.js";
+import { type ImportedImage, importedPath, importImage, removeImported, uploadDir } from "./imported-images.js";
 import { raiseKeyQuota } from "./key-quota.js";
 import { draftRecipeImage, imageFromCheckpoint, type RecipeContext, sealRecipeImage } from "./recipe-images.js";
 import { completeRestore, recoverDisks, restoreDisk } from "./restore.js";
@@ -435,18 +436,30 @@ export class RuncRuntime implements UnitRuntime {
     await templateDisk(this.paths, templateId, unitId);
   }
 
-  importImage(
+  async importImage(
     imageId: string,
-    archive: string,
+    body: Readable,
     progress: (message: string) => void,
     signal?: AbortSignal,
   ): Promise<ImportedImage> {
-    return importImage(this.paths, imageId, archive, {
+    return importImage(this.paths, imageId, body, {
+      uploadDir: await this.uploadDir(),
       uidShift: this.cfg.idShift,
       uidRange: this.cfg.idCount,
       progress,
       ...(signal && { signal }),
     });
+  }
+
+  private uploads: Promise<string> | undefined;
+
+  /** Where imports write their uploads: decided at the first (imported-images.ts uploadDir), tried again if that failed. */
+  private uploadDir(): Promise<string> {
+    this.uploads ??= uploadDir(this.paths).catch((err: unknown) => {
+      this.uploads = undefined;
+      throw err;
+    });
+    return this.uploads;
   }
 
   private get recipeContext(): RecipeContext {
@@ -490,10 +503,6 @@ export class RuncRuntime implements UnitRuntime {
 
   async deleteImage(imageId: string): Promise<void> {
     await removeImported(this.paths, imageId);
-  }
-
-  imageUploadPath(imageId: string): Promise<string> {
-    return uploadPath(this.paths, imageId);
   }
 
   async recover(

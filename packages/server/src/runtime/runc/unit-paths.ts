@@ -36,7 +36,8 @@ export class UnitPaths {
   readonly runcRoot: string;
 
   constructor(
-    dataDir: string,
+    /** The server's data dir. */
+    readonly dataDir: string,
     poolDir: string,
     /** This server's runtime id (its data dir's `runtime-id`). */
     readonly rid: string,

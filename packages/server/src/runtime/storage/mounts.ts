@@ -1,4 +1,5 @@
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
+import { basename } from "node:path";
 import { run } from "../exec/host-command.js";
 
 export interface MountEntry {
@@ -67,4 +68,30 @@ export async function unmountBelow(path: string): Promise<number> {
   const left = await mountsBelow(path);
   if (left.length) throw new Error(`could not unmount ${left.map((m) => m.mountPoint).join(", ")}`);
   return count;
+}
+
+/** The mount `path` (an absolute, resolved path) is on: the deepest mount point at or above it. */
+export async function mountOf(path: string): Promise<MountEntry | undefined> {
+  let best: MountEntry | undefined;
+  for (const m of await readMounts()) {
+    const covers = m.mountPoint === "/" || path === m.mountPoint || path.startsWith(`${m.mountPoint}/`);
+    if (covers && (best === undefined || m.mountPoint.length >= best.mountPoint.length)) best = m;
+  }
+  return best;
+}
+
+/**
+ * When the filesystem at `path` is on a loop device: the device number (st_dev) of the filesystem
+ * its backing file is on; else undefined (a real block device, or the backing file is gone).
+ */
+export async function loopBackingDevice(path: string): Promise<number | undefined> {
+  const source = (await mountOf(path))?.source;
+  if (source === undefined || !/^\/dev\/loop\d+$/.test(source)) return undefined;
+  try {
+    const backing = (await readFile(`/sys/block/${basename(source)}/loop/backing_file`, "utf8")).trim();
+    if (backing.endsWith(" (deleted)")) return undefined;
+    return (await stat(backing)).dev;
+  } catch {
+    return undefined;
+  }
 }

@@ -1,5 +1,6 @@
 import { lstat } from "node:fs/promises";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
+import type { GrowingFile } from "./growing-file.js";
 import { type ApplyStats, MAX_SKIPPED_LISTED } from "./layer-applier.js";
 import { destroyInput } from "./tar-input.js";
 import {
@@ -20,6 +21,8 @@ export interface ApplyLayerOptions {
   uidRange: number;
   /** The layer's diff_id (`sha256:<hex>` of its tar data, from the image config), checked at the end. */
   expectDiffId?: string;
+  /** Whether the layer's diff_id is computed and given in the stats' `diffId`. */
+  hash?: boolean;
   signal?: AbortSignal;
 }
 
@@ -66,8 +69,11 @@ export async function applyLayer(
 /** What a layer is read from: a stream (passed on to the worker), or a file (read by the worker). */
 export type LayerInput =
   | { stream: NodeJS.ReadableStream | AsyncIterable<Buffer> }
-  /** `size` bytes at `offset` of `file` (default: all of it). */
-  | { file: string; offset?: number; size?: number };
+  /**
+   * `size` bytes at `offset` of `file` (default: all of it); of a file still being written
+   * (`growing`), read as it is written.
+   */
+  | { file: string; offset?: number; size?: number; growing?: GrowingFile };
 
 /** Idle worker threads are kept this long for the next layers, then end. */
 const IDLE_MS = 60_000;
@@ -217,8 +223,8 @@ export class LayerWorker {
       channel = new MessageChannel();
       source = { kind: "port", port: channel.port2 };
     } else {
-      const { file, offset, size } = input as { file: string; offset?: number; size?: number };
-      source = { kind: "file", path: file, offset, size };
+      const { file, offset, size, growing } = input as Extract<LayerInput, { file: string }>;
+      source = { kind: "file", path: file, offset, size, ...(growing && { growing: growing.memory }) };
     }
     const onAbort = () => {
       Atomics.store(new Int32Array(abort), 0, 1);
@@ -234,6 +240,7 @@ export class LayerWorker {
         uidShift: opts.uidShift,
         uidRange: opts.uidRange,
         ...(opts.expectDiffId !== undefined && { expectDiffId: opts.expectDiffId }),
+        ...(opts.hash && { hash: true }),
         abort,
       };
       this.worker.postMessage(req, channel ? [channel.port2] : []);
@@ -247,7 +254,7 @@ export class LayerWorker {
         opts.signal?.throwIfAborted();
         throw new Error("the layer worker stopped without being asked to");
       }
-      if (error.kind === "input") throw pump?.inputError;
+      if (error.kind === "input") throw pump?.inputError ?? new Error("the layer's file was not written whole");
       throw deserializeError(error);
     } catch (err) {
       this.clean = false;

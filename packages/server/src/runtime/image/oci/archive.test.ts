@@ -3,8 +3,9 @@ import { randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { lstat, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { suiteTempDir } from "../../../testing/temp-dir.js";
+import { noUnhandledRejections } from "../../../testing/unhandled.js";
 import { readOciArchive } from "./archive.js";
 import { ImageArchiveError } from "./errors.js";
 import { importOciArchive } from "./import-archive.js";
@@ -13,42 +14,20 @@ import {
   dockerSaveArchive,
   gzip,
   imageConfig,
+  lowerLayer,
   makeTar,
   OCI_LAYER_GZIP,
   ociLayoutArchive,
   sha256,
   type TarItem,
+  upperLayer,
 } from "./test-archives.js";
 
 const SHIFT = 100000;
 const RANGE = 65536;
 
-const lower = (): Promise<Buffer> =>
-  makeTar([
-    { name: "./", type: "directory", mode: 0o755 },
-    { name: "etc/", type: "directory" },
-    { name: "etc/passwd", data: "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n" },
-    { name: "etc/old.conf", data: "lower" },
-    { name: "home/app/", type: "directory", mode: 0o750, uid: 1000, gid: 1000 },
-    { name: "home/app/notes", data: "mine", uid: 1000, gid: 1000 },
-    { name: "var/cache/", type: "directory" },
-    { name: "var/cache/lower-1", data: "lower" },
-    { name: "var/cache/lower-dir/", type: "directory" },
-    { name: "var/cache/lower-dir/f", data: "lower" },
-    { name: "usr/bin/su", data: "#!/bin/sh\n", mode: 0o4755 },
-  ]);
-const upper = (): Promise<Buffer> =>
-  makeTar([
-    { name: "etc/.wh.old.conf", data: "" },
-    { name: "var/cache/", type: "directory", mode: 0o700 },
-    { name: "var/cache/.wh..wh..opq", data: "" },
-    { name: "var/cache/upper", data: "upper" },
-    { name: "app/", type: "directory" },
-    { name: "app/run.sh", data: "#!/bin/sh\necho hi\n", mode: 0o755 },
-  ]);
-
 const spec = async () => ({
-  layers: [await lower(), await upper()],
+  layers: [await lowerLayer(), await upperLayer()],
   env: ["PATH=/usr/local/bin:/usr/bin:/bin", "APP_MODE=prod"],
   workingDir: "/app",
   user: "app:app",
@@ -75,13 +54,7 @@ async function symlinksUnder(dir: string): Promise<string[]> {
 describe("image archives", { skip: process.getuid?.() === 0 ? false : "needs root (chown)" }, () => {
   const dir = suiteTempDir("ums-oci-archive-");
   let n = 0;
-  const unhandled: unknown[] = [];
-  const onUnhandled = (err: unknown) => unhandled.push(err);
-  before(() => process.on("unhandledRejection", onUnhandled));
-  after(() => {
-    process.off("unhandledRejection", onUnhandled);
-    assert.deepEqual(unhandled, [], "no unhandled rejection");
-  });
+  noUnhandledRejections();
 
   async function place(data: Buffer, name = "image.tar"): Promise<{ archive: string; work: string; root: string }> {
     const base = join(dir(), `case${n++}`);

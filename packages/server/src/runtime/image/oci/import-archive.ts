@@ -3,6 +3,7 @@ import { lstat, open, readdir } from "node:fs/promises";
 import { type ApplyStats, addStats, emptyStats, LayerWorker } from "./apply-layer.js";
 import { type OciArchive, type OciImageConfig, readArchive } from "./archive.js";
 import { withContext } from "./errors.js";
+import type { LayerSpeculation } from "./speculation.js";
 
 export interface ImportProgress {
   /** The layer being applied (1-based); 0 while the archive is read. */
@@ -22,6 +23,11 @@ export interface ImportOciArchiveOptions {
   onProgress?: (progress: ImportProgress) => void;
   /** Stops the import (between entries); what was written stays for the caller to remove. */
   signal?: AbortSignal;
+  /**
+   * Layers applied onto `root` while the archive arrived (speculation.ts): kept if they are the
+   * image's first ones, in order, else undone. With it, `root` was prepared ({@link prepareRoot}).
+   */
+  speculation?: LayerSpeculation;
 }
 
 export interface ImportOciArchiveResult {
@@ -33,6 +39,17 @@ export interface ImportOciArchiveResult {
   stats: ApplyStats;
   reference: string | null;
   platform: string | null;
+}
+
+/** Gives `root` (the image's `/`) its owner and mode until a layer says otherwise: the image's root, 0755. */
+export async function prepareRoot(root: string, uidShift: number): Promise<void> {
+  const fh = await open(root, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    await fh.chown(uidShift, uidShift);
+    await fh.chmod(0o755);
+  } finally {
+    await fh.close();
+  }
 }
 
 /**
@@ -55,7 +72,7 @@ export async function importOciArchive(
 ): Promise<ImportOciArchiveResult> {
   const st = await lstat(root);
   if (!st.isDirectory()) throw new Error(`${root} is not a directory`);
-  if ((await readdir(root)).length > 0) throw new Error(`${root} is not empty`);
+  if (opts.speculation === undefined && (await readdir(root)).length > 0) throw new Error(`${root} is not empty`);
   const report = (p: ImportProgress) => opts.onProgress?.(p);
 
   report({ layer: 0, layers: 0, message: "reading the archive" });
@@ -74,14 +91,17 @@ export async function importOciArchive(
     verified.catch(() => stop.abort());
     const stats = emptyStats();
     try {
-      const fh = await open(root, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-      try {
-        await fh.chown(opts.uidShift, opts.uidShift);
-        await fh.chmod(0o755);
-      } finally {
-        await fh.close();
-      }
+      let from = 0; // layers on the root already
+      if (opts.speculation !== undefined) {
+        const kept = await opts.speculation.settle(image.layers, () => prepareRoot(root, opts.uidShift));
+        from = kept.applied;
+        for (const s of kept.stats) addStats(stats, s);
+        if (from > 0) {
+          report({ layer: from, layers, message: `applied ${from}/${layers} layers while the archive arrived` });
+        }
+      } else await prepareRoot(root, opts.uidShift);
       for (const [i, layer] of image.layers.entries()) {
+        if (i < from) continue;
         signal.throwIfAborted();
         const mib = (layer.size / 1024 / 1024).toFixed(1);
         report({

@@ -40,6 +40,8 @@ export interface ApplyStats {
   skippedTotal: number;
   /** Bytes of regular file data written. */
   bytes: number;
+  /** The layer's diff_id (`sha256:<hex>` of its tar data), when it was asked for. */
+  diffId?: string;
 }
 
 /** The number of skipped entries listed in {@link ApplyStats.skipped}. */
@@ -629,6 +631,8 @@ export class LayerApplier {
 export interface ApplyInThreadOptions extends LayerApplierOptions {
   /** The layer's diff_id, checked at the end. */
   expectDiffId?: string;
+  /** Whether the diff_id is computed and given in the stats (it is when `expectDiffId` is set). */
+  hash?: boolean;
   /** Throws to stop (between entries). */
   checkAbort?: () => void;
 }
@@ -643,7 +647,7 @@ export async function applyLayerHere(
   const { diffId } = await readTar(input, {
     what: "the layer",
     ...(opts.checkAbort && { checkAbort: opts.checkAbort }),
-    hash: opts.expectDiffId !== undefined, // nothing else needs the digest
+    hash: opts.expectDiffId !== undefined || opts.hash === true, // else nothing needs the digest
     onEntry: (header) => applier.entry(header),
   });
   applier.finish();
@@ -652,5 +656,5 @@ export async function applyLayerHere(
       `the layer's content (${diffId}) does not match its diff_id in the image config (${opts.expectDiffId}): the archive is corrupt`,
     );
   }
-  return applier.stats;
+  return opts.hash ? { ...applier.stats, ...(diffId !== undefined && { diffId }) } : applier.stats;
 }

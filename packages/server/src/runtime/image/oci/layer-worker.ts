@@ -1,5 +1,6 @@
 import { closeSync, openSync, readSync } from "node:fs";
 import { type MessagePort, parentPort } from "node:worker_threads";
+import { waitForBytes } from "./growing-file.js";
 import { applyLayerHere } from "./layer-applier.js";
 import {
   Aborted,
@@ -21,16 +22,25 @@ const READ_CHUNK = 1024 * 1024;
 
 /**
  * `size` bytes at `offset` of the file `path` (to its end if `size` is undefined), in chunks read
- * into the same memory (fresh memory for each chunk costs more than reading it).
+ * into the same memory (fresh memory for each chunk costs more than reading it). Of a file still
+ * being written (`growing`), each chunk is read once it is written.
  */
-async function* readRange(path: string, offset: number, size: number | undefined): AsyncGenerator<Buffer> {
+async function* readRange(
+  path: string,
+  offset: number,
+  size: number | undefined,
+  growing: SharedArrayBuffer | undefined,
+  checkAbort: () => void,
+): AsyncGenerator<Buffer> {
   const fd = openSync(path, "r");
   try {
     const buf = Buffer.allocUnsafe(READ_CHUNK);
     let pos = offset;
     let left = size ?? Number.POSITIVE_INFINITY;
     while (left > 0) {
-      const n = readSync(fd, buf, 0, Math.min(buf.length, left), pos);
+      const want = Math.min(buf.length, left);
+      if (growing !== undefined) waitForBytes(growing, pos + want, checkAbort);
+      const n = readSync(fd, buf, 0, want, pos);
       if (n === 0) return;
       pos += n;
       left -= n;
@@ -93,12 +103,15 @@ async function apply(req: ApplyRequest): Promise<ApplyReply> {
   };
   const { source } = req;
   const input =
-    source.kind === "port" ? new PortSource(source.port) : readRange(source.path, source.offset ?? 0, source.size);
+    source.kind === "port"
+      ? new PortSource(source.port)
+      : readRange(source.path, source.offset ?? 0, source.size, source.growing, checkAbort);
   try {
     const stats = await applyLayerHere(req.root, input as AsyncIterable<Buffer>, {
       uidShift: req.uidShift,
       uidRange: req.uidRange,
       ...(req.expectDiffId !== undefined && { expectDiffId: req.expectDiffId }),
+      ...(req.hash && { hash: true }),
       checkAbort,
     });
     return { type: "done", stats };

@@ -192,6 +192,17 @@ function decodeHeader(block: Buffer, b: number): RawHeader | null {
   };
 }
 
+/**
+ * Whether the first 512 bytes of `block` are a tar header (ustar or GNU, its checksum right): what
+ * a tar archive that holds an entry starts with. A block of zeros is not one.
+ */
+export function isTarHeader(block: Buffer): boolean {
+  if (block.length < 512) return false;
+  const c = cksum(block, 0);
+  if (c === 8 * 32 || c !== decodeOct(block, 148, 8)) return false;
+  return has(block, 257, USTAR) || (has(block, 257, GNU) && has(block, 263, GNU_VERSION));
+}
+
 /** PAX records ("LEN key=value\n"...). */
 export function decodePax(buf: Buffer): Record<string, string> {
   const result: Record<string, string> = {};

@@ -55,6 +55,32 @@ export async function makeTar(items: readonly TarItem[]): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** A base layer: owners, modes (setuid too), files the upper layer whites out or hides. */
+export const lowerLayer = (): Promise<Buffer> =>
+  makeTar([
+    { name: "./", type: "directory", mode: 0o755 },
+    { name: "etc/", type: "directory" },
+    { name: "etc/passwd", data: "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n" },
+    { name: "etc/old.conf", data: "lower" },
+    { name: "home/app/", type: "directory", mode: 0o750, uid: 1000, gid: 1000 },
+    { name: "home/app/notes", data: "mine", uid: 1000, gid: 1000 },
+    { name: "var/cache/", type: "directory" },
+    { name: "var/cache/lower-1", data: "lower" },
+    { name: "var/cache/lower-dir/", type: "directory" },
+    { name: "var/cache/lower-dir/f", data: "lower" },
+    { name: "usr/bin/su", data: "#!/bin/sh\n", mode: 0o4755 },
+  ]);
+/** A layer over {@link lowerLayer}: a whiteout, an opaque directory, new files. */
+export const upperLayer = (): Promise<Buffer> =>
+  makeTar([
+    { name: "etc/.wh.old.conf", data: "" },
+    { name: "var/cache/", type: "directory", mode: 0o700 },
+    { name: "var/cache/.wh..wh..opq", data: "" },
+    { name: "var/cache/upper", data: "upper" },
+    { name: "app/", type: "directory" },
+    { name: "app/run.sh", data: "#!/bin/sh\necho hi\n", mode: 0o755 },
+  ]);
+
 export function sha256(data: Buffer | string): string {
   return createHash("sha256").update(data).digest("hex");
 }

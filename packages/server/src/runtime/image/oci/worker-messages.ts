@@ -1,5 +1,6 @@
 import type { MessagePort } from "node:worker_threads";
 import { ImageArchiveError } from "./errors.js";
+import type { GrowingFile } from "./growing-file.js";
 import type { ApplyStats } from "./layer-applier.js";
 
 /*
@@ -8,7 +9,14 @@ import type { ApplyStats } from "./layer-applier.js";
 
 /** Where the worker reads the layer: a file (a range of it), or chunks sent over a port. */
 export type LayerSource =
-  | { kind: "file"; path: string; offset?: number; size?: number }
+  | {
+      kind: "file";
+      path: string;
+      offset?: number;
+      size?: number;
+      /** The {@link GrowingFile.memory} of a file still being written: its bytes are waited for. */
+      growing?: SharedArrayBuffer;
+    }
   | { kind: "port"; port: MessagePort };
 
 /** To the worker: apply one layer. */
@@ -18,6 +26,8 @@ export interface ApplyRequest {
   uidShift: number;
   uidRange: number;
   expectDiffId?: string;
+  /** Whether the layer's diff_id is computed and given in the stats (it is when `expectDiffId` is set). */
+  hash?: boolean;
   /** An Int32Array's memory: set to 1 to stop the worker between entries. */
   abort: SharedArrayBuffer;
 }
