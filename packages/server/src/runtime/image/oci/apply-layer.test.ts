@@ -83,6 +83,10 @@ describe("applyLayer", { skip: process.getuid?.() === 0 ? false : "needs root (c
       { name: "dev/sda", type: "block-device", devmajor: 8, devminor: 0 },
       { name: "with-xattr", data: "x", pax: { "SCHILY.xattr.user.comment": "hi" } },
       { name: long, data: "long name" },
+      // Modes the umask would take bits from at creation, or few: set exactly all the same.
+      { name: "srv/shared", data: "s", mode: 0o666 },
+      { name: "srv/group-only", data: "n", mode: 0o070 },
+      { name: "srv/tool", data: "t", mode: 0o755 },
     ]);
     const st = (p: string) => lstat(join(root, p));
     const own = async (p: string) => {
@@ -108,9 +112,12 @@ describe("applyLayer", { skip: process.getuid?.() === 0 ? false : "needs root (c
     assert.deepEqual(await own("run/initctl"), [SHIFT, SHIFT, 0o600]);
     assert.equal(await exists(join(root, "dev/null")), false);
     assert.equal(await readFile(join(root, long), "utf8"), "long name");
-    assert.equal(stats.entries, 12);
+    assert.deepEqual(await own("srv/shared"), [SHIFT, SHIFT, 0o666]);
+    assert.deepEqual(await own("srv/group-only"), [SHIFT, SHIFT, 0o070]);
+    assert.deepEqual(await own("srv/tool"), [SHIFT, SHIFT, 0o755]);
+    assert.equal(stats.entries, 15);
     assert.equal(stats.whiteouts, 0);
-    assert.equal(stats.bytes, "export A=1\n".length + "#!/bin/sh\n".length + 1 + 1 + "long name".length);
+    assert.equal(stats.bytes, "export A=1\n".length + "#!/bin/sh\n".length + 1 + 1 + "long name".length + 3);
     assert.deepEqual(
       stats.skipped.map((s) => [s.path, s.reason.split(" ")[0]]),
       [

@@ -62,6 +62,9 @@ const WHITEOUT = ".wh.";
 const OPAQUE = ".wh..wh..opq";
 const { O_CREAT, O_DIRECTORY, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY } = constants;
 
+/** The process's umask (read once: ums never changes it), which takes bits from a new file's mode. */
+const UMASK = process.umask();
+
 /** A problem of one entry, said of it: "is owned by uid 70000, ..." (the entry's name goes before). */
 class EntryProblem extends ImageArchiveError {}
 
@@ -153,6 +156,8 @@ class FileSink implements EntrySink {
     private readonly fd: number,
     private readonly uid: number,
     private readonly gid: number,
+    /** Whether the file was created with its mode already (no setuid, setgid or sticky bit, none the umask takes). */
+    private readonly modeSet: boolean,
   ) {}
 
   dataRange(buf: Buffer, start: number, end: number): void {
@@ -168,7 +173,8 @@ class FileSink implements EntrySink {
     let x: Promise<void> | undefined;
     try {
       fchownSync(this.fd, this.uid, this.gid);
-      fchmodSync(this.fd, (this.header.mode ?? 0o644) & 0o7777); // after chown, which clears setuid/setgid
+      // After chown, which clears setuid/setgid; a mode of plain permission bits was set at creation.
+      if (!this.modeSet) fchmodSync(this.fd, (this.header.mode ?? 0o644) & 0o7777);
       x = this.applier.xattrs(this.header, this.at.path, true); // a capability too: chown clears it
       if (x === undefined) return this.finish();
     } catch (err) {
@@ -387,15 +393,15 @@ export class LayerApplier {
    * A new regular file at `at`, opened for writing: whatever was there is removed first. O_EXCL
    * (with O_CREAT it never follows a symlink) and O_NOFOLLOW: the file is this one, nothing else.
    */
-  private create(at: ResolvedEntry): number {
+  private create(at: ResolvedEntry, mode: number): number {
     const flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
     try {
-      return openSync(at.path, flags, 0o600);
+      return openSync(at.path, flags, mode);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     this.remove(at.rel);
-    return openSync(at.path, flags, 0o600);
+    return openSync(at.path, flags, mode);
   }
 
   /**
@@ -495,7 +501,11 @@ export class LayerApplier {
   private file(header: TarHeader, components: string[]): EntrySink {
     const { uid, gid } = this.owner(header);
     const at = this.place(components);
-    return new FileSink(this, header, at, this.create(at), uid, gid);
+    // Created with its mode when the mode has only permission bits the umask leaves (most files):
+    // one fchmod less per file. Else 0600, and the mode set after the owner.
+    const mode = this.mode(header, 0o644);
+    const modeSet = (mode & ~0o777) === 0 && (mode & UMASK) === 0;
+    return new FileSink(this, header, at, this.create(at, modeSet ? mode : 0o600), uid, gid, modeSet);
   }
 
   private directory(header: TarHeader, components: string[]): undefined | Promise<undefined> {
