@@ -38,6 +38,8 @@ const USAGE = `usage: node bench/images.mjs [options]
   --import-runs N     imports and tar -x runs, each (default 5, or --runs when given)
   --source DIR        directory tree the small-files layer copies from (default /usr/share)
   --only PART         run only one part: template or import
+  --layers-reversed   the archive's layer files come last first (the manifest keeps their order):
+                      what an import costs when the server's guess of their order is wrong
   --json              also print one JSON object with all figures (last line of stdout)
   --help              this text
 
@@ -53,6 +55,7 @@ const IMPORT_RUNS = int("import-runs", flags.runs !== undefined ? TEMPLATE_RUNS 
 const SOURCE = flags.source ?? "/usr/share";
 const ONLY = flags.only;
 const JSON_OUT = flags.json === true;
+const REVERSED = flags.reversed === true;
 if (ONLY !== undefined && ONLY !== "template" && ONLY !== "import") usage(`--only: template or import, not '${ONLY}'`);
 if (!SOURCE.startsWith("/") || !existsSync(SOURCE)) usage(`--source: '${SOURCE}' is not an existing absolute path`);
 const RUN_TIMEOUT_MS = Number(process.env.UMS_BENCH_TIMEOUT_S || 1800) * 1000;
@@ -73,6 +76,7 @@ function parseFlags(argv) {
       process.exit(0);
     }
     if (a === "--json") out.json = true;
+    else if (a === "--layers-reversed") out.reversed = true;
     else if (a.startsWith("--") && known.has(a.slice(2))) {
       if (i + 1 >= argv.length) usage(`${a} needs a value`);
       out[a.slice(2)] = argv[++i];
@@ -409,7 +413,7 @@ async function buildArchive() {
     archive,
     "-C",
     outer,
-    ...layers.map((l) => l.id),
+    ...(REVERSED ? layers.toReversed() : layers).map((l) => l.id),
     configName,
     "manifest.json",
     "repositories",
@@ -529,7 +533,7 @@ async function importPart() {
   const a = await buildArchive();
   const layerBytes = a.layers.reduce((s, l) => s + l.bytes, 0);
   log(
-    `import: archive ${(a.archiveBytes / MiB).toFixed(1)} MiB, layers ${a.layers.map((l) => (l.bytes / MiB).toFixed(1)).join(" + ")} MiB, ~${a.entries} entries`,
+    `import: archive ${(a.archiveBytes / MiB).toFixed(1)} MiB, layers ${a.layers.map((l) => (l.bytes / MiB).toFixed(1)).join(" + ")} MiB, ~${a.entries} entries${REVERSED ? ", layer files last first" : ""}`,
   );
   poolWork = join(bench.pool, `bench-images-${process.pid}`);
   mkdirSync(poolWork);

@@ -5,7 +5,7 @@
 // lead the import out of the image.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { readdir } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -50,7 +50,7 @@ describe("images", { timeout: 300_000 }, () => {
     return r.out.trim();
   };
 
-  async function appArchive(format: "docker-save" | "oci-layout"): Promise<Buffer> {
+  async function appArchive(format: "docker-save" | "oci-layout", order?: number[]): Promise<Buffer> {
     const layer1 = await makeTar([
       ...tinyRootfs({ passwd: ["app:x:1000:1000:app:/home/app:/bin/sh"], group: ["app:x:1000:"] }),
       { name: "home/", type: "directory" },
@@ -82,7 +82,7 @@ describe("images", { timeout: 300_000 }, () => {
       workingDir: "/srv",
       user: "app",
     };
-    return format === "docker-save" ? dockerSaveArchive(spec) : ociLayoutArchive(spec);
+    return format === "docker-save" ? dockerSaveArchive(spec, order ? { order } : {}) : ociLayoutArchive(spec);
   }
 
   before(async () => {
@@ -181,6 +181,24 @@ describe("images", { timeout: 300_000 }, () => {
     const c = await s.api("POST", "/v1/units", { token, json: { name: "on-oci", image: "app-oci" } });
     assert.equal(c.status, 201, c.text);
     assert.equal(await sh("on-oci", "id -un; pwd; ls /opt/opq"), "app\n/srv\nupper.txt");
+  });
+
+  it("layer files in another order than the manifest's: the guess is undone, the image the same", async () => {
+    // Layer 2 (with the link to / and an entry through it) comes first: the server applies it as it
+    // arrives, finds it is not the first layer, and starts again in the manifest's order.
+    const r = await importArchive("app-reversed", await appArchive("docker-save", [1, 0]));
+    assert.equal(r.status, 200, r.text);
+    const evs = events(r.text);
+    assert.equal(evs.at(-1)?.type, "complete", r.text);
+    assert.ok(!evs.some((e) => /while the archive arrived/.test(String(e.data))), r.text);
+    const root = join(importedDir, String((evs.at(-1)?.image as { id?: string } | undefined)?.id));
+    assert.deepEqual(await readdir(join(root, "opt/old")), ["keep.txt"], "layer 2's whiteout after layer 1");
+    assert.deepEqual(await readdir(join(root, "opt/opq")), ["upper.txt"], "layer 2's opaque dir after layer 1");
+    assert.equal(await readFile(join(root, "tmp", pwned), "utf8"), "inside\n");
+    assert.ok(!existsSync(`/tmp/${pwned}`), "neither the guess nor the import followed the link onto the host");
+    assert.ok(await isReadonly(root));
+    assert.deepEqual(await leftovers(), [], "no upload or work dir is left");
+    assert.equal((await s.api("DELETE", "/v1/images/app-reversed", { token })).status, 204);
   });
 
   it("bad archives and names are refused with nothing left; a taken name is 409", async () => {

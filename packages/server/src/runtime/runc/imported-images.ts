@@ -62,7 +62,16 @@ export async function importImage(
   try {
     await prepareRoot(root, opts.uidShift);
     const growing = new GrowingFile();
-    const guess = new LayerSpeculation(root, upload, growing, { uidShift: opts.uidShift, uidRange: opts.uidRange });
+    const guess = new LayerSpeculation(root, upload, growing, {
+      uidShift: opts.uidShift,
+      uidRange: opts.uidRange,
+      // A wrong guess: a new subvolume (the old one's files go in the background), not 10,000 unlinks.
+      reset: async () => {
+        await deleteSubvolume(root);
+        await createSubvolume(root);
+        await prepareRoot(root, opts.uidShift);
+      },
+    });
     speculation = guess;
     await receiveArchive(body, upload, {
       growing,

@@ -93,7 +93,7 @@ export async function importOciArchive(
     try {
       let from = 0; // layers on the root already
       if (opts.speculation !== undefined) {
-        const kept = await opts.speculation.settle(image.layers, () => prepareRoot(root, opts.uidShift));
+        const kept = await opts.speculation.settle(image.layers);
         from = kept.applied;
         for (const s of kept.stats) addStats(stats, s);
         if (from > 0) {

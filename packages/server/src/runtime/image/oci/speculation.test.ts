@@ -20,7 +20,6 @@ import {
   lowerLayer,
   makeTar,
   sha256,
-  type TarItem,
   upperLayer,
 } from "./test-archives.js";
 import { receiveArchive } from "./upload.js";
@@ -33,21 +32,6 @@ import { receiveArchive } from "./upload.js";
 
 const SHIFT = 100000;
 const RANGE = 65536;
-
-/**
- * A legacy `docker save` archive whose layers' files come in `order` (indexes into `spec.layers`),
- * after `first` (files that are no layer of the image); its manifest names the layers in spec order.
- */
-async function reordered(spec: ImageSpec, order: number[], first: TarItem[] = []): Promise<Buffer> {
-  const config = imageConfig(spec);
-  const configName = `${sha256(config)}.json`;
-  const names = spec.layers.map((l, i) => `${sha256(`layer ${i} ${sha256(l)}`)}/layer.tar`);
-  const items: TarItem[] = [...first];
-  for (const i of order) items.push({ name: names[i] as string, data: spec.layers[i] as Buffer });
-  items.push({ name: configName, data: config });
-  items.push({ name: "manifest.json", data: JSON.stringify([{ Config: configName, Layers: names }]) });
-  return makeTar(items);
-}
 
 /** `data` as a request body would come: in pieces of `piece` bytes, a turn of the event loop apart. */
 function trickle(data: Buffer, piece = 4096, failAt?: number): Readable {
@@ -141,7 +125,7 @@ describe("layers applied while the archive arrives", {
   });
 
   it("layers that come in another order are undone and applied again in the manifest's", async () => {
-    const archive = await reordered(await spec(), [1, 0]);
+    const archive = await dockerSaveArchive(await spec(), { order: [1, 0] });
     const r = await speculative(archive);
     assert.ok(!r.progress.some((m) => arrived.test(m)), r.progress.join("\n"));
     assert.deepEqual(await tree(r.root), await plain(archive));
@@ -158,7 +142,7 @@ describe("layers applied while the archive arrives", {
       { name: "junk", data: "not from the image" },
       { name: "etc/passwd", data: "evil::0:0::/:/bin/sh\n" },
     ]);
-    const archive = await reordered(await spec(), [0, 1], [{ name: "extra/junk.tar", data: junk }]);
+    const archive = await dockerSaveArchive(await spec(), { first: [{ name: "extra/junk.tar", data: junk }] });
     const r = await speculative(archive);
     assert.ok(!existsSync(join(r.root, "junk")));
     assert.doesNotMatch(await readFile(join(r.root, "etc/passwd"), "utf8"), /evil/);
@@ -171,7 +155,7 @@ describe("layers applied while the archive arrives", {
       { name: "link/escaped-by-link", data: "x" },
       { name: "../escaped-by-name", data: "x" },
     ]);
-    const archive = await reordered(await spec(), [0, 1], [{ name: "a/escape.tar", data: leaving }]);
+    const archive = await dockerSaveArchive(await spec(), { first: [{ name: "a/escape.tar", data: leaving }] });
     const r = await speculative(archive);
     assert.deepEqual(await tree(r.root), await plain(archive));
     for (const p of [r.base, join(r.base, ".."), join(r.base, "../.."), "/"]) {

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { type ApplyStats, LayerWorker } from "./apply-layer.js";
 import type { LayerAt } from "./archive.js";
 import type { GrowingFile } from "./growing-file.js";
+import { prepareRoot } from "./import-archive.js";
 import { isTarHeader, TarEvent, TarParser } from "./tar-parser.js";
 
 /*
@@ -38,6 +39,11 @@ interface Guess {
 export interface LayerSpeculationOptions {
   uidShift: number;
   uidRange: number;
+  /**
+   * Makes the root empty again, prepared (prepareRoot), after a wrong guess; default: what is in it
+   * removed. (A subvolume is faster deleted and made again than emptied file by file.)
+   */
+  reset?: () => Promise<void>;
 }
 
 /** What {@link LayerSpeculation.settle} kept: the image's first `applied` layers are on the root. */
@@ -152,9 +158,9 @@ export class LayerSpeculation {
   /**
    * The image's `layers` are known (read in place from `file`): keeps what was applied if it is
    * their beginning, in order, with the digests the image config gives; else undoes it (the root
-   * is emptied, its owner and mode set again with `prepare`).
+   * made empty and prepared again: `reset`).
    */
-  async settle(layers: readonly LayerAt[], prepare: () => Promise<void>): Promise<Settled> {
+  async settle(layers: readonly LayerAt[]): Promise<Settled> {
     this.parsing = false;
     this.stopped = true; // no layer starts now
     this.queue.length = 0;
@@ -181,11 +187,13 @@ export class LayerSpeculation {
       }
     }
     await this.stop();
-    if (guessed.length > 0) {
-      for (const name of await readdir(this.root)) await rm(join(this.root, name), { recursive: true, force: true });
-      await prepare();
-    }
+    if (guessed.length > 0) await (this.opts.reset ?? (() => this.empty()))();
     return { applied: 0, stats: [] };
+  }
+
+  private async empty(): Promise<void> {
+    for (const name of await readdir(this.root)) await rm(join(this.root, name), { recursive: true, force: true });
+    await prepareRoot(this.root, this.opts.uidShift);
   }
 
   /** Stops applying (once it stopped, nothing writes to the root). */

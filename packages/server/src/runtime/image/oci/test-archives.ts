@@ -113,21 +113,26 @@ export function imageConfig(spec: ImageSpec): Buffer {
   );
 }
 
-/** A legacy `docker save` archive (before 25): `<id>/layer.tar`, `<config sha>.json`, manifest.json. */
+/**
+ * A legacy `docker save` archive (before 25): `<id>/layer.tar`, `<config sha>.json`, manifest.json.
+ * `order`: the layers' files come in this order (indexes into `spec.layers`; the manifest keeps
+ * theirs); `first`: files before them, `extra`: after them.
+ */
 export async function dockerSaveArchive(
   spec: ImageSpec,
-  opts: { gzipLayers?: boolean[]; extra?: TarItem[] } = {},
+  opts: { gzipLayers?: boolean[]; extra?: TarItem[]; first?: TarItem[]; order?: number[] } = {},
 ): Promise<Buffer> {
   const config = imageConfig(spec);
   const configName = `${sha256(config)}.json`;
-  const items: TarItem[] = [];
-  const layerNames: string[] = [];
-  spec.layers.forEach((layer, i) => {
-    const id = sha256(`layer ${i} ${sha256(layer)}`);
+  const items: TarItem[] = [...(opts.first ?? [])];
+  const ids = spec.layers.map((layer, i) => sha256(`layer ${i} ${sha256(layer)}`));
+  const layerNames = ids.map((id) => `${id}/layer.tar`);
+  for (const i of opts.order ?? spec.layers.keys()) {
+    const id = ids[i] as string;
+    const layer = spec.layers[i] as Buffer;
     items.push({ name: `${id}/`, type: "directory" }, { name: `${id}/VERSION`, data: "1.0" });
     items.push({ name: `${id}/layer.tar`, data: opts.gzipLayers?.[i] ? gzip(layer) : layer });
-    layerNames.push(`${id}/layer.tar`);
-  });
+  }
   items.push({ name: configName, data: config });
   items.push(...(opts.extra ?? []));
   items.push({
