@@ -148,11 +148,15 @@ export class LayerSpeculation {
       result = Promise.resolve(undefined);
     }
     this.started.push({ ...g, result });
-    void result.then((stats) => {
-      this.busy = false;
-      if (stats === undefined) this.stopped = true; // what follows a failed layer is on a wrong root
-      this.next();
-    });
+    result
+      .then((stats) => {
+        this.busy = false;
+        if (stats === undefined) this.stopped = true; // what follows a failed layer is on a wrong root
+        this.next();
+      })
+      .catch(() => {
+        this.stopped = true; // next() threw: guess no more (settle undoes what was guessed)
+      });
   }
 
   /**
