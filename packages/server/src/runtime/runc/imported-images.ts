@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import type { ImageConfig } from "@ums/protocol";
 import { run } from "../exec/host-command.js";
 import { imageConfigFor, missingForAgent } from "../image/image-config.js";
-import { GrowingFile, importOciArchive, LayerSpeculation, prepareRoot, receiveArchive } from "../image/oci/index.js";
+import { importUpload, prepareRoot } from "../image/oci/index.js";
 import { createSubvolume, deleteSubvolume, isSubvolume, setReadonly } from "../storage/btrfs.js";
 import { loopBackingDevice } from "../storage/mounts.js";
 import type { UnitPaths } from "./unit-paths.js";
@@ -58,11 +58,11 @@ export async function importImage(
   const upload = join(opts.uploadDir, `${imageId}.tar`);
   await removeImported(paths, imageId);
   await createSubvolume(root);
-  let speculation: LayerSpeculation | undefined;
   try {
-    await prepareRoot(root, opts.uidShift);
-    const growing = new GrowingFile();
-    const guess = new LayerSpeculation(root, upload, growing, {
+    await mkdir(work, { mode: 0o700 });
+    const done = await importUpload(body, root, {
+      upload,
+      workDir: work,
       uidShift: opts.uidShift,
       uidRange: opts.uidRange,
       // A wrong guess: a new subvolume (the old one's files go in the background), not 10,000 unlinks.
@@ -71,19 +71,6 @@ export async function importImage(
         await createSubvolume(root);
         await prepareRoot(root, opts.uidShift);
       },
-    });
-    speculation = guess;
-    await receiveArchive(body, upload, {
-      growing,
-      onChunk: (chunk) => guess.chunk(chunk),
-      ...(opts.signal && { signal: opts.signal }),
-    });
-    await mkdir(work, { mode: 0o700 });
-    const done = await importOciArchive(upload, root, {
-      workDir: work,
-      uidShift: opts.uidShift,
-      uidRange: opts.uidRange,
-      speculation: guess,
       // From the first layer on: an archive refused while it is read is a plain 400 (images/routes.ts).
       onProgress: (p) => {
         if (p.layers > 0) opts.progress(p.message);
@@ -101,7 +88,6 @@ export async function importImage(
       skipped: done.stats.skipped,
     };
   } catch (err) {
-    await speculation?.stop(); // nothing writes to the root once it is removed
     await removeImported(paths, imageId).catch(() => {});
     throw err;
   } finally {

@@ -24,11 +24,11 @@ const WAIT_MS = 20;
 export class GrowingFile {
   readonly memory = new SharedArrayBuffer(16);
   private readonly ints = new Int32Array(this.memory, 0, 2);
-  private readonly written = new BigInt64Array(this.memory, 8, 1);
+  private readonly written = new BigInt64Array(this.memory);
 
   /** `bytes` bytes of the file are written (from its start). */
   grew(bytes: number): void {
-    Atomics.store(this.written, WRITTEN - 1, BigInt(bytes));
+    Atomics.store(this.written, WRITTEN, BigInt(bytes));
     this.bump();
   }
 
@@ -61,12 +61,12 @@ export class GrowingFile {
  */
 export function waitForBytes(memory: SharedArrayBuffer, until: number, checkAbort: () => void): void {
   const ints = new Int32Array(memory, 0, 2);
-  const written = new BigInt64Array(memory, 8, 1);
+  const written = new BigInt64Array(memory);
   for (;;) {
     const seq = Atomics.load(ints, SEQ);
     const state = Atomics.load(ints, STATE);
     if (state === FAILED) throw new InputFailed("the upload ended before its end");
-    if (state === COMPLETE || Number(Atomics.load(written, WRITTEN - 1)) >= until) return;
+    if (state === COMPLETE || Number(Atomics.load(written, WRITTEN)) >= until) return;
     checkAbort();
     Atomics.wait(ints, SEQ, seq, WAIT_MS);
   }

@@ -9,9 +9,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { suiteTempDir } from "../../../testing/temp-dir.js";
 import { noUnhandledRejections } from "../../../testing/unhandled.js";
 import { ImageArchiveError } from "./errors.js";
-import { GrowingFile } from "./growing-file.js";
-import { importOciArchive, prepareRoot } from "./import-archive.js";
-import { LayerSpeculation } from "./speculation.js";
+import { importOciArchive } from "./import-archive.js";
+import { importUpload } from "./import-upload.js";
 import {
   dockerSaveArchive,
   gzip,
@@ -22,7 +21,6 @@ import {
   sha256,
   upperLayer,
 } from "./test-archives.js";
-import { receiveArchive } from "./upload.js";
 
 /*
  * Issue #18: layers applied while the archive arrives (speculation.ts). Whatever the guess, the
@@ -76,25 +74,20 @@ describe("layers applied while the archive arrives", {
     return { base, root: join(base, "root"), work: join(base, "work"), upload: join(base, "upload.tar") };
   }
 
-  /** The import as `ums serve` runs it: the upload received while its layers are guessed. */
+  /** The import as `ums serve` runs it (importUpload): the upload received while its layers are guessed. */
   async function speculative(archive: Buffer, failAt?: number) {
     const c = await space();
-    await prepareRoot(c.root, SHIFT);
-    const growing = new GrowingFile();
-    const guess = new LayerSpeculation(c.root, c.upload, growing, { uidShift: SHIFT, uidRange: RANGE });
     const progress: string[] = [];
     try {
-      await receiveArchive(trickle(archive, 4096, failAt), c.upload, { growing, onChunk: (x) => guess.chunk(x) });
-      const done = await importOciArchive(c.upload, c.root, {
+      const done = await importUpload(trickle(archive, 4096, failAt), c.root, {
+        upload: c.upload,
         workDir: c.work,
         uidShift: SHIFT,
         uidRange: RANGE,
-        speculation: guess,
         onProgress: (p) => progress.push(p.message),
       });
-      return { ...c, done, progress, guess };
+      return { ...c, done, progress };
     } catch (err) {
-      await guess.stop();
       throw Object.assign(err as Error, { space: c });
     }
   }
