@@ -41,6 +41,18 @@ function rateLimited(who: string, limit: RateLimit, retryAfterS: number): ApiErr
 }
 
 /**
+ * A token past its `expires_at` is refused wherever a token is taken (API, unit URLs and their
+ * sessions, control connections), with a code that says so.
+ */
+export function assertNotExpired(record: TokenRecord): void {
+  if (record.expiresAt !== null && record.expiresAt <= new Date().toISOString()) {
+    throw new ApiError(401, ErrorCode.TokenExpired, `token expired at ${record.expiresAt}; mint a new one`, undefined, {
+      "www-authenticate": `Bearer realm="ums", error="invalid_token", error_description="token expired"`,
+    });
+  }
+}
+
+/**
  * Spec section 5: every external request carries `Authorization: Bearer <token>`; the token's
  * organization scopes everything the request does. Issue #20 part 5: every authenticated request
  * (websocket upgrades too) is counted against its token's and its organization's rate limits.
@@ -73,17 +85,7 @@ export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateL
     const cookie = request.headers.authorization === undefined && mode !== "no-cookie" && consoleCookie(request);
     const found = typeof cookie === "string" ? await cookieAuth(store, request, cookie) : await byBearer(request);
     const record = found.token;
-    if (record.expiresAt !== null && record.expiresAt <= new Date().toISOString()) {
-      throw new ApiError(
-        401,
-        ErrorCode.TokenExpired,
-        `token expired at ${record.expiresAt}; mint a new one`,
-        undefined,
-        {
-          "www-authenticate": `Bearer realm="ums", error="invalid_token", error_description="token expired"`,
-        },
-      );
-    }
+    assertNotExpired(record);
     if (perToken && perOrg) {
       const tokenWait = perToken.take(record.id);
       if (tokenWait > 0) throw rateLimited("this token", perToken.limit, tokenWait);

@@ -163,6 +163,24 @@ describe("control websocket: offer and exec", () => {
     await c.close();
   });
 
+  it("stops serving a token on an open connection once it expires", async () => {
+    const admin = await s.token("ctl");
+    const expiresAt = Date.now() + 1_500;
+    const minted = await s.api("POST", "/v1/organizations/ctl/tokens", {
+      token: admin,
+      json: { description: "short", expires_at: new Date(expiresAt).toISOString() },
+    });
+    assert.equal(minted.status, 201, minted.text);
+    const c = await ControlClient.open(wsUrl("sprites"), minted.body.token as string);
+    assert.equal((await c.exec(["true"])).end.type, "op.complete");
+    await new Promise((r) => setTimeout(r, expiresAt - Date.now() + 100));
+    c.start("exec", { cmd: ["true"] });
+    const refused = await c.nextEnvelope();
+    assert.equal(refused.type, "op.error");
+    assert.equal(refused.args.code, ErrorCode.TokenExpired);
+    await c.close();
+  });
+
   it("holds a client that stops reading to a bounded buffer, and loses nothing when it reads again", async () => {
     const c = await open();
     const total = 128 * 1024 * 1024;

@@ -4,6 +4,7 @@ import type WebSocket from "ws";
 import { hashToken, parseBearer } from "../../auth/tokens.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { Store } from "../../store/store.js";
+import { assertNotExpired } from "../auth.js";
 import type { Dialect } from "../dialect.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -94,6 +95,7 @@ function openControl(socket: WebSocket, req: FastifyRequest, deps: ControlDeps):
       if (!found || found.org.id !== org.id) {
         throw new ApiError(401, ErrorCode.Unauthorized, "token is not valid (unknown or revoked)");
       }
+      assertNotExpired(found.token);
       const unit = await deps.units.require(found.org, name);
       return wakeFor(req, deps.node, found.org, unit);
     },

@@ -5,6 +5,7 @@ import { hashToken, parseBearer } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import type { OrgRecord, TokenRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
+import { assertNotExpired } from "../auth.js";
 import { CONSOLE_COOKIE } from "../console/session.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
@@ -113,8 +114,10 @@ export function unitUrlRoutes(app: ApiInstance, deps: UnitUrlDeps): void {
   app.addContentTypeParser("*", (_req, _payload, done) => done(null));
   const secure = deps.config.unitUrlScheme === "https";
 
+  /** The live token of that hash; one past its expiry is refused (401 UMS_TOKEN_EXPIRED). */
   async function authenticate(hash: string): Promise<Credential | undefined> {
     const found = await deps.store.tokens.authenticate(hash);
+    if (found) assertNotExpired(found.token);
     return found && { ...found, tokenHash: hash };
   }
 
@@ -184,7 +187,13 @@ export function unitUrlRoutes(app: ApiInstance, deps: UnitUrlDeps): void {
     const form = await readForm(req.raw);
     const next = safeNext(form.get("next"));
     const token = form.get("token")?.trim() ?? "";
-    const cred = token ? await authenticate(hashToken(token)) : undefined;
+    let cred: Credential | undefined;
+    try {
+      cred = token ? await authenticate(hashToken(token)) : undefined;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === ErrorCode.TokenExpired)) throw err;
+      return page(401, next, "That token has expired: mint a new one.");
+    }
     if (!cred || cred.org.id !== unit.orgId) return page(401, next, "That token is not valid for this unit.");
     if (unit.privateAccess === "admins" && cred.token.role !== "admin") {
       return page(403, next, "Only admin tokens may open this unit.");

@@ -147,6 +147,39 @@ describe("unit URL", () => {
     assert.equal((await get("/")).status, 401, "and so does unit");
   });
 
+  it("a token past its expires_at is refused at the unit URL: bearer, login and the session it made", async () => {
+    await settings({ auth: "unit", private_access: "organization" });
+    const expiresAt = Date.now() + 1_500;
+    const minted = await s.api("POST", "/v1/organizations/site-org/tokens", {
+      token: admin,
+      json: { description: "short", expires_at: new Date(expiresAt).toISOString() },
+    });
+    assert.equal(minted.status, 201, minted.text);
+    const short = minted.body.token as string;
+    const login = (token: string) =>
+      get(
+        "/.ums/login",
+        { "content-type": "application/x-www-form-urlencoded" },
+        { method: "POST", body: new URLSearchParams({ token, next: "/" }).toString() },
+      );
+    assert.equal((await get("/x", { authorization: `Bearer ${short}` })).status, 200);
+    const made = await login(short);
+    assert.equal(made.status, 303);
+    const cookie = (made.headers["set-cookie"]?.[0] ?? "").split(";")[0] ?? "";
+    assert.equal((await get("/x", { cookie })).status, 200);
+    await new Promise((r) => setTimeout(r, expiresAt - Date.now() + 100));
+    const bearer = await get("/x", { authorization: `Bearer ${short}` });
+    assert.equal(bearer.status, 401);
+    assert.equal(JSON.parse(bearer.body.toString()).code, "UMS_TOKEN_EXPIRED");
+    const session = await get("/x", { cookie });
+    assert.equal(session.status, 401, "the session of an expired token ends with it");
+    const again = await login(short);
+    assert.equal(again.status, 401);
+    assert.equal(again.headers["set-cookie"], undefined);
+    assert.match(again.body.toString(), /That token has expired/);
+    assert.equal((await get("/x", { authorization: `Bearer ${member}` })).status, 200, "other tokens keep working");
+  });
+
   it("unknown hosts under the unit host are 404; the API is not reachable there", async () => {
     const r = await request(`${s.url}/`, { headers: { host: "nope-12345678.units.localhost" } });
     assert.equal(r.status, 404);
