@@ -3,6 +3,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import SQLite from "better-sqlite3";
+import pg from "pg";
 import { eventId } from "../events/event-id.js";
 import { testDialects } from "../testing/dialects.js";
 import { openStore } from "./open.js";
@@ -102,6 +104,78 @@ for (const dialect of testDialects) {
       assert.equal(await store.tokens.revoke("tok_a", new Date().toISOString()), false, "already revoked");
       assert.equal(await store.tokens.authenticate("h1"), undefined);
       assert.ok((await store.tokens.list(org.id))[0]?.revokedAt);
+    });
+
+    it("keeps a token's lookup only while no token was revoked and no organization changed, in any process (issue #16 part 2)", async () => {
+      // PostgreSQL: lookups are kept while the feed listens (auth-generation.ts).
+      await store.feed?.start();
+      const org = await store.orgs.ensure("kept", limits);
+      const mint = (id: string, hash: string) =>
+        store.tokens.create({ id, orgId: org.id, name: id, role: "member", hash, createdAt: new Date().toISOString() });
+      await mint("tok_k1", "hk1");
+      await mint("tok_k2", "hk2");
+      /** SQL straight to the database, behind the store's back (as an operator's psql or sqlite3 would). */
+      const raw = async (statement: string) => {
+        if (!databaseUrl) {
+          const db = new SQLite(join(dir, "ums.db"));
+          try {
+            db.prepare(statement).run();
+          } finally {
+            db.close();
+          }
+          return;
+        }
+        const c = new pg.Client({ connectionString: databaseUrl });
+        await c.connect();
+        try {
+          await c.query(statement);
+        } finally {
+          await c.end();
+        }
+      };
+      /** The lookup as `store` sees it: at once on SQLite, once the notice came on PostgreSQL. */
+      const settles = async (
+        hash: string,
+        check: (found: Awaited<ReturnType<Store["tokens"]["authenticate"]>>) => boolean,
+      ) => {
+        for (let i = 0; ; i++) {
+          const found = await store.tokens.authenticate(hash);
+          if (check(found)) return i;
+          assert.ok(dialect.name === "postgres" && i < 100, `not seen after ${i} tries: ${JSON.stringify(found)}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      };
+      assert.equal((await store.tokens.authenticate("hk1"))?.token.id, "tok_k1");
+      // A change that does not go through the store is not seen while the lookup is kept: it is kept.
+      await raw("update tokens set revoked_at = '2030-01-01T00:00:00Z' where id = 'tok_k1'");
+      assert.equal((await store.tokens.authenticate("hk1"))?.token.id, "tok_k1", "kept");
+      // Another process's revoke (the CLI's, another API process's) moves the generation.
+      const other = await openStore({ dataDir: dir, databaseUrl });
+      try {
+        assert.equal(await other.tokens.revoke("tok_k2", new Date().toISOString()), true);
+        const tries = await settles("hk1", (f) => f === undefined);
+        if (dialect.name === "sqlite") assert.equal(tries, 0, "the kept lookup is dropped at once");
+      } finally {
+        await other.close();
+      }
+      // This process's own revoke holds from its next lookup, on every dialect.
+      await mint("tok_k3", "hk3");
+      assert.equal((await store.tokens.authenticate("hk3"))?.token.id, "tok_k3");
+      assert.equal(await store.tokens.revoke("tok_k3", new Date().toISOString()), true);
+      assert.equal(await store.tokens.authenticate("hk3"), undefined, "at once in the revoking process");
+      // An organization's new limits reach the next lookup (a kept lookup carries them).
+      await mint("tok_k4", "hk4");
+      assert.equal((await store.tokens.authenticate("hk4"))?.org.warmLimit, limits.warmLimit);
+      const again = await openStore({ dataDir: dir, databaseUrl });
+      try {
+        await again.orgs.setLimits("kept", { warmLimit: 7 });
+        await settles("hk4", (f) => f?.org.warmLimit === 7);
+      } finally {
+        await again.close();
+      }
+      // The API's revoke (revokeInOrg) drops it too.
+      assert.equal(await store.tokens.revokeInOrg(org.id, "tok_k4", new Date().toISOString()), "revoked");
+      assert.equal(await store.tokens.authenticate("hk4"), undefined);
     });
 
     it("enforces the unit limit and unique names", async () => {

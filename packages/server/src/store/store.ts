@@ -161,6 +161,15 @@ export interface EventFeed {
    * process at a time), which it keeps until its listening connection breaks (`lost`).
    */
   lead(): Promise<boolean>;
+  /**
+   * Issue #16 part 2: a value that changes whenever any process revoked a token or changed an
+   * organization (their transactions notify it), or undefined while the connection does not listen
+   * (changes may go unheard: nothing may be kept on its strength). It changes with each new
+   * connection too, so nothing kept before a break stays good after it.
+   */
+  authGeneration(): string | undefined;
+  /** This process committed such a change: the generation moves at once, before its notice comes. */
+  authChanged(): void;
   close(): Promise<void>;
 }
 

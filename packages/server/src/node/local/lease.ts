@@ -27,16 +27,21 @@ export class LocalLease implements UnitLease {
     hold: () => void,
   ) {
     this.hold = hold;
-    const direct = agentClient(node.agentEndpoint(unit));
+    // Made at the first agent call: a proxied request never calls the agent (issue #16 part 2).
+    let client: UnitAgent | undefined;
+    const direct = () => {
+      client ??= agentClient(node.agentEndpoint(unit));
+      return client;
+    };
     const replayable = (body: unknown) => body === undefined || typeof body === "string";
     this.agent = {
-      request: (method, path, opts) => this.retry(() => direct.request(method, path, opts), replayable(opts?.body)),
-      json: (method, path) => this.retry(() => direct.json(method, path), true),
-      websocket: (path) => this.retry(() => direct.websocket(path), true),
+      request: (method, path, opts) => this.retry(() => direct().request(method, path, opts), replayable(opts?.body)),
+      json: (method, path) => this.retry(() => direct().json(method, path), true),
+      websocket: (path) => this.retry(() => direct().websocket(path), true),
       fs: (as, method, path, body, headers) =>
-        this.retry(() => direct.fs(as, method, path, body, headers), replayable(body)),
-      read: (as, path) => this.retry(() => direct.read(as, path), true),
-      tunnel: (host, port) => this.retry(() => direct.tunnel(host, port), true),
+        this.retry(() => direct().fs(as, method, path, body, headers), replayable(body)),
+      read: (as, path) => this.retry(() => direct().read(as, path), true),
+      tunnel: (host, port) => this.retry(() => direct().tunnel(host, port), true),
     };
   }
 

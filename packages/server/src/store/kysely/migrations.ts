@@ -360,6 +360,18 @@ const migrations: Record<string, Migration> = {
       await sql`update orgs set unit_count = (select count(*) from units where units.org_id = orgs.id)`.execute(db);
     },
   },
+  "0020_auth_generation": {
+    async up(db: Kysely<unknown>) {
+      // Issue #16 part 2: token lookups are kept while this counter stays (kysely/auth-generation.ts);
+      // every token revoke and organization change moves it in its own transaction.
+      await db.schema
+        .createTable("auth_generation")
+        .addColumn("id", "integer", (c) => c.primaryKey())
+        .addColumn("gen", "bigint", (c) => c.notNull())
+        .execute();
+      await sql`insert into auth_generation (id, gen) values (1, 0)`.execute(db);
+    },
+  },
   "0010_unit_usage": {
     async up(db: Kysely<unknown>) {
       // Issue #17: units' usage, raw every 10 s (kept an hour) and 5-minute averages (kept 7

@@ -219,6 +219,13 @@ export interface Database {
   unit_usage: UnitUsageTable;
   nodes: NodesTable;
   rehomed_units: RehomedUnitsTable;
+  auth_generation: AuthGenerationTable;
+}
+
+/** Issue #16 part 2: one row (id 1) whose `gen` moves with every token revoke and organization change. */
+export interface AuthGenerationTable {
+  id: number;
+  gen: number | string;
 }
 
 /** Issue #17: one unit's usage over one interval; `at` in ms (bigint: a string from PostgreSQL). */

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { Kysely } from "kysely";
-import type { NewUnit, OrgLimits, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
+import type { Kysely, Transaction } from "kysely";
+import type { NewUnit, OrgLimits, OrgRecord, TokenRecord, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
 import type { CheckpointStore, EventFeed, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
 import { UnitExistsError, UnitLimitError } from "../store.js";
 import { auditStore } from "./audit.js";
+import { type AuthGeneration, authGeneration } from "./auth-generation.js";
 import { connectorStore } from "./connectors.js";
 import { consoleSessionStore } from "./console-sessions.js";
 import type { DialectAdapter } from "./dialect.js";
@@ -12,6 +13,7 @@ import { imageStore } from "./images.js";
 import { migrateToLatest } from "./migrations.js";
 import { nodeStore } from "./nodes.js";
 import { oauthStateStore } from "./oauth-states.js";
+import { prepared } from "./prepared.js";
 import {
   checkpointFromRow,
   first,
@@ -31,11 +33,12 @@ import { usageStore } from "./usage.js";
 
 /** The Store over any Kysely dialect; `adapter` supplies the few dialect-specific pieces. */
 export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter, feed?: EventFeed): Store {
+  const generation = authGeneration(db, adapter, feed);
   return Object.freeze({
     dialect: adapter.name,
     ...(feed && { feed }),
-    orgs: orgStore(db),
-    tokens: tokenStore(db, adapter),
+    orgs: orgStore(db, generation),
+    tokens: tokenStore(db, adapter, generation),
     units: unitStore(db, adapter),
     checkpoints: checkpointStore(db),
     templates: templateStore(db, adapter),
@@ -56,10 +59,11 @@ export function createKyselyStore(db: Kysely<Database>, adapter: DialectAdapter,
   });
 }
 
-function orgStore(db: Kysely<Database>): OrgStore {
+function orgStore(db: Kysely<Database>, generation: AuthGeneration): OrgStore {
   const bySlug = async (slug: string) => {
     return first(db.selectFrom("orgs").selectAll().where("slug", "=", slug), orgFromRow);
   };
+  const byId = prepared(db, 1, (id: string) => db.selectFrom("orgs").selectAll().where("id", "=", id));
   return {
     async ensure(slug: string, limits: OrgLimits) {
       await db
@@ -81,7 +85,8 @@ function orgStore(db: Kysely<Database>): OrgStore {
     },
     getBySlug: bySlug,
     async getById(id) {
-      return first(db.selectFrom("orgs").selectAll().where("id", "=", id), orgFromRow);
+      const [row] = await byId(id);
+      return row && orgFromRow(row);
     },
     async list() {
       const rows = await db.selectFrom("orgs").selectAll().orderBy("slug").execute();
@@ -93,19 +98,56 @@ function orgStore(db: Kysely<Database>): OrgStore {
         ...(limits.runningLimit !== undefined && { running_limit: limits.runningLimit }),
         ...(limits.warmLimit !== undefined && { warm_limit: limits.warmLimit }),
       };
-      if (Object.keys(set).length > 0) await db.updateTable("orgs").set(set).where("slug", "=", slug).execute();
+      if (Object.keys(set).length > 0) {
+        // Kept token lookups carry their organization's limits: they are read again.
+        await db.transaction().execute(async (trx) => {
+          await trx.updateTable("orgs").set(set).where("slug", "=", slug).execute();
+          await generation.bump(trx);
+        });
+        generation.committed();
+      }
       return bySlug(slug);
     },
   };
 }
 
-function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
+/** At most this many token lookups are kept (a lookup that found nothing is never kept). */
+const KEPT_TOKENS = 10_000;
+
+function tokenStore(db: Kysely<Database>, adapter: DialectAdapter, generation: AuthGeneration): TokenStore {
   const withOrg = () =>
     db
       .selectFrom("tokens")
       .innerJoin("orgs", "orgs.id", "tokens.org_id")
       .selectAll("tokens")
       .select("orgs.slug as org_slug");
+  // Every request asks (spec section 5): built once.
+  const byHash = prepared(db, 1, (hash: string) =>
+    db
+      .selectFrom("tokens")
+      .innerJoin("orgs", "orgs.id", "tokens.org_id")
+      .selectAll("tokens")
+      .select(JOINED_ORG_COLUMNS)
+      .where("tokens.token_hash", "=", hash)
+      .where("tokens.revoked_at", "is", null),
+  );
+  // Issue #16 part 2: lookups kept by token hash, each good while the generation it was read
+  // under holds (auth-generation.ts): a revoke or an organization's change moves it.
+  const kept = new Map<string, { readonly gen: string; readonly found: { token: TokenRecord; org: OrgRecord } }>();
+  const keep = (hash: string, gen: string, found: { token: TokenRecord; org: OrgRecord }) => {
+    kept.delete(hash);
+    if (kept.size >= KEPT_TOKENS) kept.delete(kept.keys().next().value as string);
+    kept.set(hash, { gen, found });
+  };
+  const changed = async (change: (trx: Transaction<Database>) => Promise<boolean>) => {
+    const done = await db.transaction().execute(async (trx) => {
+      const made = await change(trx);
+      if (made) await generation.bump(trx);
+      return made;
+    });
+    if (done) generation.committed();
+    return done;
+  };
   return {
     async create(t: NewToken) {
       await db
@@ -124,19 +166,18 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
       return tokenFromRow(row);
     },
     async authenticate(hash) {
-      const row = await db
-        .selectFrom("tokens")
-        .innerJoin("orgs", "orgs.id", "tokens.org_id")
-        .selectAll("tokens")
-        .select(JOINED_ORG_COLUMNS)
-        .where("tokens.token_hash", "=", hash)
-        .where("tokens.revoked_at", "is", null)
-        .executeTakeFirst();
-      if (!row) return undefined;
-      return {
-        token: tokenFromRow(row),
-        org: joinedOrgFromRow(row),
-      };
+      // Read before the lookup: a change after it moves the generation past what is kept.
+      const gen = await generation.current();
+      const hit = kept.get(hash);
+      if (hit && gen !== undefined && hit.gen === gen) return hit.found;
+      const [row] = await byHash(hash);
+      if (!row) {
+        kept.delete(hash);
+        return undefined;
+      }
+      const found = Object.freeze({ token: tokenFromRow(row), org: joinedOrgFromRow(row) });
+      if (gen !== undefined) keep(hash, gen, found);
+      return found;
     },
     async list(orgId) {
       let q = withOrg().orderBy("orgs.slug").orderBy("tokens.created_at").orderBy("tokens.id");
@@ -144,16 +185,19 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
       return (await q.execute()).map(tokenFromRow);
     },
     async revoke(id, at) {
-      const r = await db
-        .updateTable("tokens")
-        .set({ revoked_at: at })
-        .where("id", "=", id)
-        .where("revoked_at", "is", null)
-        .executeTakeFirst();
-      return Number(r.numUpdatedRows) > 0;
+      return changed(async (trx) => {
+        const r = await trx
+          .updateTable("tokens")
+          .set({ revoked_at: at })
+          .where("id", "=", id)
+          .where("revoked_at", "is", null)
+          .executeTakeFirst();
+        return Number(r.numUpdatedRows) > 0;
+      });
     },
     async revokeInOrg(orgId, id, at) {
-      return db.transaction().execute(async (trx) => {
+      let outcome: "revoked" | "not_found" | "last_admin" = "not_found";
+      await changed(async (trx) => {
         // Two admins revoking each other at once: the second one sees the first's revoke.
         await adapter.lockOrg(trx, orgId);
         const live = await trx
@@ -163,11 +207,16 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter): TokenStore {
           .where("revoked_at", "is", null)
           .execute();
         const target = live.find((t) => t.id === id);
-        if (!target) return "not_found";
-        if (target.role === "admin" && !live.some((t) => t.id !== id && t.role === "admin")) return "last_admin";
+        if (!target) return false;
+        if (target.role === "admin" && !live.some((t) => t.id !== id && t.role === "admin")) {
+          outcome = "last_admin";
+          return false;
+        }
         await trx.updateTable("tokens").set({ revoked_at: at }).where("id", "=", id).execute();
-        return "revoked";
+        outcome = "revoked";
+        return true;
       });
+      return outcome;
     },
     async touch(id, at) {
       await db.updateTable("tokens").set({ last_used_at: at }).where("id", "=", id).execute();
@@ -269,14 +318,15 @@ const UNIT_PATCH_COLUMNS = {
 } as const satisfies { readonly [K in Exclude<keyof UnitPatch, "labels">]-?: keyof UnitsTable };
 
 function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
+  // The unit of nearly every request, by name, by id or by its URL's label: built once.
+  const byName = prepared(db, 2, (orgId: string, name: string) =>
+    db.selectFrom("units").selectAll().where("org_id", "=", orgId).where("name", "=", name),
+  );
+  const byId = prepared(db, 1, (id: string) => db.selectFrom("units").selectAll().where("id", "=", id));
+  const byLabel = prepared(db, 1, (label: string) => db.selectFrom("units").selectAll().where("url_label", "=", label));
   const get = async (orgId: string, name: string) => {
-    return first(
-      db
-        .selectFrom("units")
-        .selectAll()
-        .where((eb) => eb.and({ org_id: orgId, name })),
-      unitFromRow,
-    );
+    const [row] = await byName(orgId, name);
+    return row && unitFromRow(row);
   };
   return {
     async create(unit: NewUnit, maxUnits: number) {
@@ -295,7 +345,8 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     },
     get,
     async getById(id) {
-      return first(db.selectFrom("units").selectAll().where("id", "=", id), unitFromRow);
+      const [row] = await byId(id);
+      return row && unitFromRow(row);
     },
     async withStatus(statuses, nodeId) {
       if (statuses.length === 0) return [];
@@ -319,7 +370,8 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
       return Number(row?.n ?? 0);
     },
     async getByUrlLabel(label) {
-      return first(db.selectFrom("units").selectAll().where("url_label", "=", label), unitFromRow);
+      const [row] = await byLabel(label);
+      return row && unitFromRow(row);
     },
     async page(orgId: string, q: UnitPageQuery) {
       let query = db.selectFrom("units").selectAll().where("org_id", "=", orgId);

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { AUTH_CHANNEL } from "../kysely/auth-generation.js";
 import { EVENTS_CHANNEL, type EventNotice, WEBHOOKS_CHANNEL } from "../kysely/events.js";
 import type { EventRecord } from "../records.js";
 import type { EventFeed, EventFeedHandlers, EventStore } from "../store.js";
@@ -24,6 +25,9 @@ export class PostgresEventFeed implements EventFeed {
   private leading = false;
   private lostAt: number | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Connections made so far, and token or organization changes heard on the current one. */
+  private connections = 0;
+  private authChanges = 0;
   /** Notices are handled one after another (a large one is read from the store first). */
   private chain: Promise<void> = Promise.resolve();
 
@@ -59,6 +63,7 @@ export class PostgresEventFeed implements EventFeed {
       await client.connect();
       await client.query(`LISTEN ${EVENTS_CHANNEL}`);
       await client.query(`LISTEN ${WEBHOOKS_CHANNEL}`);
+      await client.query(`LISTEN ${AUTH_CHANNEL}`);
     } catch (err) {
       client.removeAllListeners("end");
       client.on("error", () => {});
@@ -70,6 +75,8 @@ export class PostgresEventFeed implements EventFeed {
       return;
     }
     this.client = client;
+    this.connections++;
+    this.authChanges = 0;
     const lostAt = this.lostAt;
     this.lostAt = undefined;
     if (lostAt !== undefined) for (const h of this.handlers) this.call(() => h.resumed?.(lostAt), "resumed");
@@ -99,7 +106,19 @@ export class PostgresEventFeed implements EventFeed {
     this.timer.unref();
   }
 
+  authGeneration(): string | undefined {
+    return this.client ? `${this.connections}.${this.authChanges}` : undefined;
+  }
+
+  authChanged(): void {
+    this.authChanges++;
+  }
+
   private notice(channel: string, payload: string): void {
+    if (channel === AUTH_CHANNEL) {
+      this.authChanges++;
+      return;
+    }
     if (channel === WEBHOOKS_CHANNEL) {
       for (const h of this.handlers) this.call(() => h.webhooksChanged?.(payload), "webhooksChanged");
       return;

@@ -1,0 +1,60 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import SQLite from "better-sqlite3";
+import { Kysely, SqliteDialect } from "kysely";
+import { prepared } from "./prepared.js";
+
+interface Db {
+  pets: { id: string; owner: string; kind: string; legs: number };
+}
+
+describe("prepared queries", () => {
+  let db: Kysely<Db>;
+  before(async () => {
+    db = new Kysely<Db>({ dialect: new SqliteDialect({ database: new SQLite(":memory:") }) });
+    await db.schema
+      .createTable("pets")
+      .addColumn("id", "text", (c) => c.primaryKey())
+      .addColumn("owner", "text")
+      .addColumn("kind", "text")
+      .addColumn("legs", "integer")
+      .execute();
+    await db
+      .insertInto("pets")
+      .values([
+        { id: "a", owner: "ann", kind: "cat", legs: 4 },
+        { id: "b", owner: "ann", kind: "bird", legs: 2 },
+        { id: "c", owner: "bob", kind: "cat", legs: 4 },
+      ])
+      .execute();
+  });
+  after(() => db.destroy());
+
+  it("runs with each call's arguments, in the order the query binds them, keeping the shape's own constants", async () => {
+    // `kind` is bound before `owner` in the SQL, and `legs` is a constant of the shape.
+    const byOwnerKind = prepared(db, 2, (owner: string, kind: string) =>
+      db.selectFrom("pets").select("id").where("kind", "=", kind).where("legs", "=", 4).where("owner", "=", owner),
+    );
+    assert.deepEqual(await byOwnerKind("ann", "cat"), [{ id: "a" }]);
+    assert.deepEqual(await byOwnerKind("bob", "cat"), [{ id: "c" }]);
+    assert.deepEqual(await byOwnerKind("ann", "bird"), [], "the constant legs = 4 still applies");
+    assert.deepEqual(await byOwnerKind("nobody", "cat"), []);
+  });
+
+  it("an argument is data, never SQL", async () => {
+    const byId = prepared(db, 1, (id: string) => db.selectFrom("pets").select("id").where("id", "=", id));
+    assert.deepEqual(await byId("a' or '1'='1"), []);
+    assert.deepEqual(await byId("a"), [{ id: "a" }]);
+  });
+
+  it("refuses a shape that binds an argument twice or not at all", async () => {
+    const twice = prepared(db, 1, (id: string) =>
+      db.selectFrom("pets").select("id").where("id", "=", id).where("owner", "=", id),
+    );
+    await assert.rejects(twice("a"), /argument 0 is bound 2 times, not once/);
+    const never = prepared(db, 2, (id: string, _unused: string) =>
+      db.selectFrom("pets").select("id").where("id", "=", id),
+    );
+    await assert.rejects(never("a", "b"), /argument 1 is bound 0 times, not once/);
+  });
+});
