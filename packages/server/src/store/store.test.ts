@@ -634,6 +634,39 @@ for (const dialect of testDialects) {
       assert.equal((await store.webhooks.list(a.id)).length, 1);
     });
 
+    it("nodes: placement's recent list (issue #16 part 7) is kept a while on PostgreSQL only, and read again after a write through the store", async () => {
+      const node = (id: string, name: string) => ({
+        id,
+        name,
+        address: "",
+        capacity: { cpus: 1, memoryBytes: 1, diskBytes: 1, unitSlots: null },
+        free: { memoryBytes: 1, diskBytes: 1 },
+        labels: {},
+        version: "1",
+        startedAt: "2026-11-29T10:00:00.000Z",
+      });
+      await store.nodes.register(node("node-recent", "recent"), "2026-11-29T10:00:00.000Z");
+      const stateOf = async (maxAgeMs?: number) =>
+        (await store.nodes.list(maxAgeMs === undefined ? undefined : { maxAgeMs })).find((n) => n.name === "recent")
+          ?.state;
+      assert.equal(await stateOf(60_000), "active");
+      const other = await openStore({ dataDir: dir, databaseUrl });
+      try {
+        await other.nodes.setState("recent", "cordoned");
+      } finally {
+        await other.close();
+      }
+      // Another process's cordon: seen at once on SQLite, after maxAgeMs on PostgreSQL.
+      assert.equal(await stateOf(60_000), dialect.name === "postgres" ? "active" : "cordoned");
+      assert.equal(await stateOf(), "cordoned", "a list without maxAgeMs always reads");
+      assert.equal(await stateOf(60_000), "cordoned", "and is the recent one now");
+      // A write through this store: the next list reads, whatever maxAgeMs allows.
+      await store.nodes.setState("recent", "active");
+      assert.equal(await stateOf(60_000), "active");
+      assert.notEqual(await store.nodes.remove("recent"), false);
+      assert.equal(await stateOf(60_000), undefined);
+    });
+
     it("nodes (issue #15): register and start again by id, a name per node, heartbeats, state, unit counts, claims, removal", async () => {
       const GiB = 1024 ** 3;
       const n = (id: string, name: string) => ({

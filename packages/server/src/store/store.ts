@@ -413,8 +413,12 @@ export interface NodeStore {
   heartbeat(id: string, free: NodeFree, at: string): Promise<boolean>;
   get(id: string): Promise<NodeRecord | undefined>;
   getByName(name: string): Promise<NodeRecord | undefined>;
-  /** Every node, by name. */
-  list(): Promise<NodeRecord[]>;
+  /**
+   * Every node, by name. With `maxAgeMs` on PostgreSQL, a list this store read at most that long ago
+   * may be returned (no write through this store since): placement reads it per create, and the
+   * read is a round trip (issue #16 part 7). SQLite always reads.
+   */
+  list(opts?: { readonly maxAgeMs?: number }): Promise<readonly NodeRecord[]>;
   setState(name: string, state: NodeState): Promise<NodeRecord | undefined>;
   /** Every node with its unit counts: all units, and `orgId`'s. */
   usage(orgId: string): Promise<NodeUse[]>;

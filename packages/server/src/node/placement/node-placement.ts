@@ -14,6 +14,13 @@ export interface PlaceOpts {
 }
 
 /**
+ * How old a list of the nodes placement may use on PostgreSQL (issue #16 part 7: a round trip less
+ * per create). A write through this process's store (a cordon over the API, a heartbeat) drops it
+ * at once; one from another process (`ums node cordon` on another host) is seen within this time.
+ */
+const NODES_MAX_AGE_MS = 1_000;
+
+/**
  * Issue #15 part 3: chooses the node of a new unit from the database's view of the nodes
  * (placement.ts has the rule). Until API processes reach nodes over the network, only the node in
  * this process is reachable.
@@ -30,7 +37,7 @@ export class NodePlacement {
   /** The id of the node the organization's new unit goes to; `NoNodeError` says why none can take it. */
   async choose(org: OrgRecord, opts: PlaceOpts = {}): Promise<string> {
     const req = { now: this.now(), downAfterMs: DOWN_AFTER_MS, ...(opts.labels && { labels: opts.labels }) };
-    const only = this.onlyChoice(await this.store.nodes.list(), opts, req);
+    const only = this.onlyChoice(await this.store.nodes.list({ maxAgeMs: NODES_MAX_AGE_MS }), opts, req);
     if (only) return only;
     const all = await this.store.nodes.usage(org.id);
     const nodes = (opts.on ? all.filter((u) => u.node.id === opts.on) : all).filter((u) => u.node.id !== opts.not);

@@ -26,6 +26,15 @@ function nodeFromRow(r: NodesTable): NodeRecord {
 export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeStore {
   const get = (id: string) => first(db.selectFrom("nodes").selectAll().where("id", "=", id), nodeFromRow);
   const getByName = (name: string) => first(db.selectFrom("nodes").selectAll().where("name", "=", name), nodeFromRow);
+  // The last list and when it was read, for `list({ maxAgeMs })`; every write through this store
+  // drops it (and a list read while a write ran is not kept).
+  let recent: { readonly at: number; readonly nodes: NodeRecord[] } | undefined;
+  let writes = 0;
+  const wrote = <T>(result: T): T => {
+    writes++;
+    recent = undefined;
+    return result;
+  };
   return {
     async register(n, at) {
       const row = {
@@ -51,6 +60,7 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         }
         throw err;
       }
+      wrote(undefined);
       const node = await get(n.id);
       if (!node) throw new Error(`node ${n.id} vanished while it registered`);
       return node;
@@ -61,15 +71,23 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         .set({ free: JSON.stringify(free), heartbeat_at: at })
         .where("id", "=", id)
         .executeTakeFirst();
-      return Number(r.numUpdatedRows) > 0;
+      return wrote(Number(r.numUpdatedRows) > 0);
     },
     get,
     getByName,
-    async list() {
-      return (await db.selectFrom("nodes").selectAll().orderBy("name").execute()).map(nodeFromRow);
+    async list(opts = {}) {
+      const now = Date.now();
+      // SQLite reads the table in microseconds, in this process: always now.
+      const maxAge = adapter.name === "postgres" ? opts.maxAgeMs : undefined;
+      if (maxAge !== undefined && recent && now - recent.at <= maxAge) return recent.nodes;
+      const before = writes;
+      const nodes = (await db.selectFrom("nodes").selectAll().orderBy("name").execute()).map(nodeFromRow);
+      Object.freeze(nodes);
+      if (writes === before) recent = { at: now, nodes };
+      return nodes;
     },
     async setState(name, state) {
-      await db.updateTable("nodes").set({ state }).where("name", "=", name).execute();
+      wrote(await db.updateTable("nodes").set({ state }).where("name", "=", name).execute());
       return getByName(name);
     },
     async usage(orgId) {
@@ -102,7 +120,7 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
       return { units: await claim("units"), templates: await claim("templates"), images: await claim("images") };
     },
     async remove(name, opts = {}) {
-      return db.transaction().execute(async (trx) => {
+      const removed = await db.transaction().execute(async (trx) => {
         const node = await first(trx.selectFrom("nodes").selectAll().where("name", "=", name), nodeFromRow);
         if (!node) return false;
         const count = async (table: "units" | "templates" | "images") =>
@@ -141,6 +159,7 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         await trx.deleteFrom("nodes").where("id", "=", node.id).execute();
         return holds;
       });
+      return wrote(removed);
     },
     async leftUnits(id) {
       const rows = await db.selectFrom("rehomed_units").select("unit_id").where("node_id", "=", id).execute();
