@@ -54,14 +54,19 @@ export class RecipeBuilds {
     source: string,
     hooks: { progress: Progress; signal?: AbortSignal },
   ): Promise<ImageRecord> {
-    let builder: UnitRecord | undefined;
+    // The unit that runs the steps, once its create began. A build on another node can end (its
+    // stream to the node broke) while the steps still run here: whatever the steps made is deleted
+    // all the same, once it exists, and steps asked for after the end are refused.
+    let builder: Promise<UnitRecord> | undefined;
+    let over = false;
     try {
       return await this.node.buildImage(org, recipe, source, {
         ...hooks,
         ...((recipe.steps ?? []).length > 0 && {
           steps: async (draftId: string) => {
-            builder = await this.builderUnit(org, draftId);
-            return this.runSteps(org, builder, draftId, recipe, hooks.progress);
+            if (over) throw new Error("the image build is over; its steps are not run");
+            builder = this.builderUnit(org, draftId);
+            return this.runSteps(org, await builder, draftId, recipe, hooks.progress);
           },
         }),
       });
@@ -69,7 +74,8 @@ export class RecipeBuilds {
       if (err instanceof ImageExistsError) throw this.building(recipe.name);
       throw err;
     } finally {
-      const unit = builder;
+      over = true;
+      const unit = await builder?.catch(() => undefined);
       if (unit) {
         await this.node
           .destroy(unit)
