@@ -1,4 +1,9 @@
-import { type Compilable, CompiledQuery, type Kysely } from "kysely";
+import { type Compilable, CompiledQuery, type QueryResult } from "kysely";
+
+/** What runs a compiled query: a Kysely instance or a transaction of any database. */
+interface Executor {
+  executeQuery<R>(query: CompiledQuery<R>): Promise<QueryResult<R>>;
+}
 
 /** The placeholder a prepared query's `i`th parameter is built with (no real value looks like it). */
 const slot = (i: number) => `\u0000ums-prepared-parameter-${i}\u0000`;
@@ -32,7 +37,7 @@ function compileTemplate(built: Compilable<unknown>, arity: number): Template {
  * Results are the rows as Kysely returns them for the query's own `execute()`.
  */
 export function prepared<A extends readonly string[], R>(
-  db: Kysely<never> | Kysely<unknown> | { executeQuery: Kysely<unknown>["executeQuery"] },
+  db: Executor,
   arity: A["length"],
   build: (...args: A) => Compilable<R>,
 ): (...args: A) => Promise<R[]> {
