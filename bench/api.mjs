@@ -576,11 +576,15 @@ function report({ dialect, results, mem, errors, notes }) {
 // ---------- main ----------
 
 let interrupted = false;
-process.once("SIGINT", () => {
-  interrupted = true;
-  process.stderr.write("\ninterrupted; stopping the server and removing the temp dir\n");
-  cleanup().finally(() => process.exit(130));
-});
+// A kill (SIGTERM: `kill`, `pkill`, a CI's time limit) cleans up as Ctrl-C does: without it the
+// server, a --postgres cluster and every unit's disk on the shared test pool stayed behind.
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.once(sig, () => {
+    interrupted = true;
+    process.stderr.write(`\n${sig}: stopping the server and removing the temp dir\n`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
 const watchdog = setTimeout(() => {
   interrupted = true;
   process.stderr.write(`benchmark exceeded ${RUN_TIMEOUT_MS / 1000} s; giving up\n`);
