@@ -35,6 +35,18 @@ const newUnit = (orgId: string, name: string, id: string, urlLabel: string) => (
   createdAt: new Date().toISOString(),
 });
 
+/** A node's registration with the id and name a test chooses (small capacity, no labels). */
+const newNode = (id: string, name: string) => ({
+  id,
+  name,
+  address: "10.0.0.1:7071",
+  capacity: { cpus: 2, memoryBytes: 1, diskBytes: 1, unitSlots: null },
+  free: { memoryBytes: 1, diskBytes: 1 },
+  labels: {},
+  version: "1.0.0",
+  startedAt: "2026-11-28T10:00:00.000Z",
+});
+
 /** A webhook of `orgId` for `unit.created`, as the server would store it (its secret sealed). */
 const webhookRecord = (id: string, orgId: string) => ({
   id,
@@ -635,17 +647,7 @@ for (const dialect of testDialects) {
     });
 
     it("nodes: placement's recent list (issue #16 part 7) is kept a while on PostgreSQL only, and read again after a write through the store", async () => {
-      const node = (id: string, name: string) => ({
-        id,
-        name,
-        address: "",
-        capacity: { cpus: 1, memoryBytes: 1, diskBytes: 1, unitSlots: null },
-        free: { memoryBytes: 1, diskBytes: 1 },
-        labels: {},
-        version: "1",
-        startedAt: "2026-11-29T10:00:00.000Z",
-      });
-      await store.nodes.register(node("node-recent", "recent"), "2026-11-29T10:00:00.000Z");
+      await store.nodes.register(newNode("node-recent", "recent"), "2026-11-29T10:00:00.000Z");
       const stateOf = async (maxAgeMs?: number) =>
         (await store.nodes.list(maxAgeMs === undefined ? undefined : { maxAgeMs })).find((n) => n.name === "recent")
           ?.state;
@@ -962,18 +964,8 @@ for (const dialect of testDialects) {
       assert.deepEqual(await copies("node-mine"), ["unit-scope-mine", "unit-scope-none"]);
       assert.deepEqual(await copies(), ["unit-scope-mine", "unit-scope-none", "unit-scope-other"]);
       // The organization's running units on other nodes that are up (the running limit's count).
-      const row = (id: string, name: string) => ({
-        id,
-        name,
-        address: "10.0.0.1:7071",
-        capacity: { cpus: 2, memoryBytes: 1, diskBytes: 1, unitSlots: null },
-        free: { memoryBytes: 1, diskBytes: 1 },
-        labels: {},
-        version: "1.0.0",
-        startedAt: "2026-11-28T10:00:00.000Z",
-      });
-      await store.nodes.register(row("node-other", "scope-other"), "2026-11-28T10:00:00.000Z");
-      await store.nodes.register(row("node-mine", "scope-mine"), "2026-11-28T10:00:00.000Z");
+      await store.nodes.register(newNode("node-other", "scope-other"), "2026-11-28T10:00:00.000Z");
+      await store.nodes.register(newNode("node-mine", "scope-mine"), "2026-11-28T10:00:00.000Z");
       assert.equal(await store.units.countOnOtherNodes(org.id, "running", "node-mine", "2026-11-28T09:59:00.000Z"), 1);
       assert.equal(await store.units.countOnOtherNodes(org.id, "warm", "node-mine", "2026-11-28T09:59:00.000Z"), 0);
       assert.equal(await store.units.countOnOtherNodes(org.id, "running", "node-other", "2026-11-28T09:59:00.000Z"), 1);
@@ -989,18 +981,8 @@ for (const dialect of testDialects) {
 
     it("rehome (issue #15): a unit of a node that is down names another node, that node is told at its return; not while it is up", async () => {
       const org = await store.orgs.ensure("rehome", { ...limits, maxUnits: 10 });
-      const row = (id: string, name: string) => ({
-        id,
-        name,
-        address: "10.0.0.1:7071",
-        capacity: { cpus: 2, memoryBytes: 1, diskBytes: 1, unitSlots: null },
-        free: { memoryBytes: 1, diskBytes: 1 },
-        labels: {},
-        version: "1.0.0",
-        startedAt: "2026-11-28T10:00:00.000Z",
-      });
-      await store.nodes.register(row("node-lost", "rehome-lost"), "2026-11-28T10:00:00.000Z");
-      await store.nodes.register(row("node-live", "rehome-live"), "2026-11-28T10:05:00.000Z");
+      await store.nodes.register(newNode("node-lost", "rehome-lost"), "2026-11-28T10:00:00.000Z");
+      await store.nodes.register(newNode("node-live", "rehome-live"), "2026-11-28T10:05:00.000Z");
       for (const name of ["rh-a", "rh-b"]) {
         await store.units.create(
           {

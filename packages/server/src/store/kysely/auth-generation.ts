@@ -23,10 +23,11 @@ export const AUTH_CHANNEL = "ums_auth";
  */
 export interface AuthGeneration {
   current(): Promise<string | undefined>;
-  /** Moves the counter, inside the transaction that makes the change. */
-  bump(trx: Transaction<Database>): Promise<void>;
-  /** After that transaction committed. */
-  committed(): void;
+  /**
+   * Runs `change` in a transaction; when it says it changed something (true), the counter moves in
+   * that transaction, and this process's generation once it committed. Returns what `change` said.
+   */
+  change(change: (trx: Transaction<Database>) => Promise<boolean>): Promise<boolean>;
 }
 
 export function authGeneration(db: Kysely<Database>, adapter: DialectAdapter, feed?: EventFeed): AuthGeneration {
@@ -38,16 +39,19 @@ export function authGeneration(db: Kysely<Database>, adapter: DialectAdapter, fe
       const [row] = await read();
       return row && String(row.gen);
     },
-    async bump(trx) {
-      await trx
-        .updateTable("auth_generation")
-        .set((eb) => ({ gen: eb("gen", "+", 1) }))
-        .where("id", "=", 1)
-        .execute();
-      if (postgres) await sql`select pg_notify(${AUTH_CHANNEL}, '')`.execute(trx);
-    },
-    committed() {
-      feed?.authChanged();
+    async change(change) {
+      const made = await db.transaction().execute(async (trx) => {
+        if (!(await change(trx))) return false;
+        await trx
+          .updateTable("auth_generation")
+          .set((eb) => ({ gen: eb("gen", "+", 1) }))
+          .where("id", "=", 1)
+          .execute();
+        if (postgres) await sql`select pg_notify(${AUTH_CHANNEL}, '')`.execute(trx);
+        return true;
+      });
+      if (made) feed?.authChanged();
+      return made;
     },
   };
 }

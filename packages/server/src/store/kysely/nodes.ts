@@ -30,10 +30,9 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
   // drops it (and a list read while a write ran is not kept).
   let recent: { readonly at: number; readonly nodes: NodeRecord[] } | undefined;
   let writes = 0;
-  const wrote = <T>(result: T): T => {
+  const wrote = () => {
     writes++;
     recent = undefined;
-    return result;
   };
   return {
     async register(n, at) {
@@ -60,7 +59,7 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         }
         throw err;
       }
-      wrote(undefined);
+      wrote();
       const node = await get(n.id);
       if (!node) throw new Error(`node ${n.id} vanished while it registered`);
       return node;
@@ -71,7 +70,8 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         .set({ free: JSON.stringify(free), heartbeat_at: at })
         .where("id", "=", id)
         .executeTakeFirst();
-      return wrote(Number(r.numUpdatedRows) > 0);
+      wrote();
+      return Number(r.numUpdatedRows) > 0;
     },
     get,
     getByName,
@@ -87,7 +87,8 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
       return nodes;
     },
     async setState(name, state) {
-      wrote(await db.updateTable("nodes").set({ state }).where("name", "=", name).execute());
+      await db.updateTable("nodes").set({ state }).where("name", "=", name).execute();
+      wrote();
       return getByName(name);
     },
     async usage(orgId) {
@@ -159,7 +160,8 @@ export function nodeStore(db: Kysely<Database>, adapter: DialectAdapter): NodeSt
         await trx.deleteFrom("nodes").where("id", "=", node.id).execute();
         return holds;
       });
-      return wrote(removed);
+      wrote();
+      return removed;
     },
     async leftUnits(id) {
       const rows = await db.selectFrom("rehomed_units").select("unit_id").where("node_id", "=", id).execute();

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Kysely, Transaction } from "kysely";
+import type { Kysely } from "kysely";
 import type { NewUnit, OrgLimits, OrgRecord, TokenRecord, UnitPageQuery, UnitPatch, UnitStatus } from "../records.js";
 import type { CheckpointStore, EventFeed, NewToken, OrgStore, Store, TokenStore, UnitStore } from "../store.js";
 import { UnitExistsError, UnitLimitError } from "../store.js";
@@ -100,11 +100,10 @@ function orgStore(db: Kysely<Database>, generation: AuthGeneration): OrgStore {
       };
       if (Object.keys(set).length > 0) {
         // Kept token lookups carry their organization's limits: they are read again.
-        await db.transaction().execute(async (trx) => {
+        await generation.change(async (trx) => {
           await trx.updateTable("orgs").set(set).where("slug", "=", slug).execute();
-          await generation.bump(trx);
+          return true;
         });
-        generation.committed();
       }
       return bySlug(slug);
     },
@@ -138,15 +137,6 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter, generation: A
     kept.delete(hash);
     if (kept.size >= KEPT_TOKENS) kept.delete(kept.keys().next().value as string);
     kept.set(hash, { gen, found });
-  };
-  const changed = async (change: (trx: Transaction<Database>) => Promise<boolean>) => {
-    const done = await db.transaction().execute(async (trx) => {
-      const made = await change(trx);
-      if (made) await generation.bump(trx);
-      return made;
-    });
-    if (done) generation.committed();
-    return done;
   };
   return {
     async create(t: NewToken) {
@@ -185,7 +175,7 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter, generation: A
       return (await q.execute()).map(tokenFromRow);
     },
     async revoke(id, at) {
-      return changed(async (trx) => {
+      return generation.change(async (trx) => {
         const r = await trx
           .updateTable("tokens")
           .set({ revoked_at: at })
@@ -197,7 +187,7 @@ function tokenStore(db: Kysely<Database>, adapter: DialectAdapter, generation: A
     },
     async revokeInOrg(orgId, id, at) {
       let outcome: "revoked" | "not_found" | "last_admin" = "not_found";
-      await changed(async (trx) => {
+      await generation.change(async (trx) => {
         // Two admins revoking each other at once: the second one sees the first's revoke.
         await adapter.lockOrg(trx, orgId);
         const live = await trx

@@ -116,7 +116,7 @@ export class PostgresEventFeed implements EventFeed {
 
   private notice(channel: string, payload: string): void {
     if (channel === AUTH_CHANNEL) {
-      this.authChanges++;
+      this.authChanged();
       return;
     }
     if (channel === WEBHOOKS_CHANNEL) {
