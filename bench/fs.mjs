@@ -59,7 +59,7 @@ function unitNodes(id) {
     try {
       if (!readFileSync(`/proc/${p}/cgroup`, "utf8").includes(`/${id}\n`)) continue;
       const args = readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0");
-      if (!args[1]?.endsWith("agent.mjs")) continue;
+      if (!/\/agent\.(mjs|cjs)$/.test(args[1] ?? "")) continue; // .mjs: a tree before the code cache
       found[args.includes("--fs-worker") ? "worker" : "agent"] = Number(p);
     } catch {}
   }

@@ -1,5 +1,5 @@
-// Test harness: runs the REAL bundled agent (dist/agent.mjs) on a temporary Unix socket as the current
-// user, and drives it with the `ws` client and node:http over that socket.
+// Test harness: runs the REAL bundled agent (dist/agent.cjs, the loader of dist/agent-bundle.cjs) on a
+// temporary Unix socket as the current user, and drives it with the `ws` client and node:http over that socket.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { request } from "node:http";
@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import WebSocket from "ws";
 
 export const pkgDir = fileURLToPath(new URL("../../../", import.meta.url));
-export const bundlePath = join(pkgDir, "dist", "agent.mjs");
+export const bundlePath = join(pkgDir, "dist", "agent.cjs");
 
 function newestSource(dir: string): number {
   let newest = 0;
@@ -21,7 +21,7 @@ function newestSource(dir: string): number {
   return newest;
 }
 
-/** Builds dist/agent.mjs when it is missing or older than the agent's sources. */
+/** Builds dist/agent.cjs, the bundle and its code cache when missing or older than the agent's sources. */
 export async function ensureBundle(): Promise<void> {
   let built = 0;
   try {
@@ -31,6 +31,7 @@ export async function ensureBundle(): Promise<void> {
     newestSource(join(pkgDir, "src")),
     newestSource(join(pkgDir, "..", "protocol", "src")), // the bundle holds the parts of protocol it imports
     statSync(join(pkgDir, "build.mjs")).mtimeMs,
+    statSync(join(pkgDir, "loader.cjs")).mtimeMs,
   );
   if (built >= newest) return;
   const mod = (await import(pathToFileURL(join(pkgDir, "build.mjs")).href)) as { build(): Promise<string> };
@@ -46,15 +47,22 @@ export interface RunningAgent {
   stop(): Promise<void>;
 }
 
-/** Starts the agent; `wrap` runs it under another program (e.g. setpriv to drop a capability). */
-export async function startAgent(extraEnv: Record<string, string> = {}, wrap: string[] = []): Promise<RunningAgent> {
+/**
+ * Starts the agent; `wrap` runs it under another program (e.g. setpriv to drop a capability);
+ * `entry` is another copy of dist/agent.cjs.
+ */
+export async function startAgent(
+  extraEnv: Record<string, string> = {},
+  wrap: string[] = [],
+  entry = bundlePath,
+): Promise<RunningAgent> {
   await ensureBundle();
   const dir = mkdtempSync(join(tmpdir(), "ums-agent-"));
   const home = join(dir, "home");
   mkdirSync(home);
   const socket = join(dir, "agent.sock");
   const me = userInfo();
-  const argv = [...wrap, process.execPath, bundlePath];
+  const argv = [...wrap, process.execPath, entry];
   const proc = spawn(argv[0] as string, argv.slice(1), {
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",

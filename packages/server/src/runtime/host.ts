@@ -31,8 +31,8 @@ export interface HostRuntimeOptions extends UnitEgressOptions {
 export function hostPaths(): { node: string; init: string; agentDir: string; nodePty?: string; preload?: string } {
   const require = createRequire(import.meta.url);
   const agentDir = join(dirname(require.resolve("@ums/agent/package.json")), "dist");
-  if (!existsSync(join(agentDir, "agent.mjs"))) {
-    throw new Error(`the unit agent is not built (${agentDir}/agent.mjs); run 'npm run build:agent'`);
+  if (!existsSync(join(agentDir, "agent.cjs"))) {
+    throw new Error(`the unit agent is not built (${agentDir}/agent.cjs); run 'npm run build:agent'`);
   }
   const init = ["/usr/bin/catatonit", "/usr/libexec/podman/catatonit"].find((p) => existsSync(p));
   if (!init) throw new Error("catatonit is not installed (apt-get install catatonit)");

@@ -35,7 +35,7 @@ describe("unit isolation", () => {
   it("has its own PID 1 (catatonit, the agent its child), hostname and process table", async () => {
     const r = await sh("cat /proc/1/cmdline | tr '\\0' ' '; echo; hostname; ps -eo args --no-headers");
     const [init, hostname, ...procs] = r.stdout.toString().trim().split("\n");
-    assert.match(init ?? "", /^\/.unit\/bin\/catatonit -- \/.unit\/bin\/node \/.unit\/agent\/agent.mjs/);
+    assert.match(init ?? "", /^\/.unit\/bin\/catatonit -- \/.unit\/bin\/node \/.unit\/agent\/agent.cjs/);
     assert.equal(hostname, "iso");
     assert.ok(procs.length < 10, procs.join("\n"));
     assert.ok(!procs.some((p) => /run-tests|--test|runc|containerd/.test(p)), procs.join("\n"));
@@ -50,7 +50,7 @@ describe("unit isolation", () => {
 
   it("cannot write to what ums mounts in, even as root", async () => {
     const r = await sh(
-      'for f in /root/control /.unit/bin/node /.unit/agent/agent.mjs /.unit/agent/new /proc/sys/kernel/hostname /sys/kernel/x; do sudo sh -c ": > $f" 2>/dev/null && echo wrote $f; done; echo end',
+      'for f in /root/control /.unit/bin/node /.unit/agent/agent.cjs /.unit/agent/agent-bundle.cjs /.unit/agent/agent-bundle.cache /.unit/agent/new /proc/sys/kernel/hostname /sys/kernel/x; do sudo sh -c ": > $f" 2>/dev/null && echo wrote $f; done; echo end',
     );
     assert.equal(r.stdout.toString(), "wrote /root/control\nend\n", "root writes its own files and nothing else");
   });

@@ -16,8 +16,8 @@ export const UNIT_PATHS = Object.freeze({
   node: "/.unit/bin/node",
   init: "/.unit/bin/catatonit",
   agentDir: "/.unit/agent",
-  agent: "/.unit/agent/agent.mjs",
-  // Found by node's lookup from /.unit/agent/agent.mjs (…/agent/node_modules, then /.unit/node_modules).
+  agent: "/.unit/agent/agent.cjs",
+  // Found by node's lookup from /.unit/agent/agent-bundle.cjs (…/agent/node_modules, then /.unit/node_modules).
   nodePty: "/.unit/node_modules/node-pty",
   /** A host-owned directory, read-only: holds the host's end of the internal API. */
   run: "/.unit/run",

@@ -1,0 +1,55 @@
+"use strict";
+// The agent's entry point (copied to dist/agent.cjs by build.mjs): runs the bundle dist/agent-bundle.cjs
+// with V8's code cache dist/agent-bundle.cache when that cache was made from this very bundle.
+//
+// A unit boots a fresh node for its agent, which would compile the bundle and every function it runs
+// on the way to its first answer, at each boot. The cache holds that code already compiled (build.mjs
+// makes it on the host by running the agent once and using it; V8 keeps the functions compiled then).
+// V8 checks the cache's version and flags but, of the source, only its length: the cache starts with
+// the SHA-256 of the bundle it was made from, and one made from any other bundle is not used. A cache
+// that is missing, stale or rejected by V8 only costs the compile; the agent behaves the same.
+//
+// Plain CommonJS, not ESM: node 20 loads an ES module through its asynchronous loader, ~15-20 ms more
+// at start-up here, and vm.Script (the API that takes a code cache) runs scripts, not modules.
+const { createHash } = require("node:crypto");
+const { readFileSync, renameSync, writeFileSync } = require("node:fs");
+const { createRequire } = require("node:module");
+const { join } = require("node:path");
+const { pathToFileURL } = require("node:url");
+const { Script } = require("node:vm");
+
+const bundle = join(__dirname, "agent-bundle.cjs");
+const cacheFile = join(__dirname, "agent-bundle.cache");
+const source = readFileSync(bundle);
+const digest = createHash("sha256").update(source).digest();
+
+let cachedData;
+let unused;
+try {
+  const cache = readFileSync(cacheFile);
+  if (cache.length > 32 && digest.equals(cache.subarray(0, 32))) cachedData = cache.subarray(32);
+  else unused = "it was made from another bundle";
+} catch (err) {
+  unused = err.code === "ENOENT" ? "there is none" : err.message;
+}
+
+const wrapped = `(function (exports, require, module, __filename, __dirname, __umsAgentUrl) {${source.toString("utf8")}\n})`;
+const script = new Script(wrapped, { filename: bundle, cachedData });
+if (script.cachedDataRejected) unused = "V8 rejected it (another node version or other flags)";
+if (unused) {
+  const line = { time: new Date().toISOString(), msg: "code cache not used", reason: unused, file: cacheFile };
+  process.stderr.write(`${JSON.stringify(line)}\n`);
+}
+
+// Only build.mjs's warm-up run sets this (a unit's agent gets its environment from the host's OCI
+// spec): the cache is written when the agent exits, with every function it compiled meanwhile.
+const out = process.env.UMS_AGENT_WRITE_CODE_CACHE;
+if (out) {
+  process.on("exit", () => {
+    writeFileSync(`${out}.tmp`, Buffer.concat([digest, script.createCachedData()]));
+    renameSync(`${out}.tmp`, out);
+  });
+}
+
+const mod = { exports: {} };
+script.runInThisContext()(mod.exports, createRequire(bundle), mod, bundle, __dirname, pathToFileURL(bundle).href);

@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { ensureBundle, pkgDir, type RunningAgent, run, startAgent } from "./testing/harness.js";
+
+// The agent's loader (loader.cjs, built to dist/agent.cjs) and the code cache build.mjs makes: the
+// cache is used only with the bundle it was made from, and the agent works the same without it.
+const dist = join(pkgDir, "dist");
+const NOT_USED = "code cache not used";
+
+async function runs(agent: RunningAgent): Promise<void> {
+  const r = await run(agent, { cmd: ["sh", "-c", "echo ran"] });
+  assert.equal(r.exitCode, 0, agent.stderr());
+  assert.equal(r.stdout.toString(), "ran\n");
+}
+
+/** A copy of the agent's entry, bundle and cache in a temp dir, `change` applied to it. */
+function copy(change: (dir: string) => void): { entry: string; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), "ums-agent-loader-"));
+  for (const f of ["agent.cjs", "agent-bundle.cjs", "agent-bundle.cache"]) copyFileSync(join(dist, f), join(dir, f));
+  change(dir);
+  return { entry: join(dir, "agent.cjs"), dir };
+}
+
+describe("agent loader and code cache", () => {
+  const dirs: string[] = [];
+  before(ensureBundle);
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("the build's cache is of its bundle, and the agent uses it", async () => {
+    const cache = readFileSync(join(dist, "agent-bundle.cache"));
+    const digest = createHash("sha256")
+      .update(readFileSync(join(dist, "agent-bundle.cjs")))
+      .digest();
+    assert.ok(cache.length > 32 * 1024, `a cache of ${cache.length} bytes holds little compiled code`);
+    assert.deepEqual(cache.subarray(0, 32), digest);
+    const agent = await startAgent();
+    try {
+      await runs(agent);
+      assert.ok(!agent.stderr().includes(NOT_USED), agent.stderr());
+    } finally {
+      await agent.stop();
+    }
+  });
+
+  for (const [what, change, reason] of [
+    [
+      "made from another bundle",
+      (dir: string) => appendFileSync(join(dir, "agent-bundle.cjs"), "\n// another bundle\n"),
+      "it was made from another bundle",
+    ],
+    ["missing", (dir: string) => rmSync(join(dir, "agent-bundle.cache")), "there is none"],
+  ] as const) {
+    it(`a cache ${what} is not used, and the agent works without it`, async () => {
+      const { entry, dir } = copy(change);
+      dirs.push(dir);
+      const agent = await startAgent({}, [], entry);
+      try {
+        await runs(agent);
+        const line = agent
+          .stderr()
+          .split("\n")
+          .find((l) => l.includes(NOT_USED));
+        assert.ok(line, agent.stderr());
+        assert.equal(JSON.parse(line).reason, reason);
+      } finally {
+        await agent.stop();
+      }
+    });
+  }
+});
