@@ -1,34 +1,51 @@
 #!/usr/bin/env node
-// Connector gateway benchmark (issue #7): from inside a unit, requests/s and p50 latency of a small
-// GET to a fake provider, two ways:
-//   direct    the unit calls the fake provider itself (the physical baseline)
-//   gateway   the unit calls http://<gateway address>:<gateway port>/v1/gateway/custom_api/<id>/small;
-//             the gateway on the host checks the policy, applies the API key and forwards
-// The fake provider runs in the same unit (units cannot reach the host's loopback), on 0.0.0.0:9000;
-// the gateway reaches it at the unit's address. Client and fake are the same code both ways.
-// Goals: gateway throughput >= 70% of direct; p50 overhead <= 2 ms.
+import { spawn } from "node:child_process";
+// Connector gateway benchmark (issues #7 and #16 part 3): from inside a unit, requests/s and p50
+// latency of a small GET to a fake provider, five ways:
+//   in-unit direct    the unit calls a fake provider in the unit itself (127.0.0.1:9000): issue #7's
+//                     physical baseline
+//   in-unit gateway   the unit calls http://<gateway address>:<gateway port>/v1/gateway/custom_api/<id>/small;
+//                     the gateway on the host checks the policy, applies the API key and forwards to
+//                     the in-unit provider at the unit's address (issue #7's figure)
+//   net direct        the unit calls a fake provider on a network namespace this bench makes (the
+//                     fake internet of the tests: TEST-NET-3 addresses, routed through the host)
+//   net nginx         the unit calls nginx (Debian's package, in that namespace, one worker,
+//                     keep-alive upstream), which adds the same credential (an Authorization
+//                     header) and forwards to that provider
+//   net gateway       the gateway as above, its connection's base URL that provider
+// Units cannot reach the host's loopback or its other ports, so the reference proxy runs where the
+// unit may go: both proxies are one veth away from the unit and one from the provider.
+// Goals: issue #7: in-unit gateway >= 70% of in-unit direct's req/s, p50 overhead <= 2 ms;
+// issue #16 part 3: net gateway >= 90% of net nginx's req/s, p50 overhead <= 0.5 ms.
 //
 //   npx tsc -b && npm run build:agent && node bench/gateway.mjs [--seconds 5] [--concurrency 16] [--latency 2000] [--rounds 3]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execHttp } from "../packages/server/dist/testing/exec-client.js";
-import { arg, fmt, freePort, startBenchServer } from "./lib.mjs";
+import { startFakeInternet } from "../packages/server/dist/testing/fake-internet.js";
+import { arg, children, fmt, freePort, onSignal, startBenchServer, startNginx } from "./lib.mjs";
 
 const SECONDS = arg("seconds", 5);
 const CONCURRENCY = arg("concurrency", 16);
 const LATENCY_N = arg("latency", 2000);
 const ROUNDS = arg("rounds", 3);
+const PROVIDER_PORT = 9000;
 
+// The fake provider: answers 200 with a small JSON body, 401 without the bench's credential (so
+// that every proxy is shown to have applied it); $LISTEN_ADDR or all addresses, port 9000.
 const FAKE = `
 import http from "node:http";
 const body = JSON.stringify({ ok: true, items: [1, 2, 3] });
 http.createServer((req, res) => {
   req.resume();
-  req.on("end", () => { res.writeHead(200, { "content-type": "application/json", "content-length": body.length }); res.end(body); });
-}).listen(9000, "0.0.0.0");
+  req.on("end", () => {
+    const ok = req.headers.authorization === "Bearer bench-key" || req.url === "/unauthenticated";
+    res.writeHead(ok ? 200 : 401, { "content-type": "application/json", "content-length": body.length });
+    res.end(body);
+  });
+}).listen(${PROVIDER_PORT}, process.env.LISTEN_ADDR || "0.0.0.0");
 `;
-
 // Runs inside the unit: p50 of sequential requests, then fixed-concurrency throughput.
 const LOAD = `
 import http from "node:http";
@@ -74,62 +91,112 @@ const inUnit = async (cmd, stdin) => {
   if (r.exitCode !== 0) throw new Error(`${cmd.join(" ")}: exit ${r.exitCode}: ${r.stderr}`);
   return r.stdout.toString();
 };
+// Stopped once, at the end or on Ctrl-C / SIGTERM (with the bench server: lib.mjs's onSignal).
+let fake;
+let nginx;
+let netProvider;
+let cleaning;
+const cleanup = () =>
+  (cleaning ??= (async () => {
+    nginx?.stop();
+    if (netProvider && netProvider.exitCode === null) netProvider.kill("SIGKILL");
+    await fake?.close();
+    rmSync(dir, { recursive: true, force: true });
+  })());
+onSignal(cleanup);
 try {
   const unit = await api("POST", "/v1/units", { name: "gw-bench" });
   await inUnit(["sh", "-c", "cat > /tmp/fake.mjs"], FAKE);
   await inUnit(["sh", "-c", "cat > /tmp/load.mjs"], LOAD);
   await inUnit(["sh", "-c", "setsid /.unit/bin/node /tmp/fake.mjs </dev/null >/dev/null 2>&1 &"]);
   const net = JSON.parse(readFileSync(join(s.dataDir, "run", unit.id, "network.json"), "utf8"));
-  const c = await api("POST", "/v1/oauth/connections/api_key", {
-    provider: "custom_api",
-    api_key: "bench-key",
-    base_api_url: `http://${net.unitIp}:9000`,
-    access_policy: { allow_all: true, allowed_endpoints: ["/small"] },
+
+  // The namespace with the other provider and nginx (testing/fake-internet.ts: a veth from the
+  // host, TEST-NET-3 addresses on its loopback, routed by the host; units reach those ranges).
+  fake = await startFakeInternet({ names: ["provider.test", "nginx.test"] });
+  const providerIp = fake.hosts["provider.test"];
+  const nginxIp = fake.hosts["nginx.test"];
+  writeFileSync(join(dir, "fake.mjs"), FAKE);
+  netProvider = spawn("ip", ["netns", "exec", fake.netns, process.execPath, join(dir, "fake.mjs")], {
+    env: { ...process.env, LISTEN_ADDR: providerIp },
+    stdio: ["ignore", "ignore", "inherit"],
   });
+  children.add(netProvider);
+  nginx = await startNginx({
+    upstream: `${providerIp}:${PROVIDER_PORT}`,
+    listen: `${nginxIp}:8080`,
+    netns: fake.netns,
+    headers: { Authorization: "Bearer bench-key" },
+  });
+
+  const connection = async (base) =>
+    (
+      await api("POST", "/v1/oauth/connections/api_key", {
+        provider: "custom_api",
+        api_key: "bench-key",
+        base_api_url: base,
+        access_policy: { allow_all: true, allowed_endpoints: ["/small"] },
+      })
+    ).connection.id;
+  const viaGateway = (id) => `http://${net.hostIp}:${gatewayPort}/v1/gateway/custom_api/${id}/small`;
+  const ways = [
+    ["in-unit direct", `http://127.0.0.1:${PROVIDER_PORT}/unauthenticated`],
+    ["in-unit gateway", viaGateway(await connection(`http://${net.unitIp}:${PROVIDER_PORT}`))],
+    ["net direct", `http://${providerIp}:${PROVIDER_PORT}/unauthenticated`],
+    ["net nginx", `${nginx.url}/small`],
+    ["net gateway", viaGateway(await connection(`http://${providerIp}:${PROVIDER_PORT}`))],
+  ];
   const run = async (label, url) => {
     const out = JSON.parse(
       await inUnit(["/.unit/bin/node", "/tmp/load.mjs", url, String(SECONDS), String(CONCURRENCY), String(LATENCY_N)]),
     );
-    console.log(`${label.padEnd(8)} ${out.rps.toFixed(0).padStart(7)} req/s  p50 ${fmt(out.p50)}  p99 ${fmt(out.p99)}`);
+    console.log(
+      `${label.padEnd(16)} ${out.rps.toFixed(0).padStart(7)} req/s  p50 ${fmt(out.p50)}  p99 ${fmt(out.p99)}`,
+    );
     return out;
   };
-  for (let i = 0; i < 50; i++) {
-    if (
-      (
-        await inUnit([
-          "sh",
-          "-c",
-          "/.unit/bin/node -e \"fetch('http://127.0.0.1:9000/').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))\" && echo up || true",
-        ])
-      ).includes("up")
-    )
-      break;
-    await new Promise((r) => setTimeout(r, 100));
+  // Each way answers 200 from inside the unit before it is measured (the in-unit provider has started,
+  // the proxies applied the credential).
+  for (const [label, url] of ways) {
+    const probe = `fetch(${JSON.stringify(url)}).then(r=>process.exit(r.status===200?0:1),()=>process.exit(1))`;
+    for (let i = 0; ; i++) {
+      const r = await execHttp(s.url, s.token, "gw-bench", ["/.unit/bin/node", "-e", probe]);
+      if (r.exitCode === 0) break;
+      if (i >= 50) throw new Error(`${label}: ${url} does not answer 200 from inside the unit`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
   console.log(
     `from inside a unit, ${CONCURRENCY} connections for ${SECONDS}s; p50 over ${LATENCY_N} sequential requests`,
   );
-  // Alternating rounds, best of each: the machine is shared, so single runs are noisy.
-  const rounds = { direct: [], gateway: [] };
-  const viaGateway = `http://${net.hostIp}:${gatewayPort}/v1/gateway/custom_api/${c.connection.id}/small`;
+  // Rounds of every way one after the other, the best of each: the machine is shared, so single
+  // runs are noisy.
+  const rounds = Object.fromEntries(ways.map(([label]) => [label, []]));
   for (let i = 0; i < ROUNDS; i++) {
-    rounds.direct.push(await run("direct", "http://127.0.0.1:9000/small"));
-    rounds.gateway.push(await run("gateway", viaGateway));
+    for (const [label, url] of ways) rounds[label].push(await run(label, url));
   }
   const best = (rs) => ({ rps: Math.max(...rs.map((r) => r.rps)), p50: Math.min(...rs.map((r) => r.p50)) });
-  const direct = best(rounds.direct);
-  const gateway = best(rounds.gateway);
-  console.log(
-    `best of ${ROUNDS}: direct ${direct.rps.toFixed(0)} req/s, p50 ${fmt(direct.p50)}; ` +
-      `gateway ${gateway.rps.toFixed(0)} req/s, p50 ${fmt(gateway.p50)}`,
-  );
-  const ratio = gateway.rps / direct.rps;
-  const overhead = gateway.p50 - direct.p50;
-  console.log(
-    `gateway throughput ${(ratio * 100).toFixed(0)}% of direct (goal >= 70%): ${ratio >= 0.7 ? "OK" : "MISS"}`,
-  );
-  console.log(`gateway p50 overhead ${fmt(overhead)} (goal <= 2 ms): ${overhead <= 2 ? "OK" : "MISS"}`);
+  const b = Object.fromEntries(Object.entries(rounds).map(([k, v]) => [k, best(v)]));
+  console.log(`\nbest of ${ROUNDS}:`);
+  for (const [label] of ways)
+    console.log(`- ${label.padEnd(16)} ${b[label].rps.toFixed(0).padStart(7)} req/s, p50 ${fmt(b[label].p50)}`);
+  const compare = (what, base, goals) => {
+    const ratio = b[what].rps / b[base].rps;
+    const overhead = b[what].p50 - b[base].p50;
+    const verdict = (ok) => (goals ? `: ${ok ? "PASS" : "MISS"}` : "");
+    console.log(
+      `- ${what}: ${(ratio * 100).toFixed(0)}% of ${base}'s req/s${goals ? ` (goal >= ${goals.ratio * 100}%)` : ""}` +
+        `${verdict(goals && ratio >= goals.ratio)}; p50 overhead ${fmt(overhead)}` +
+        `${goals ? ` (goal <= ${goals.overheadMs} ms)` : ""}${verdict(goals && overhead <= goals.overheadMs)}`,
+    );
+  };
+  console.log("\nissue #7, against the provider in the unit itself:");
+  compare("in-unit gateway", "in-unit direct", { ratio: 0.7, overheadMs: 2 });
+  console.log("issue #16 part 3, against nginx adding the same header (both one hop from the unit and the provider):");
+  compare("net gateway", "net nginx", { ratio: 0.9, overheadMs: 0.5 });
+  compare("net nginx", "net direct");
+  compare("net gateway", "net direct");
 } finally {
   await s.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await cleanup();
 }

@@ -1,9 +1,10 @@
 // Shared pieces of the benchmarks: a `ums serve` of their own on the shared test pool, deployments
 // of `ums serve` processes by role on PostgreSQL, timing and percentiles. Benchmarks print; they
 // never fail on slow figures.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -89,9 +90,12 @@ export async function timeIt(fn) {
   return performance.now() - t;
 }
 
-/** The stop() of every bench server still running; a Ctrl-C or kill of the benchmark runs them. */
+/**
+ * The stop() of every bench server still running, and of what else a benchmark registers with
+ * `onSignal`; a Ctrl-C or kill of the benchmark runs them (each must run once however often called).
+ */
 const toStop = new Set();
-function onSignal(stop) {
+export function onSignal(stop) {
   if (toStop.size === 0 && !onSignal.installed) {
     onSignal.installed = true;
     // Cleans up like the end of a run (benchmarks with handlers of their own call the same stop(),
@@ -518,4 +522,62 @@ export async function execTrue({ url, auth }, name) {
   if (r.status !== 200 || body.at(-2) !== 3 || body.at(-1) !== 0) {
     throw new Error(`exec in ${name}: ${r.status} ${body.toString()}`);
   }
+}
+
+/**
+ * nginx as a reverse proxy, the reference of issue #16 parts 2 and 3: Debian's package, installed by
+ * scripts/lib/common.sh (ensure_nginx) without its service, run in the foreground with a config of
+ * its own in a temp dir: one worker, keep-alive connections to `upstream` (`host:port`), no logs, no
+ * buffering, each of `headers` set on the requests it forwards. It listens on `listen` (`ip:port`;
+ * a free port on 127.0.0.1 by default), in network namespace `netns` if given (the host must reach
+ * `listen`). Answers once a GET of `probe` through it answers.
+ */
+export async function startNginx({ upstream, listen, netns, headers = {}, probe = "/small" }) {
+  const installed = spawnSync("bash", ["-c", "source scripts/lib/common.sh && ensure_nginx"], {
+    cwd: ROOT,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  if (installed.status !== 0) throw new Error("nginx could not be installed (scripts/lib/common.sh ensure_nginx)");
+  const dir = mkdtempSync(join(tmpdir(), "ums-bench-nginx-"));
+  const at = listen ?? `127.0.0.1:${await freePort()}`;
+  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${dir}/${t};`).join(" ");
+  const set = Object.entries(headers)
+    .map(([k, v]) => `proxy_set_header ${k} "${v}";`)
+    .join(" ");
+  writeFileSync(
+    join(dir, "nginx.conf"),
+    `daemon off; worker_processes 1; pid ${dir}/nginx.pid; error_log ${dir}/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off; ${temp}
+  upstream target { server ${upstream}; keepalive 64; }
+  server {
+    listen ${at};
+    location / { proxy_pass http://target; proxy_http_version 1.1; proxy_set_header Connection ""; ${set} proxy_buffering off; }
+  }
+}
+`,
+  );
+  const argv = ["nginx", "-p", dir, "-c", join(dir, "nginx.conf")];
+  // `ip netns exec` execs nginx: the child is nginx itself (its master), stopped by SIGQUIT.
+  const cmd = netns ? ["ip", "netns", "exec", netns, ...argv] : argv;
+  const child = spawn(cmd[0], cmd.slice(1), { stdio: ["ignore", "ignore", "inherit"] });
+  children.add(child);
+  const stop = () => {
+    child.kill("SIGQUIT");
+    children.delete(child);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  for (let i = 0; ; i++) {
+    const up = await new Promise((resolve) => {
+      http.get(`http://${at}${probe}`, (res) => resolve(res.resume() && true)).on("error", () => resolve(false));
+    });
+    if (up) break;
+    if (i > 100 || child.exitCode !== null) {
+      stop();
+      throw new Error("nginx did not start");
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url: `http://${at}`, stop };
 }

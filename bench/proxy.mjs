@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { arg, freePort, percentile, startBenchServer } from "./lib.mjs";
+import { arg, freePort, percentile, startBenchServer, startNginx } from "./lib.mjs";
 
 const SECONDS = arg("seconds", 5);
 const CONCURRENCY = arg("concurrency", 16);
@@ -91,55 +91,6 @@ async function startBareProxy(host, port) {
   return { url: `http://127.0.0.1:${listening}`, stop: () => child.kill("SIGTERM") };
 }
 
-/**
- * nginx proxying to the unit (issue #16 part 2's reference): Debian's package, installed by
- * scripts/lib/common.sh (ensure_nginx) without its service, run here in the foreground with a
- * config of its own in a temp dir: one worker, keep-alive connections to the unit, no logs.
- */
-async function startNginx(host, port) {
-  const installed = spawnSync("bash", ["-c", "source scripts/lib/common.sh && ensure_nginx"], {
-    cwd: new URL("..", import.meta.url).pathname,
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  if (installed.status !== 0) throw new Error("nginx could not be installed (scripts/lib/common.sh ensure_nginx)");
-  const dir = mkdtempSync(join(tmpdir(), "ums-bench-nginx-"));
-  const listen = await freePort();
-  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${dir}/${t};`).join(" ");
-  writeFileSync(
-    join(dir, "nginx.conf"),
-    `daemon off; worker_processes 1; pid ${dir}/nginx.pid; error_log ${dir}/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off; ${temp}
-  upstream unit { server ${host}:${port}; keepalive 64; }
-  server {
-    listen 127.0.0.1:${listen};
-    location / { proxy_pass http://unit; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
-  }
-}
-`,
-  );
-  const child = spawn("nginx", ["-p", dir, "-c", join(dir, "nginx.conf")], { stdio: ["ignore", "ignore", "inherit"] });
-  const stop = () => {
-    child.kill("SIGQUIT");
-    rmSync(dir, { recursive: true, force: true });
-  };
-  for (let i = 0; ; i++) {
-    const up = await new Promise((resolve) => {
-      http
-        .get(`http://127.0.0.1:${listen}/small`, (res) => resolve(res.resume() && true))
-        .on("error", () => resolve(false));
-    });
-    if (up) break;
-    if (i > 100 || child.exitCode !== null) {
-      stop();
-      throw new Error("nginx did not start");
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { url: `http://127.0.0.1:${listen}`, stop };
-}
-
 /** MiB/s of one download of --mib MiB from `url` (the median of --downloads), read and dropped. */
 async function download(label, url, headers) {
   const rates = [];
@@ -204,7 +155,7 @@ try {
   } finally {
     bare.stop();
   }
-  const nginx = await startNginx(ip, 8080);
+  const nginx = await startNginx({ upstream: `${ip}:8080` });
   try {
     results.push(await load("reference: nginx (1 worker, keep-alive to the unit)", `${nginx.url}/small`, {}));
     const path = `/bytes/${MIB * 1048576}`;

@@ -24,6 +24,8 @@ export interface FakeInternet {
   readonly rawIp: string;
   /** The host's own address on the link (a "public" address of the host). */
   readonly hostLinkIp: string;
+  /** Its network namespace (`ip netns exec` it to serve more at its addresses). */
+  readonly netns: string;
   /** What its DNS server was asked, and how many /stream responses are open. */
   seen(): Promise<{ queries: { name: string; type: string }[]; streams: number }>;
   /**
@@ -128,6 +130,7 @@ export async function startFakeInternet(opts: FakeInternetOpts): Promise<FakeInt
     hosts,
     rawIp,
     hostLinkIp,
+    netns: ns,
     async seen() {
       const res = await fetch(`http://${dnsIp}:8053/`);
       return (await res.json()) as { queries: { name: string; type: string }[]; streams: number };
