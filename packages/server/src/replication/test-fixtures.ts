@@ -1,5 +1,6 @@
-// Test helpers of the replication tests: an S3-compatible server on loopback, a scratch directory
-// on the shared btrfs test pool, trees to compare, and the child processes still running.
+// Test helpers of the replication tests: an S3-compatible server on loopback (the API's and the
+// nodes' tests of the object store use it too), a scratch directory on the shared btrfs test pool,
+// trees to compare, and the child processes still running.
 import { execFileSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, rmdir } from "node:fs/promises";
@@ -9,24 +10,47 @@ import { join } from "node:path";
 import S3rver from "s3rver";
 import { testImage } from "../runtime/image/test-image.js";
 import { createSubvolume, deleteSubvolume, isSubvolume, snapshot } from "../runtime/storage/btrfs.js";
+import { freePort } from "../testing/free-port.js";
 import { S3ObjectStore } from "./object-store.js";
+
+export interface TestS3Options {
+  /** The bucket, made at the start ("ums-test" unless given). */
+  bucket?: string;
+  /** Where the keys begin, in `store` and in `url` ("ums/" unless given; "" for none). */
+  keyPrefix?: string;
+  /**
+   * A restart: the port and the files of a server stopped with `keepFiles`, so that what was
+   * stored is there again at the address a server's `--object-store` names.
+   */
+  restart?: { port: number; dir: string };
+}
 
 export interface TestS3 {
   store: S3ObjectStore;
   /** The server's files (to corrupt a stored object behind its back). */
   dir: string;
+  port: number;
   endpoint: string;
   bucket: string;
-  stop(): Promise<void>;
+  /** The object store for `ums serve --object-store` (UMS_OBJECT_STORE): bucket, prefix, endpoint. */
+  url: string;
+  /** The credentials s3rver takes, for a server's environment. */
+  env: { AWS_ACCESS_KEY_ID: string; AWS_SECRET_ACCESS_KEY: string };
+  /** Stops the server (once: a second stop only removes the files) and removes its files unless `keepFiles`. */
+  stop(opts?: { keepFiles?: boolean }): Promise<void>;
 }
 
-/** s3rver on 127.0.0.1, a free port, its files in a temp dir; `stop` removes everything. */
-export async function startTestS3(): Promise<TestS3> {
-  const dir = await mkdtemp(join(tmpdir(), "ums-s3-"));
-  const bucket = "ums-test";
+/**
+ * s3rver on 127.0.0.1, its files in a temp dir. A first start takes a free port below the kernel's
+ * ephemeral range (free-port.ts): a restart on the same port could otherwise find it held by any
+ * outgoing connection on the host.
+ */
+export async function startTestS3(opts: TestS3Options = {}): Promise<TestS3> {
+  const { bucket = "ums-test", keyPrefix = "ums/", restart } = opts;
+  const dir = restart?.dir ?? (await mkdtemp(join(tmpdir(), "ums-s3-")));
   const server = new S3rver({
     address: "127.0.0.1",
-    port: 0,
+    port: restart?.port ?? (await freePort()),
     silent: true,
     directory: dir,
     configureBuckets: [{ name: bucket, configs: [] }],
@@ -35,27 +59,37 @@ export async function startTestS3(): Promise<TestS3> {
   try {
     info = (await server.run()) as AddressInfo;
   } catch (err) {
-    await rm(dir, { recursive: true, force: true });
+    // A restart's files belong to the server stopped before it (its stop removes them).
+    if (!restart) await rm(dir, { recursive: true, force: true });
     throw err;
   }
   const endpoint = `http://127.0.0.1:${info.port}`;
+  const credentials = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
   const store = new S3ObjectStore({
     endpoint,
     region: "us-east-1",
     bucket,
     forcePathStyle: true,
-    keyPrefix: "ums/",
-    credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
+    keyPrefix,
+    credentials,
   });
+  let closed: Promise<void> | undefined;
   return {
     store,
     dir,
+    port: info.port,
     endpoint,
     bucket,
-    stop: async () => {
+    url: `s3://${bucket}/${keyPrefix}?endpoint=${endpoint}&path_style=true`,
+    env: { AWS_ACCESS_KEY_ID: credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey },
+    stop: async ({ keepFiles = false } = {}) => {
       store.destroy();
-      await server.close();
-      await rm(dir, { recursive: true, force: true });
+      closed ??= server.close();
+      try {
+        await closed;
+      } finally {
+        if (!keepFiles) await rm(dir, { recursive: true, force: true });
+      }
     },
   };
 }

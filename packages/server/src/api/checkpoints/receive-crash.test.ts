@@ -4,12 +4,10 @@
 // is gone, and the checkpoint is received again, whole.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import S3rver from "s3rver";
+import { startTestS3, type TestS3 } from "../../replication/test-fixtures.js";
 import { testImage } from "../../runtime/image/test-image.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { cleanupStoppedServer } from "../../testing/host-cleanup.js";
@@ -22,9 +20,7 @@ interface Info {
 }
 
 describe("kill -9 of a node in the middle of receiving a checkpoint", () => {
-  const bucket = "ums-receive-crash";
-  let s3dir: string;
-  let s3server: S3rver | undefined;
+  let s3: TestS3 | undefined;
   let server: ServeProcess | undefined;
   let poolDir: string;
   let unitId = "";
@@ -47,23 +43,14 @@ describe("kill -9 of a node in the middle of receiving a checkpoint", () => {
 
   before(async () => {
     poolDir = (await testImage()).pool.path;
-    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-receive-crash-"));
-    s3server = new S3rver({
-      address: "127.0.0.1",
-      port: 0,
-      silent: true,
-      directory: s3dir,
-      configureBuckets: [{ name: bucket, configs: [] }],
-    });
-    const port = ((await s3server.run()) as AddressInfo).port;
+    s3 = await startTestS3({ bucket: "ums-receive-crash" });
     server = await prepareServe({
       name: "receive-crash",
       org: "receive-crash",
       env: {
-        UMS_OBJECT_STORE: `s3://${bucket}/ums/?endpoint=http://127.0.0.1:${port}&path_style=true`,
+        UMS_OBJECT_STORE: s3.url,
         UMS_LOCAL_CHECKPOINTS: "1",
-        AWS_ACCESS_KEY_ID: "S3RVER",
-        AWS_SECRET_ACCESS_KEY: "S3RVER",
+        ...s3.env,
         UMS_IDLE_WARM: "10m",
       },
     });
@@ -72,8 +59,7 @@ describe("kill -9 of a node in the middle of receiving a checkpoint", () => {
 
   after(async () => {
     await server?.close(["rc"], (dataDir) => cleanupStoppedServer(dataDir));
-    await s3server?.close();
-    if (s3dir) await rm(s3dir, { recursive: true, force: true });
+    await s3?.stop();
   });
 
   it("leaves no partial snapshot taken for the checkpoint: the restart removes it, and a restore receives it whole", async () => {

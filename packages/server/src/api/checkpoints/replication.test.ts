@@ -1,14 +1,11 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import S3rver from "s3rver";
 import { unitObjects } from "../../node/local/replicator.js";
-import { importCheckpoint, S3ObjectStore } from "../../replication/index.js";
-import { poolScratch } from "../../replication/test-fixtures.js";
+import { importCheckpoint } from "../../replication/index.js";
+import { poolScratch, startTestS3, type TestS3 } from "../../replication/test-fixtures.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 
@@ -20,10 +17,7 @@ interface Info {
 /** Issue #15 part 4: checkpoints copied to an S3-compatible store (s3rver on loopback) in the background. */
 describe("checkpoints in object storage", () => {
   const bucket = "ums-api-test";
-  let s3dir: string;
-  let s3server: S3rver;
-  let port: number;
-  let objects: S3ObjectStore;
+  let s3: TestS3;
   let s: TestServer;
   let token: string;
   let unitId: string;
@@ -51,45 +45,20 @@ describe("checkpoints in object storage", () => {
     }
   };
   const stored = async () =>
-    (await unitObjects(objects, unitId).list("checkpoints/"))
+    (await unitObjects(s3.store, unitId).list("checkpoints/"))
       .map((o) => o.key)
       .filter((k) => k.endsWith("manifest.json"));
 
-  /** s3rver on 127.0.0.1 (at `port` once it has one), its files in `s3dir`. */
-  const runS3 = async () => {
-    s3server = new S3rver({
-      address: "127.0.0.1",
-      port: port ?? 0,
-      silent: true,
-      directory: s3dir,
-      configureBuckets: [{ name: bucket, configs: [] }],
-    });
-    port = ((await s3server.run()) as AddressInfo).port;
-  };
-
   before(async () => {
-    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-api-"));
-    await runS3();
-    const endpoint = `http://127.0.0.1:${port}`;
-    objects = new S3ObjectStore({
-      endpoint,
-      region: "us-east-1",
-      bucket,
-      forcePathStyle: true,
-      keyPrefix: "ums/",
-      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-    });
-    process.env.AWS_ACCESS_KEY_ID = "S3RVER";
-    process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
-    s = await startSqliteServer({ objectStore: `s3://${bucket}/ums/?endpoint=${endpoint}&path_style=true` });
+    s3 = await startTestS3({ bucket });
+    Object.assign(process.env, s3.env);
+    s = await startSqliteServer({ objectStore: s3.url });
     token = await s.token("repl");
     unitId = await s.unit(token, "box");
   });
   after(async () => {
     await s?.close();
-    objects?.destroy();
-    await s3server?.close();
-    if (s3dir) await rm(s3dir, { recursive: true, force: true });
+    await s3?.stop();
   });
 
   it("copies each checkpoint after it is taken, incremental against the one before, and the copy restores elsewhere", async () => {
@@ -113,7 +82,7 @@ describe("checkpoints in object storage", () => {
     const scratch = await poolScratch("repl-api");
     try {
       const r = await importCheckpoint({
-        store: unitObjects(objects, unitId),
+        store: unitObjects(s3.store, unitId),
         checkpointId: v1,
         destDir: scratch.dir,
       });
@@ -127,7 +96,7 @@ describe("checkpoints in object storage", () => {
 
   it("a failed copy says so without the store's address, and is taken up again (as at the next start)", async () => {
     // The store goes away; the next checkpoint's copy fails.
-    await s3server.close();
+    await s3.stop({ keepFiles: true });
     const v2 = await checkpoint();
     const failed = await settled(v2);
     assert.equal(failed.replication?.state, "failed", JSON.stringify(failed));
@@ -135,7 +104,7 @@ describe("checkpoints in object storage", () => {
     assert.ok(!failed.replication?.error?.includes("127.0.0.1"), "the store's address is not shown");
 
     // Back on the same port and files: what a start does, resume, copies it.
-    await runS3();
+    s3 = await startTestS3({ bucket, restart: s3 });
     const node = s.server.node;
     assert.equal(await node.replicator?.resume(), 1);
     const done = await settled(v2);
@@ -166,7 +135,7 @@ describe("checkpoints in object storage", () => {
     assert.equal((await s.api("DELETE", "/v1/units/box/checkpoints/v2", { token })).status, 204);
     assert.deepEqual(await stored(), ["checkpoints/v0/manifest.json"]);
     assert.equal((await s.api("DELETE", "/v1/units/box", { token })).status, 204);
-    assert.deepEqual(await objects.list(`units/${unitId}/`), []);
+    assert.deepEqual(await s3.store.list(`units/${unitId}/`), []);
     assert.equal(existsSync(join(s.config.dataDir, "replication", unitId)), false, "its upload state went too");
   });
 
@@ -211,7 +180,7 @@ describe("checkpoints in object storage", () => {
     assert.equal(fork.status, 201, fork.text);
     assert.equal((await execHttp(s.url, token, "found", ["cat", "/home/unit/f"])).stdout.toString(), "one\n");
     for (const u of ["found", "lost"]) assert.equal((await s.api("DELETE", `/v1/units/${u}`, { token })).status, 204);
-    assert.deepEqual(await objects.list(`units/${id}/`), []);
+    assert.deepEqual(await s3.store.list(`units/${id}/`), []);
   });
 
   it("a checkpoint that cannot be received (its stored stream is gone) fails the restore, saying so without the store's address, and changes nothing", async () => {
@@ -223,7 +192,7 @@ describe("checkpoints in object storage", () => {
     assert.equal((await settled("v0", "broken")).replication?.state, "replicated", "v0 was not copied");
     assert.equal((await run("echo changed > /home/unit/f")).exitCode, 0);
     await s.server.runtime.deleteCheckpoint(id, "v0");
-    await unitObjects(objects, id).deleteObject("checkpoints/v0/stream.btrfs.zst");
+    await unitObjects(s3.store, id).deleteObject("checkpoints/v0/stream.btrfs.zst");
     const restored = await s.api("POST", "/v1/units/broken/checkpoints/v0/restore", { token, json: {} });
     const last = JSON.parse(restored.text.trim().split("\n").at(-1) ?? "{}");
     assert.equal(last.type, "error", restored.text);

@@ -1,13 +1,9 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import S3rver from "s3rver";
 import { unitObjects } from "../../node/local/replicator.js";
-import { S3ObjectStore } from "../../replication/index.js";
+import { startTestS3, type TestS3 } from "../../replication/test-fixtures.js";
 import { execHttp } from "../../testing/exec-client.js";
 import { startSqliteServer, type TestServer } from "../../testing/server.js";
 
@@ -26,10 +22,7 @@ interface Info {
  */
 describe("retention of stored checkpoints (--local-checkpoints)", () => {
   const bucket = "ums-retention-test";
-  let s3dir: string;
-  let s3server: S3rver;
-  let port: number;
-  let objects: S3ObjectStore;
+  let s3: TestS3;
   let s: TestServer;
   let token: string;
   let unitId: string;
@@ -70,39 +63,16 @@ describe("retention of stored checkpoints (--local-checkpoints)", () => {
     return Object.fromEntries(cps.map((c) => [c, existsSync(join(dir, c))]));
   };
   const stored = async (id: string) =>
-    (await unitObjects(objects, id).list("checkpoints/"))
+    (await unitObjects(s3.store, id).list("checkpoints/"))
       .map((o) => o.key)
       .filter((k) => k.endsWith("manifest.json"))
       .sort();
 
-  /** s3rver on 127.0.0.1 (at `port` once it has one), its files in `s3dir`. */
-  const runS3 = async () => {
-    s3server = new S3rver({
-      address: "127.0.0.1",
-      port: port ?? 0,
-      silent: true,
-      directory: s3dir,
-      configureBuckets: [{ name: bucket, configs: [] }],
-    });
-    port = ((await s3server.run()) as AddressInfo).port;
-  };
-
   before(async () => {
-    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-retention-"));
-    await runS3();
-    const endpoint = `http://127.0.0.1:${port}`;
-    objects = new S3ObjectStore({
-      endpoint,
-      region: "us-east-1",
-      bucket,
-      forcePathStyle: true,
-      keyPrefix: "ums/",
-      credentials: { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" },
-    });
-    process.env.AWS_ACCESS_KEY_ID = "S3RVER";
-    process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
+    s3 = await startTestS3({ bucket });
+    Object.assign(process.env, s3.env);
     s = await startSqliteServer({
-      objectStore: `s3://${bucket}/ums/?endpoint=${endpoint}&path_style=true`,
+      objectStore: s3.url,
       localCheckpoints: 2,
     });
     token = await s.token("retention");
@@ -110,9 +80,7 @@ describe("retention of stored checkpoints (--local-checkpoints)", () => {
   });
   after(async () => {
     await s?.close();
-    objects?.destroy();
-    await s3server?.close();
-    if (s3dir) await rm(s3dir, { recursive: true, force: true });
+    await s3?.stop();
   });
 
   it("keeps the two newest snapshots and evicts older ones once stored; restore, fork and publish of evicted ones receive them", async () => {
@@ -189,7 +157,7 @@ describe("retention of stored checkpoints (--local-checkpoints)", () => {
     const before = await list();
     assert.equal(before.length, 5);
     // The store goes away: the next copies fail, and every one of them stays on the node.
-    await s3server.close();
+    await s3.stop({ keepFiles: true });
     const taken: string[] = [];
     for (let i = 5; i < 8; i++) {
       assert.equal((await sh("keep", `echo content-${i} > /home/unit/f`)).exitCode, 0);
@@ -216,8 +184,8 @@ describe("retention of stored checkpoints (--local-checkpoints)", () => {
 
     // The store is back, but v3's stored copy has gone from it (someone emptied part of the bucket):
     // its row still says replicated; the node does not take the row's word for it.
-    await runS3();
-    await unitObjects(objects, unitId).deleteObject("checkpoints/v3/manifest.json");
+    s3 = await startTestS3({ bucket, restart: s3 });
+    await unitObjects(s3.store, unitId).deleteObject("checkpoints/v3/manifest.json");
     // The copies are taken up again, as at the next start.
     assert.equal(await s.server.node.replicator?.resume(), 3);
     cps = await until(
@@ -284,7 +252,7 @@ describe("retention of stored checkpoints (--local-checkpoints)", () => {
   it("deleting a unit with evicted checkpoints leaves nothing on the node and deletes its copies", async () => {
     assert.ok((await stored(unitId)).length > 0);
     assert.equal((await s.api("DELETE", "/v1/units/keep", { token })).status, 204);
-    assert.deepEqual(await objects.list(`units/${unitId}/`), []);
+    assert.deepEqual(await s3.store.list(`units/${unitId}/`), []);
     const dir = s.server.runtime.checkpointDir(unitId);
     assert.equal(existsSync(dir), false, "its checkpoints went");
     assert.equal(existsSync(dirname(dir)), false, "its disk went");

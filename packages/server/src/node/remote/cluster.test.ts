@@ -2,14 +2,11 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
 import { request } from "node:http";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ErrorCode } from "@ums/protocol";
-import S3rver from "s3rver";
+import { startTestS3, type TestS3 } from "../../replication/test-fixtures.js";
 import { testImage } from "../../runtime/image/test-image.js";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
@@ -38,8 +35,7 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
   let api: TestServer;
   let token: string;
   let n1Port: number;
-  let s3dir: string;
-  let s3: S3rver;
+  let s3: TestS3;
   /** n2's pool: its own disk, as another host's (a fork onto it must get the checkpoint from the store). */
   let n2Pool: Awaited<ReturnType<typeof openOwnPool>> | undefined;
   const secret = randomBytes(32).toString("hex");
@@ -52,18 +48,9 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
     db = await pg.createDatabase();
     const databaseUrl = db.databaseUrl as string;
     // The deployment's object store (s3rver on loopback): checkpoints travel between nodes through it.
-    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-cluster-"));
-    s3 = new S3rver({
-      address: "127.0.0.1",
-      port: 0,
-      silent: true,
-      directory: s3dir,
-      configureBuckets: [{ name: "cluster", configs: [] }],
-    });
-    const s3port = ((await s3.run()) as AddressInfo).port;
-    process.env.AWS_ACCESS_KEY_ID = "S3RVER";
-    process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
-    const objectStore = `s3://cluster/?endpoint=http://127.0.0.1:${s3port}&path_style=true`;
+    s3 = await startTestS3({ bucket: "cluster", keyPrefix: "" });
+    Object.assign(process.env, s3.env);
+    const objectStore = s3.url;
     n1Port = await freePort();
     // n1's endpoint listens on every address (units see the host at their gateway address): the
     // attack test below shows no unit reaches it.
@@ -96,8 +83,7 @@ describe("an API process and two nodes on one database", { timeout: 600_000, ski
       () => n1?.close(),
       () => n2Pool?.close(),
       () => db?.drop(),
-      () => s3?.close(),
-      () => (s3dir ? rm(s3dir, { recursive: true, force: true }) : undefined),
+      () => s3?.stop(),
     ];
     for (const done of steps) {
       await Promise.resolve()

@@ -2,12 +2,9 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import S3rver from "s3rver";
+import { startTestS3, type TestS3 } from "../../replication/test-fixtures.js";
 import { testImage } from "../../runtime/image/test-image.js";
 import { testDialects } from "../../testing/dialects.js";
 import { execHttp } from "../../testing/exec-client.js";
@@ -29,11 +26,10 @@ describe("a node lost for good: its units made again from the object store", { t
   let ra: TestServer;
   let rb: TestServer;
   let token: string;
-  let s3dir: string;
-  let s3: S3rver;
-  let s3port: number;
+  let s3: TestS3;
   let rbPool: Awaited<ReturnType<typeof openOwnPool>> | undefined;
   const secret = randomBytes(32).toString("hex");
+  const s3Options = { bucket: "lost", keyPrefix: "" };
 
   const ums = (args: string[]) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
@@ -54,18 +50,9 @@ describe("a node lost for good: its units made again from the object store", { t
     if (!pg) return;
     db = await pg.createDatabase();
     const databaseUrl = db.databaseUrl as string;
-    s3dir = await mkdtemp(join(tmpdir(), "ums-s3-lost-"));
-    s3 = new S3rver({
-      address: "127.0.0.1",
-      port: 0,
-      silent: true,
-      directory: s3dir,
-      configureBuckets: [{ name: "lost", configs: [] }],
-    });
-    s3port = ((await s3.run()) as AddressInfo).port;
-    process.env.AWS_ACCESS_KEY_ID = "S3RVER";
-    process.env.AWS_SECRET_ACCESS_KEY = "S3RVER";
-    const objectStore = `s3://lost/?endpoint=http://127.0.0.1:${s3port}&path_style=true`;
+    s3 = await startTestS3(s3Options);
+    Object.assign(process.env, s3.env);
+    const objectStore = s3.url;
     ra = await startTestServer(pg, {
       objectStore,
       cluster: { role: "node", databaseUrl, secret, nodeListen: "127.0.0.1:0", nodeName: "ra" },
@@ -80,14 +67,7 @@ describe("a node lost for good: its units made again from the object store", { t
   });
   after(async () => {
     const failures: unknown[] = [];
-    const steps = [
-      () => rb?.close(),
-      () => ra?.close(),
-      () => rbPool?.close(),
-      () => db?.drop(),
-      () => s3?.close(),
-      () => (s3dir ? rm(s3dir, { recursive: true, force: true }) : undefined),
-    ];
+    const steps = [() => rb?.close(), () => ra?.close(), () => rbPool?.close(), () => db?.drop(), () => s3?.stop()];
     for (const done of steps) {
       await Promise.resolve()
         .then(done)
@@ -208,7 +188,7 @@ describe("a node lost for good: its units made again from the object store", { t
     assert.equal(wrote.exitCode, 0, wrote.stderr.toString());
 
     // The store is away: ra cannot copy the move's checkpoint (it tries after the move, and fails).
-    await s3.close();
+    await s3.stop({ keepFiles: true });
     const move = await rb.api("POST", "/v1/units/moved/move", { token, json: { node: "rb" } });
     assert.equal(move.status, 200, move.text);
     assert.match(move.text, /"type":"complete"/, move.text);
@@ -232,14 +212,8 @@ describe("a node lost for good: its units made again from the object store", { t
     const raRow = await rbStore.nodes.get(raId);
     assert.ok(raRow);
     await rbStore.nodes.heartbeat(raId, raRow.free, new Date(Date.now() - 20_000).toISOString());
-    s3 = new S3rver({
-      address: "127.0.0.1",
-      port: s3port,
-      silent: true,
-      directory: s3dir,
-      configureBuckets: [{ name: "lost", configs: [] }],
-    });
-    await s3.run();
+    // At the address ra's and rb's --object-store name, with what it held.
+    s3 = await startTestS3({ ...s3Options, restart: s3 });
     assert.equal(await rbNode.replicator?.adopt(), 1);
     for (let i = 0; ; i++) {
       const replica = (await rbStore.checkpoints.get(unitId, cp.id))?.replica;
