@@ -12,12 +12,9 @@
 // download of --mib MiB (default 100) through each, one at a time, --downloads times (median).
 //
 //   npx tsc -b && npm run build:agent && node bench/proxy.mjs [--seconds 5] [--concurrency 16] [--mib 100] [--downloads 3]
-import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
 import http from "node:http";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { arg, freePort, percentile, startBenchServer, startNginx } from "./lib.mjs";
+import { arg, percentile, startBenchServer, startNginx } from "./lib.mjs";
 
 const SECONDS = arg("seconds", 5);
 const CONCURRENCY = arg("concurrency", 16);
