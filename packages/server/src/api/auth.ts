@@ -1,6 +1,6 @@
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
-import { hashToken, parseBearer } from "../auth/tokens.js";
+import { hashToken, parseBearer, tokenExpired } from "../auth/tokens.js";
 import type { OrgRecord, TokenRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { consoleCookie, consoleRouteMode, cookieAuth } from "./console/session.js";
@@ -44,8 +44,9 @@ function rateLimited(who: string, limit: RateLimit, retryAfterS: number): ApiErr
  * A token past its `expires_at` is refused wherever a token is taken (API, unit URLs and their
  * sessions, control connections), with a code that says so.
  */
+
 export function assertNotExpired(record: TokenRecord): void {
-  if (record.expiresAt !== null && record.expiresAt <= new Date().toISOString()) {
+  if (tokenExpired(record)) {
     throw new ApiError(401, ErrorCode.TokenExpired, `token expired at ${record.expiresAt}; mint a new one`, undefined, {
       "www-authenticate": `Bearer realm="ums", error="invalid_token", error_description="token expired"`,
     });

@@ -38,6 +38,11 @@ export function parseBearer(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
+/** Whether a token is past its `expires_at` at `now` (a token without one never expires). */
+export function tokenExpired(record: Pick<TokenRecord, "expiresAt">, now = Date.now()): boolean {
+  return record.expiresAt !== null && Date.parse(record.expiresAt) <= now;
+}
+
 export function newTokenId(): string {
   return `tok_${randomString(16, "0123456789abcdefghijklmnopqrstuvwxyz")}`;
 }

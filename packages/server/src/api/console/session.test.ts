@@ -173,6 +173,23 @@ for (const dialect of testDialects) {
       assert.equal(again.status, 401, "a revoked token cannot sign in");
     });
 
+    it("a token past its expires_at cannot sign in, and its session ends when it expires", async () => {
+      const expiresAt = Date.now() + 1_500;
+      const minted = await s.api("POST", "/v1/organizations/alice/tokens", {
+        token: alice,
+        json: { description: "short", expires_at: new Date(expiresAt).toISOString() },
+      });
+      assert.equal(minted.status, 201, minted.text);
+      const b = await signIn(minted.body.token);
+      assert.equal((await call(b, "GET", "/v1/units")).status, 200);
+      await new Promise((r) => setTimeout(r, expiresAt - Date.now() + 100));
+      assert.equal((await call(b, "GET", "/v1/units")).status, 401, "the session outlived its token");
+      const again = await s.api("POST", "/v1/console/session", { json: { token: minted.body.token } });
+      assert.equal(again.status, 401, again.text);
+      assert.equal(again.body.code, "UMS_TOKEN_EXPIRED");
+      assert.equal(again.headers.get("set-cookie"), null);
+    });
+
     it("refuses bad sign-ins with 400/401/403, never 500, and sets no cookie", async () => {
       const cases: [unknown, number][] = [
         [undefined, 400],

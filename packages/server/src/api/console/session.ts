@@ -3,7 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { ErrorBody, ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { CONSOLE_COOKIE, consoleSessionId, newSessionId, sessionHash } from "../../auth/console.js";
-import { hashToken } from "../../auth/tokens.js";
+import { hashToken, tokenExpired } from "../../auth/tokens.js";
 import type { OrgRecord, TokenRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { ApiError } from "../errors.js";
@@ -198,7 +198,9 @@ export function consoleSessionRoutes(app: ApiInstance, store: Store, opts: { htt
       if (!found) throw new ApiError(401, ErrorCode.Unauthorized, "token is not valid (unknown or revoked)");
       const now = Date.now();
       const { expiresAt } = found.token;
-      if (expiresAt !== null && expiresAt <= new Date(now).toISOString()) {
+      // Not assertNotExpired: the token comes in the body, not as a bearer credential, so the answer
+      // names no WWW-Authenticate scheme (as for an unknown token above).
+      if (tokenExpired(found.token, now)) {
         throw new ApiError(401, ErrorCode.TokenExpired, `token expired at ${expiresAt}; mint a new one`);
       }
       // A browser signing in again leaves its previous session behind: it ends here.
