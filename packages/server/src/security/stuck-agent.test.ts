@@ -27,7 +27,7 @@ function within<T>(what: string, p: Promise<T>): Promise<T> {
  * line is exactly this (PID 1, catatonit, names it among its arguments; fs workers add a flag).
  */
 const STOP_AGENT = [
-  "pid=$(pgrep -f '^/\\.unit/bin/node /\\.unit/agent/agent\\.mjs$')",
+  "pid=$(pgrep -f '^/\\.unit/bin/node /\\.unit/agent/agent\\.cjs$')",
   'test "$(echo "$pid" | wc -w)" = 1 || { echo "agent pid: [$pid]" >&2; exit 3; }',
   'setsid sh -c "sleep 1; kill -STOP $pid" </dev/null >/dev/null 2>&1 &',
   'echo "$pid"',
