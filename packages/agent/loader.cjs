@@ -36,20 +36,27 @@ try {
 const wrapped = `(function (exports, require, module, __filename, __dirname, __umsAgentUrl) {${source.toString("utf8")}\n})`;
 const script = new Script(wrapped, { filename: bundle, cachedData });
 if (script.cachedDataRejected) unused = "V8 rejected it (another node version or other flags)";
-if (unused) {
-  const line = { time: new Date().toISOString(), msg: "code cache not used", reason: unused, file: cacheFile };
-  process.stderr.write(`${JSON.stringify(line)}\n`);
+// `node agent.cjs --code-cache-status`: whether this node uses the cache, as JSON, and nothing else.
+if (process.argv[2] === "--code-cache-status") {
+  process.stdout.write(`${JSON.stringify({ used: !unused, ...(unused && { reason: unused }), file: cacheFile })}\n`);
+} else {
+  runAgent();
 }
 
-// Only build.mjs's warm-up run sets this (a unit's agent gets its environment from the host's OCI
-// spec): the cache is written when the agent exits, with every function it compiled meanwhile.
-const out = process.env.UMS_AGENT_WRITE_CODE_CACHE;
-if (out) {
-  process.on("exit", () => {
-    writeFileSync(`${out}.tmp`, Buffer.concat([digest, script.createCachedData()]));
-    renameSync(`${out}.tmp`, out);
-  });
+function runAgent() {
+  if (unused) {
+    const line = { time: new Date().toISOString(), msg: "code cache not used", reason: unused, file: cacheFile };
+    process.stderr.write(`${JSON.stringify(line)}\n`);
+  }
+  // Only build.mjs's warm-up run sets this (a unit's agent gets its environment from the host's OCI
+  // spec): the cache is written when the agent exits, with every function it compiled meanwhile.
+  const out = process.env.UMS_AGENT_WRITE_CODE_CACHE;
+  if (out) {
+    process.on("exit", () => {
+      writeFileSync(`${out}.tmp`, Buffer.concat([digest, script.createCachedData()]));
+      renameSync(`${out}.tmp`, out);
+    });
+  }
+  const mod = { exports: {} };
+  script.runInThisContext()(mod.exports, createRequire(bundle), mod, bundle, __dirname, pathToFileURL(bundle).href);
 }
-
-const mod = { exports: {} };
-script.runInThisContext()(mod.exports, createRequire(bundle), mod, bundle, __dirname, pathToFileURL(bundle).href);

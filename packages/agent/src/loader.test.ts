@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +16,11 @@ async function runs(agent: RunningAgent): Promise<void> {
   const r = await run(agent, { cmd: ["sh", "-c", "echo ran"] });
   assert.equal(r.exitCode, 0, agent.stderr());
   assert.equal(r.stdout.toString(), "ran\n");
+}
+
+/** What `node [flags] <entry> --code-cache-status` prints (it starts no agent). */
+function status(entry: string, flags: string[] = []): { used: boolean; reason?: string; file: string } {
+  return JSON.parse(execFileSync(process.execPath, [...flags, entry, "--code-cache-status"], { encoding: "utf8" }));
 }
 
 /** A copy of the agent's entry, bundle and cache in a temp dir, `change` applied to it. */
@@ -46,6 +52,16 @@ describe("agent loader and code cache", () => {
     } finally {
       await agent.stop();
     }
+    assert.deepEqual(status(join(dist, "agent.cjs")), { used: true, file: join(dist, "agent-bundle.cache") });
+  });
+
+  it("--code-cache-status says whether a node uses the cache, and why not", () => {
+    const rejected = status(join(dist, "agent.cjs"), ["--no-opt"]); // other V8 flags than the build's
+    assert.equal(rejected.used, false);
+    assert.match(String(rejected.reason), /V8 rejected it/);
+    const { entry, dir } = copy((d) => appendFileSync(join(d, "agent-bundle.cjs"), "\n// another bundle\n"));
+    dirs.push(dir);
+    assert.equal(status(entry).reason, "it was made from another bundle");
   });
 
   for (const [what, change, reason] of [

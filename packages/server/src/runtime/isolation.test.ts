@@ -41,6 +41,11 @@ describe("unit isolation", () => {
     assert.ok(!procs.some((p) => /run-tests|--test|runc|containerd/.test(p)), procs.join("\n"));
   });
 
+  it("runs its agent from the code cache the build made (same node, same flags)", async () => {
+    const r = await sh("/.unit/bin/node /.unit/agent/agent.cjs --code-cache-status");
+    assert.deepEqual(JSON.parse(r.stdout.toString()), { used: true, file: "/.unit/agent/agent-bundle.cache" });
+  });
+
   it("sees none of the host's files", async () => {
     const r = await sh(
       `test -e ${marker} && echo visible; test -e /work && echo work; test -e /var/tmp/ums-test-pool && echo pool; echo end`,
