@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { spawn } from "node:child_process";
 // Connector gateway benchmark (issues #7 and #16 part 3): from inside a unit, requests/s and p50
 // latency of a small GET to a fake provider, five ways:
 //   in-unit direct    the unit calls a fake provider in the unit itself (127.0.0.1:9000): issue #7's
@@ -19,6 +18,7 @@ import { spawn } from "node:child_process";
 // issue #16 part 3: net gateway >= 90% of net nginx's req/s, p50 overhead <= 0.5 ms.
 //
 //   npx tsc -b && npm run build:agent && node bench/gateway.mjs [--seconds 5] [--concurrency 16] [--latency 2000] [--rounds 3]
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

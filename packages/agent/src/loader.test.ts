@@ -23,6 +23,9 @@ function status(entry: string, flags: string[] = []): { used: boolean; reason?: 
   return JSON.parse(execFileSync(process.execPath, [...flags, entry, "--code-cache-status"], { encoding: "utf8" }));
 }
 
+/** Makes the bundle in `dir` another one than the cache there was made from. */
+const anotherBundle = (dir: string) => appendFileSync(join(dir, "agent-bundle.cjs"), "\n// another bundle\n");
+
 /** A copy of the agent's entry, bundle and cache in a temp dir, `change` applied to it. */
 function copy(change: (dir: string) => void): { entry: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), "ums-agent-loader-"));
@@ -59,17 +62,13 @@ describe("agent loader and code cache", () => {
     const rejected = status(join(dist, "agent.cjs"), ["--no-opt"]); // other V8 flags than the build's
     assert.equal(rejected.used, false);
     assert.match(String(rejected.reason), /V8 rejected it/);
-    const { entry, dir } = copy((d) => appendFileSync(join(d, "agent-bundle.cjs"), "\n// another bundle\n"));
+    const { entry, dir } = copy(anotherBundle);
     dirs.push(dir);
     assert.equal(status(entry).reason, "it was made from another bundle");
   });
 
   for (const [what, change, reason] of [
-    [
-      "made from another bundle",
-      (dir: string) => appendFileSync(join(dir, "agent-bundle.cjs"), "\n// another bundle\n"),
-      "it was made from another bundle",
-    ],
+    ["made from another bundle", anotherBundle, "it was made from another bundle"],
     ["missing", (dir: string) => rmSync(join(dir, "agent-bundle.cache")), "there is none"],
   ] as const) {
     it(`a cache ${what} is not used, and the agent works without it`, async () => {

@@ -44,7 +44,6 @@ function rateLimited(who: string, limit: RateLimit, retryAfterS: number): ApiErr
  * A token past its `expires_at` is refused wherever a token is taken (API, unit URLs and their
  * sessions, control connections), with a code that says so.
  */
-
 export function assertNotExpired(record: TokenRecord): void {
   if (tokenExpired(record)) {
     throw new ApiError(401, ErrorCode.TokenExpired, `token expired at ${record.expiresAt}; mint a new one`, undefined, {
