@@ -3,7 +3,8 @@
 // dist/agent-bundle.cache, made here by running the agent once (makeCodeCache).
 // node-pty stays external (native addon, mounted beside the bundle at node_modules/node-pty).
 // Also builds dist/libums-statfs.so (src/native/statfs-quota.c: `df` in a unit shows its disk) and
-// the ld.so.preload naming it, which the host binds over the unit's /etc/ld.so.preload.
+// the ld.so.preload naming it, which the host binds over the unit's /etc/ld.so.preload, and
+// dist/ums-spawn (src/native/spawner.c: exec sessions' processes start through it).
 // Usage: node packages/agent/build.mjs   (exported build() is used by the tests)
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -20,33 +21,51 @@ export const outfile = join(here, "dist", "agent.cjs");
 const bundleFile = join(here, "dist", "agent-bundle.cjs");
 const cacheFile = join(here, "dist", "agent-bundle.cache");
 export const statfsLib = join(here, "dist", "libums-statfs.so");
+export const spawnerFile = join(here, "dist", "ums-spawn");
 /** Where the unit finds the library: the agent's dist directory is bound at /.unit/agent. */
 const statfsLibInUnit = "/.unit/agent/libums-statfs.so";
 
-/**
- * The statfs library, with the host's C compiler (the one npm's native builds use). Without a
- * compiler there is none, and units show the pool's size in `df` (a warning says so).
- */
-export function buildStatfsLib() {
-  const tmp = `${statfsLib}.${process.pid}.tmp`;
-  const src = join(here, "src", "native", "statfs-quota.c");
+/** Compiles C with the host's compiler (the one npm's native builds use) into `out`; false on failure. */
+function compile(args, src, out, without) {
+  const tmp = `${out}.${process.pid}.tmp`;
   try {
-    execFileSync(process.env.CC || "cc", ["-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", tmp, src], {
+    execFileSync(process.env.CC || "cc", [...args, "-Wall", "-Werror", "-o", tmp, src], {
       stdio: ["ignore", "inherit", "inherit"],
     });
   } catch (err) {
     rmSync(tmp, { force: true });
-    rmSync(statfsLib, { force: true });
+    rmSync(out, { force: true });
+    console.warn(`warning: ${src} not built (${err.message}); ${without}`);
+    return false;
+  }
+  // Renamed in, never rewritten in place: running units have it bound.
+  renameSync(tmp, out);
+  return true;
+}
+
+/** The statfs library. Without a compiler there is none, and units show the pool's size in `df`. */
+export function buildStatfsLib() {
+  const src = join(here, "src", "native", "statfs-quota.c");
+  if (!compile(["-O2", "-fPIC", "-shared"], src, statfsLib, "df in units will show the pool's size")) {
     rmSync(join(here, "dist", "ld.so.preload"), { force: true });
-    console.warn(`warning: ${src} not built (${err.message}); df in units will show the pool's size`);
     return undefined;
   }
-  renameSync(tmp, statfsLib);
   // Renamed in, never rewritten in place: running units have this file bound at /etc/ld.so.preload.
   const preload = join(here, "dist", "ld.so.preload");
   writeFileSync(`${preload}.${process.pid}.tmp`, `${statfsLibInUnit}\n`);
   renameSync(`${preload}.${process.pid}.tmp`, preload);
   return statfsLib;
+}
+
+/**
+ * ums-spawn (src/native/spawner.c), static: it runs in units of any image. Without it the agent
+ * starts exec sessions' processes with node's spawn (~4 ms more of its thread each).
+ */
+export function buildSpawner() {
+  const src = join(here, "src", "native", "spawner.c");
+  return compile(["-O2", "-static"], src, spawnerFile, "exec starts processes with node's spawn")
+    ? spawnerFile
+    : undefined;
 }
 
 /**
@@ -107,6 +126,7 @@ export async function build() {
   renameSync(`${outfile}.${process.pid}.tmp`, outfile);
   // dist/agent.mjs of an earlier build (ESM, no cache) stays: units booted before this build run it,
   // and start their filesystem worker from it.
+  buildSpawner(); // before the cache's run, which then compiles the agent's side of it too
   await makeCodeCache();
   buildStatfsLib();
   return outfile;

@@ -35,6 +35,12 @@ export interface AgentConfig {
    * the unit holds at once, live or exited and kept for a re-attach (UMS_AGENT_MAX_DETACHABLE, 32).
    */
   maxDetachable: number;
+  /**
+   * How exec sessions start their processes (UMS_AGENT_SPAWNER): "native" through ums-spawn when
+   * the agent has it beside its entry point (exec/native-spawner.ts), else node's spawn; "node"
+   * always node's spawn.
+   */
+  spawner: "native" | "node";
 }
 
 export const DEFAULT_SOCKET = "/run/ums/agent.sock";
@@ -60,6 +66,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     portPollMs: durationVar(env, "UMS_AGENT_PORT_POLL", 500),
     ringBytes: intVar(env, "UMS_AGENT_RING_BYTES", 256 * 1024),
     maxDetachable: intVar(env, "UMS_AGENT_MAX_DETACHABLE", 32),
+    spawner: spawnerVar(env.UMS_AGENT_SPAWNER),
   };
 }
 
@@ -76,6 +83,12 @@ function imageEnv(v: string | undefined): [string, string][] {
     const i = typeof e === "string" ? e.indexOf("=") : -1;
     return i > 0 ? [[e.slice(0, i), e.slice(i + 1)] as [string, string]] : [];
   });
+}
+
+function spawnerVar(v: string | undefined): "native" | "node" {
+  if (v === undefined || v === "" || v === "native") return "native";
+  if (v === "node") return "node";
+  throw new ConfigError(`UMS_AGENT_SPAWNER must be native or node, got ${JSON.stringify(v)}`);
 }
 
 function nonEmpty(v: string | undefined): string | undefined {

@@ -1,5 +1,6 @@
 import { mkdirSync, unlinkSync } from "node:fs";
 import { ConfigError, loadConfig } from "./config.js";
+import { startNativeSpawner, stopNativeSpawner } from "./exec/native-spawner.js";
 import { runFsWorker } from "./fs/worker.js";
 import { writeIdentity } from "./identity.js";
 import { startInternalApi } from "./internal/api-socket.js";
@@ -50,6 +51,8 @@ async function main(): Promise<void> {
     }
   }
   mkdirSync(config.runDir, { recursive: true, mode: 0o755 });
+  // Early: ums-spawn is up by the first exec (exec/native-spawner.ts).
+  startNativeSpawner(process.argv[1] ?? "", config, log);
   // Inside a unit: /etc/hostname and /etc/hosts name it. Written here, as the unit's root and inside
   // its own view, never by the host into the rootfs (docs/SECURITY.md, "The boundary rule").
   if (internalSocket && process.env.UMS_UNIT_NAME) {
@@ -80,6 +83,7 @@ async function main(): Promise<void> {
     stopping = true;
     log("agent stopping", { signal });
     void agent.close();
+    stopNativeSpawner();
     if ("path" in config.listen) {
       try {
         unlinkSync(config.listen.path);

@@ -48,7 +48,7 @@ export async function killSession(session: Session, q: URLSearchParams, res: Ser
       event({ type: "complete", exit_code: session.exitCode });
       return;
     }
-    const pid = session.pid;
+    const pid = await session.startedPid();
     if (!session.signal(signal)) {
       // The group is gone; the exit may not have been processed yet.
       const code = await session.waitExit(1000);

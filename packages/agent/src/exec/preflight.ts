@@ -32,7 +32,8 @@ export function canAccess(st: Stats, who: Identity, bits: number): boolean {
 
 function statOrNull(path: string): Stats | null {
   try {
-    return statSync(path);
+    // A missing file is the common case (each PATH entry before the right one): no error is made for it.
+    return statSync(path, { throwIfNoEntry: false }) ?? null;
   } catch {
     return null;
   }

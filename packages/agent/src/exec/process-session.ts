@@ -79,7 +79,7 @@ interface Stat {
   start: string;
 }
 
-function readStat(pid: number): Stat | null {
+export function readStat(pid: number): Stat | null {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, "latin1");

@@ -93,6 +93,11 @@ export class Session {
     return this.child?.pid ?? 0;
   }
 
+  /** The pid once the process started (0: it did not); exec processes report it shortly after start(). */
+  startedPid(): Promise<number> {
+    return this.child?.started ?? Promise.resolve(0);
+  }
+
   get attachedCount(): number {
     return this.clients.size;
   }

@@ -1,8 +1,11 @@
 import { spawn as spawnChild } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { getSystemErrorMap } from "node:util";
 import { type OutputStream, StreamId } from "@ums/protocol/exec";
 import type { IPty } from "node-pty";
 import { exitCodeForSignal } from "../util/signals.js";
+import { nativeSpawner } from "./native-spawner.js";
+import { PipeChild } from "./pipe-child.js";
 import { preflight } from "./preflight.js";
 import { killSession, signalSession } from "./process-session.js";
 import { drainBeforeDestroy, loadNodePty } from "./pty.js";
@@ -10,6 +13,9 @@ import { drainBeforeDestroy, loadNodePty } from "./pty.js";
 // Starts the process of an exec session, either on pipes (stdout and stderr kept apart) or on a real PTY
 // (node-pty), always as the leader of its own session and process group so that signals reach all
 // of it (spec 6.3; process-session.ts). Failures to start become a message on stderr and exit code 127/126, never an exception.
+// Exec sessions on pipes start through ums-spawn when the agent has it (native-spawner.ts: node's
+// fork of the agent held its thread ~4 ms per exec); services, whose pid is needed at once, and
+// PTYs start with node.
 
 export interface SpawnSpec {
   file: string;
@@ -33,8 +39,10 @@ export interface ChildEvents {
 }
 
 export interface ChildHandle {
-  /** Process id (and process group id); 0 when the process could not be started. */
+  /** Process id (and process group id); 0 when the process could not be started (or not yet). */
   readonly pid: number;
+  /** The pid once the process started (ums-spawn says so a little later); 0 when it did not start. */
+  readonly started: Promise<number>;
   /** Returns false when the caller should wait for the drain event before writing more. */
   write(data: Buffer): boolean;
   endStdin(): void;
@@ -46,7 +54,10 @@ export interface ChildHandle {
 }
 
 const runningAsRoot = process.getuid?.() === 0;
-const STDIN_HIGH_WATER = 4 * 1024 * 1024;
+const OUTPUTS = { 1: StreamId.Stdout, 2: StreamId.Stderr } as const;
+
+/** "native": through ums-spawn when it is there (else node); "node": node's spawn. */
+export type SpawnWith = "native" | "node";
 
 /**
  * When the unit runs out of memory the kernel must kill one of its processes, never the agent.
@@ -61,23 +72,32 @@ function releaseOomProtection(pid: number | undefined): void {
   } catch {}
 }
 
-export function spawnProcess(spec: SpawnSpec, events: ChildEvents): ChildHandle {
+export function spawnProcess(spec: SpawnSpec, events: ChildEvents, how: SpawnWith = "native"): ChildHandle {
   const pre = preflight(spec.file, spec.cwd, spec.env.PATH, spec);
   if (!pre.ok) return failed(spec.tty, pre.message, pre.exitCode, events);
   const resolved = { ...spec, file: pre.file, cwd: pre.cwd };
   try {
-    const handle = spec.tty ? spawnPty(resolved, events) : spawnPipes(resolved, events);
+    if (!spec.tty) return spawnPipes(resolved, events, how);
+    const handle = spawnPty(resolved, events);
     releaseOomProtection(handle.pid);
     return handle;
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    return failed(spec.tty, `ums: cannot start ${spec.file}: ${e.message}`, e.code === "ENOENT" ? 127 : 126, events);
+    return failed(spec.tty, startFailure(spec.file, e.code ?? e.message), e.code === "ENOENT" ? 127 : 126, events);
   }
 }
 
 /** The session's whole process group and session; SIGKILL again until none of it is left (a fork bomb). */
 function signalGroup(pid: number, sig: NodeJS.Signals): boolean {
   return sig === "SIGKILL" ? killSession(pid) : signalSession(pid, sig);
+}
+
+const errnoMessages = new Map([...getSystemErrorMap().values()]);
+
+/** Why a process that passed the checks did not start: "text file is busy (ETXTBSY)". */
+function startFailure(file: string, code: string): string {
+  const text = errnoMessages.get(code);
+  return `ums: cannot start ${file}: ${text ? `${text} (${code})` : code}`;
 }
 
 /** A session whose process never started: reports the message and the exit code asynchronously. */
@@ -88,6 +108,7 @@ function failed(tty: boolean, message: string, code: number, events: ChildEvents
   });
   return {
     pid: 0,
+    started: Promise.resolve(0),
     write: () => true,
     endStdin: () => {},
     resize: () => {},
@@ -97,8 +118,22 @@ function failed(tty: boolean, message: string, code: number, events: ChildEvents
   };
 }
 
-function spawnPipes(spec: SpawnSpec, events: ChildEvents): ChildHandle {
-  const ids = runningAsRoot || spec.uid !== process.getuid?.() ? { uid: spec.uid, gid: spec.gid } : {};
+function spawnPipes(spec: SpawnSpec, events: ChildEvents, how: SpawnWith): ChildHandle {
+  const ids = runningAsRoot || spec.uid !== process.getuid?.() ? { uid: spec.uid, gid: spec.gid } : undefined;
+  const pc = new PipeChild(events);
+  const native = how === "native" ? nativeSpawner() : null;
+  if (native) {
+    native.spawn(
+      { file: spec.file, argv: spec.argv, env: spec.env, cwd: spec.cwd, ids, stdin: spec.stdin },
+      {
+        stream: (fd, socket) => (fd === 0 ? pc.attachInput(socket) : pc.attachOutput(socket, OUTPUTS[fd])),
+        started: (pid) => pc.onStarted(pid),
+        failed: (code) => pc.failed(startFailure(spec.file, code), code === "ENOENT" ? 127 : 126),
+        exited: (code, signal) => pc.exited(code, signal),
+      },
+    );
+    return pc;
+  }
   const child = spawnChild(spec.file, spec.argv.slice(1), {
     argv0: spec.argv[0],
     cwd: spec.cwd,
@@ -107,98 +142,20 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents): ChildHandle {
     detached: true,
     stdio: [spec.stdin ? "pipe" : "ignore", "pipe", "pipe"],
   });
-  let exitCode: number | null = null;
-  let finished = false;
-  let paused = false;
-  let openStreams = 2;
-  let lastData = Date.now();
-  let exitedAt = 0;
-  let timer: NodeJS.Timeout | null = null;
-
-  const finish = () => {
-    if (finished || exitCode === null) return;
-    finished = true;
-    if (timer) clearInterval(timer);
-    child.stdout?.destroy();
-    child.stderr?.destroy();
-    events.exit(exitCode);
-  };
-  const onData = (stream: OutputStream) => (data: Buffer) => {
-    lastData = Date.now();
-    events.output(stream, data);
-  };
-  const onEnd = () => {
-    openStreams -= 1;
-    if (openStreams === 0) finish();
-  };
-  for (const [s, id] of [
-    [child.stdout, StreamId.Stdout],
-    [child.stderr, StreamId.Stderr],
-  ] as const) {
-    s?.on("data", onData(id));
-    s?.once("close", onEnd);
-    s?.on("error", () => {});
+  if (child.pid !== undefined) {
+    pc.onStarted(child.pid);
+    releaseOomProtection(child.pid);
   }
-  child.stdin?.on("error", () => {});
-  child.stdin?.on("drain", () => events.drain());
-  // After end() (or a failed write) no drain comes: never leave the clients' input paused.
-  child.stdin?.on("close", () => events.drain());
-
+  if (child.stdout) pc.attachOutput(child.stdout, StreamId.Stdout);
+  if (child.stderr) pc.attachOutput(child.stderr, StreamId.Stderr);
+  if (child.stdin) pc.attachInput(child.stdin);
   child.on("error", (err: NodeJS.ErrnoException) => {
     // spawn itself failed (after preflight, e.g. setuid refused): no process, no exit event.
-    if (child.pid !== undefined || exitCode !== null) return;
-    events.output(StreamId.Stderr, Buffer.from(`ums: cannot start ${spec.file}: ${err.message}\n`));
-    exitCode = err.code === "ENOENT" ? 127 : 126;
-    finish();
+    if (child.pid !== undefined) return;
+    pc.failed(startFailure(spec.file, err.code ?? err.message), err.code === "ENOENT" ? 127 : 126);
   });
-  child.on("exit", (code, sig) => {
-    exitCode = code ?? (sig ? exitCodeForSignal(sig) : 255);
-    exitedAt = Date.now();
-    if (openStreams === 0) return finish();
-    // Normally stdout and stderr close right after the exit; a background process that inherited them
-    // may keep them open, so stop waiting once they have been quiet for a while (unless we paused them).
-    // Time since the exit while reading (paused time does not count: a slow client must not cost
-    // the output still in the pipe, which was lost when 2 s since the exit ran out mid-drain).
-    let reading = 0;
-    timer = setInterval(() => {
-      const now = Date.now();
-      if (paused) return;
-      reading += 100;
-      // Quiet since the exit too: output written just before it may still be in the pipe, unread.
-      if (now - Math.max(lastData, exitedAt) >= 250 || reading >= 2000) finish();
-    }, 100);
-  });
-
-  return {
-    get pid() {
-      return child.pid ?? 0;
-    },
-    write: (data) => {
-      const stdin = child.stdin;
-      if (!stdin || stdin.destroyed || stdin.writableEnded) return true;
-      stdin.write(data);
-      // Ask the clients to hold off only past a generous buffer: a paused websocket is not read, so its
-      // close would go unnoticed until the process reads its stdin again.
-      return stdin.writableLength < STDIN_HIGH_WATER;
-    },
-    endStdin: () => {
-      if (child.stdin && !child.stdin.writableEnded) child.stdin.end();
-    },
-    resize: () => {},
-    signal: (sig) => signalGroup(child.pid ?? 0, sig),
-    pause: () => {
-      paused = true;
-      child.stdout?.pause();
-      child.stderr?.pause();
-    },
-    resume: () => {
-      paused = false;
-      // Quiet is counted from here: what waited in the pipe while paused comes after the resume.
-      lastData = Date.now();
-      child.stdout?.resume();
-      child.stderr?.resume();
-    },
-  };
+  child.on("exit", (code, sig) => pc.exited(code, sig));
+  return pc;
 }
 
 function spawnPty(spec: SpawnSpec, events: ChildEvents): ChildHandle {
@@ -227,6 +184,7 @@ function spawnPty(spec: SpawnSpec, events: ChildEvents): ChildHandle {
   });
   return {
     pid: term.pid,
+    started: Promise.resolve(term.pid),
     write: (data) => {
       if (!done && spec.stdin) term.write(data);
       return true;

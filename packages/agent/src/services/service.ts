@@ -92,6 +92,7 @@ export class Service {
         exit: (code) => this.exited(gen, code),
         drain: () => {},
       },
+      "node", // its pid is needed now: ums-spawn tells it later
     );
     if (child.pid <= 0) return; // the failure arrives as output + exit
     this.child = child;
