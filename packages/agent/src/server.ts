@@ -4,6 +4,7 @@ import { dirname } from "node:path";
 import type { Duplex } from "node:stream";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 import type { AgentConfig } from "./config.js";
+import { serveHttpExec } from "./exec/http-run.js";
 import { killSession } from "./exec/kill.js";
 import { SessionTable } from "./exec/registry.js";
 import { parseExecQuery } from "./exec/request.js";
@@ -27,6 +28,8 @@ import { AGENT_VERSION } from "./version.js";
 //                                  max_run_after_disconnect); with `id` and no `cmd`: attach to that session
 //   GET  /exec/{id} (upgrade)    → attach to a live session
 //   GET  /exec                   → session list (spec 2.8)
+//   POST /exec                   → a non-TTY session as one plain HTTP request (exec/http-run.ts): the body
+//                                  is stdin, the answer the frames, each after its length
 //   POST /exec/{id}/kill         → kill stream (spec 4.3, 6.3)
 //   /fs/{list,read,write,chmod,chown,copy,delete,rename} → filesystem operations (spec 4.4, fs/http.ts)
 //   GET  /fs/watch (upgrade)     → file watch websocket (fs/watch.ts)
@@ -59,6 +62,10 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
     });
   });
 
+  // The host is this server's only client, and a request may stream for as long as its process runs
+  // (a plain HTTP exec's stdin, a large upload): no cap on the time a request's body takes.
+  server.requestTimeout = 0;
+
   async function handleRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://agent");
     const path = url.pathname.replace(/\/+$/, "") || "/";
@@ -67,6 +74,16 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
       return sendJson(res, 200, { ok: true, pid: process.pid, version: AGENT_VERSION, sessions: sessions.counts() });
     }
     if (method === "GET" && path === "/exec") return sendJson(res, 200, sessions.list());
+    if (method === "POST" && path === "/exec") {
+      const parsed = parseExecQuery(url.searchParams);
+      if (!parsed.ok) return sendJson(res, 400, validation(parsed.errors));
+      if (parsed.value.tty) return sendJson(res, 400, validation(["tty: a TTY session needs a websocket (GET /exec)"]));
+      const user = resolveUser(config, parsed.value.user);
+      if (!user) return sendJson(res, 400, validation([`user: unknown user ${JSON.stringify(parsed.value.user)}`]));
+      const refused = sessions.refusal(parsed.value);
+      if (refused !== null) return sendJson(res, 409, { error: refused, code: AgentErrorCode.SessionLimit });
+      return serveHttpExec(sessions, parsed.value, user, req, res);
+    }
     const kill = /^\/exec\/([^/]+)\/kill$/.exec(path);
     if (method === "POST" && kill) {
       const id = kill[1] as string;

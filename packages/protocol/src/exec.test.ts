@@ -1,6 +1,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { closeCodeForExit, decodeFrame, encodeExitFrame, encodeFrame, parseClientControl, StreamId } from "./exec.js";
+import {
+  closeCodeForExit,
+  decodeFrame,
+  encodeExitFrame,
+  encodeFrame,
+  FrameReader,
+  frameLength,
+  parseClientControl,
+  StreamId,
+} from "./exec.js";
 
 test("stream ids match the public protocol", () => {
   assert.deepEqual(StreamId, { Stdin: 0, Stdout: 1, Stderr: 2, Exit: 3, StdinEof: 4 });
@@ -49,4 +58,22 @@ test("parseClientControl accepts resize and signal, ignores the rest", () => {
   assert.equal(parseClientControl('{"type":"ping"}'), null);
   assert.equal(parseClientControl("not json"), null);
   assert.equal(parseClientControl("null"), null);
+});
+
+test("FrameReader: length-prefixed frames come out whole, however the chunks cut them", () => {
+  const frames = [encodeFrame(StreamId.Stdout, Buffer.from("hello")), encodeFrame(StreamId.Stderr), encodeExitFrame(7)];
+  const stream = Buffer.concat(frames.flatMap((f) => [frameLength(f), f]));
+  for (const size of [1, 2, 3, 5, 7, stream.length]) {
+    const reader = new FrameReader();
+    const out: Uint8Array[] = [];
+    for (let at = 0; at < stream.length; at += size) out.push(...reader.push(stream.subarray(at, at + size)));
+    assert.deepEqual(
+      out.map((f) => [...f]),
+      frames.map((f) => [...f]),
+      `chunks of ${size}`,
+    );
+    assert.equal(reader.buffered, 0);
+  }
+  const big = new Uint8Array(70_000).fill(9);
+  assert.deepEqual([...frameLength(big)], [0, 1, 0x11, 0x70]);
 });

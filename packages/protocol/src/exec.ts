@@ -39,6 +39,50 @@ export function decodeFrame<T extends Uint8Array>(frame: T): DecodedFrame<T> | n
   return { stream: frame[0] as number, payload: frame.subarray(1) as T };
 }
 
+// Between the host and a unit's agent a non-TTY exec may also run as one plain HTTP request
+// (`POST /exec`, docs/ARCHITECTURE.md section 10): its answer is a byte stream, where a chunk's edges
+// are not kept, so each frame goes with its length first (4 bytes, big-endian).
+
+/** The 4-byte length of a frame, to write before it in a plain HTTP exec's answer. */
+export function frameLength(frame: Uint8Array): Uint8Array {
+  const n = frame.length;
+  return Uint8Array.of(n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff);
+}
+
+/** Reads the length-prefixed frames of a plain HTTP exec's answer from its chunks, as they come. */
+export class FrameReader {
+  private pending: Uint8Array = new Uint8Array(0);
+
+  /** The frames completed by this chunk, in order (views of the chunks where they fit in one). */
+  push(chunk: Uint8Array): Uint8Array[] {
+    let buf = chunk;
+    if (this.pending.length > 0) {
+      buf = new Uint8Array(this.pending.length + chunk.length);
+      buf.set(this.pending);
+      buf.set(chunk, this.pending.length);
+    }
+    const frames: Uint8Array[] = [];
+    let at = 0;
+    while (buf.length - at >= 4) {
+      const n =
+        (((buf[at] as number) << 24) >>> 0) +
+        ((buf[at + 1] as number) << 16) +
+        ((buf[at + 2] as number) << 8) +
+        (buf[at + 3] as number);
+      if (buf.length - at - 4 < n) break;
+      frames.push(buf.subarray(at + 4, at + 4 + n));
+      at += 4 + n;
+    }
+    this.pending = buf.slice(at);
+    return frames;
+  }
+
+  /** Bytes of a frame not yet complete. */
+  get buffered(): number {
+    return this.pending.length;
+  }
+}
+
 /** Close code of an exec websocket after the process exited: 1000 for 0, 4000 + code (capped at 255) otherwise. */
 export function closeCodeForExit(code: number): number {
   return code === 0 ? 1000 : 4000 + Math.min(Math.max(code, 0), 255);

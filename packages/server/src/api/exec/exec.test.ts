@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { request } from "node:http";
 import { after, before, describe, it } from "node:test";
 import { execHttp } from "../../testing/exec-client.js";
 import { startWithUnit, type TestServer } from "../../testing/server.js";
@@ -82,6 +83,26 @@ describe("exec over HTTP", () => {
     const r = await run(["/no/such/program"]);
     assert.equal(r.exitCode, 127);
     assert.match(r.stderr.toString(), /no\/such\/program/);
+  });
+
+  it("a client that goes away ends its command", async () => {
+    const url = new URL(
+      `${s.url}/v1/units/ex/exec?cmd=sh&cmd=-c&cmd=${encodeURIComponent("echo started; exec sleep 300.4321")}`,
+    );
+    const req = request(url, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+    req.on("error", () => {});
+    await new Promise<void>((resolve) => {
+      req.on("response", (res) => res.once("data", () => resolve()));
+      req.end();
+    });
+    const count = async () =>
+      (await run(["sh", "-c", "ps -eo args= | grep -c '^sleep 300.4321$' || true"])).stdout.toString().trim();
+    assert.equal(await count(), "1");
+    req.destroy();
+    for (let i = 0; (await count()) !== "0"; i++) {
+      assert.ok(i < 50, "the command still runs 5 s after its client went away");
+      await new Promise((r) => setTimeout(r, 100));
+    }
   });
 
   it("validates the query before touching the unit", async () => {

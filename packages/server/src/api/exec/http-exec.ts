@@ -1,4 +1,5 @@
-import { encodeExitFrame, encodeFrame, StreamId } from "@ums/protocol";
+import type { IncomingMessage } from "node:http";
+import { encodeExitFrame, encodeFrame, FrameReader, StreamId } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 
@@ -7,13 +8,8 @@ import type WebSocket from "ws";
  * stream id) is written and flushed as its own chunk, uncompressed, and the two-byte exit frame
  * `[3, code]` ends the response. The request body is the process's stdin when `stdin=true`.
  */
-export function pipeHttpExec(
-  req: FastifyRequest,
-  reply: FastifyReply,
-  agent: WebSocket,
-  stdin: boolean,
-  done: () => void,
-): void {
+/** The client's answer of an HTTP exec: its head is sent at once; frames follow as they come. */
+function execAnswer(reply: FastifyReply, done: () => void) {
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
@@ -34,7 +30,50 @@ export function pipeHttpExec(
     res.end(encodeExitFrame(255));
     finish();
   };
+  return { res, finish, fail };
+}
 
+/**
+ * The same over the agent's plain HTTP exec (`POST /exec` of the agent, without stdin): its answer
+ * is the frames, each after its length (protocol's FrameReader), passed on with backpressure.
+ */
+export function pipeAgentExecAnswer(reply: FastifyReply, answer: IncomingMessage, done: () => void): void {
+  const { res, finish, fail } = execAnswer(reply, done);
+  const reader = new FrameReader();
+  answer.on("data", (chunk: Buffer) => {
+    for (const frame of reader.push(chunk)) {
+      if (res.writableEnded) return;
+      if (frame[0] === StreamId.Exit) {
+        res.end(frame);
+        answer.destroy(); // the agent ends its answer with the exit: nothing is lost
+        finish();
+        return;
+      }
+      if (!res.write(frame) && !answer.isPaused()) {
+        answer.pause();
+        res.once("drain", () => answer.resume());
+      }
+    }
+  });
+  const lost = () => fail("the unit's agent closed the session before the process exited");
+  answer.on("end", lost);
+  answer.on("close", lost);
+  answer.on("error", lost);
+  // The client went away: end the session (the agent kills the process of a session nobody holds).
+  res.on("close", () => {
+    if (!res.writableEnded) answer.destroy();
+    finish();
+  });
+}
+
+export function pipeHttpExec(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  agent: WebSocket,
+  stdin: boolean,
+  done: () => void,
+): void {
+  const { res, finish, fail } = execAnswer(reply, done);
   agent.on("message", (data, isBinary) => {
     if (!isBinary || res.writableEnded) return; // session_info, pings and port events are for websockets
     const frame = data as Buffer;

@@ -8,9 +8,9 @@ import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { commonErrors, notFound, UnitParams } from "../schemas.js";
 import { firstCall, leaseUnit } from "../unit-access/lease.js";
-import { holdUnitWebsocket, joinHeldSocket, leasedWebsocket } from "../unit-access/websockets.js";
+import { holdUnitWebsocket, joinHeldSocket, leasedHttpExec, leasedWebsocket } from "../unit-access/websockets.js";
 import type { UnitService } from "../units/service.js";
-import { pipeHttpExec } from "./http-exec.js";
+import { pipeAgentExecAnswer, pipeHttpExec } from "./http-exec.js";
 import { agentExecQuery, ExecQuery, type ExecQueryValue } from "./query.js";
 
 export interface ExecDeps {
@@ -81,6 +81,13 @@ export function execRoutes(app: ApiInstance, { units, node, dialect }: ExecDeps)
       // Port notifications travel only on websockets: the agent need not watch ports for this one.
       const path = `/exec?${agentExecQuery({ ...q, tty: false }, { ports: "false" })}`;
       const lease = await leaseUnit(req, units, node);
+      // Without stdin, one plain HTTP request to the agent; with it (or an agent from before
+      // that), the session's websocket.
+      const answer = q.stdin ? null : await leasedHttpExec(lease, path);
+      if (answer) {
+        req.raw.on("error", () => {}).resume(); // a body without stdin=true is read and dropped
+        return pipeAgentExecAnswer(reply, answer, () => lease.release());
+      }
       const agent = await leasedWebsocket(lease, path);
       pipeHttpExec(req, reply, agent, q.stdin ?? false, () => lease.release());
     },

@@ -1,9 +1,11 @@
+import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 import { metrics } from "../../metrics/server-metrics.js";
+import { readAnswerError } from "../../node/errors.js";
 import type { UnitLease } from "../../node/unit-node.js";
 import { ApiError } from "../errors.js";
 import { firstCall } from "./lease.js";
@@ -160,18 +162,22 @@ export async function holdUnitWebsocket(req: FastifyRequest, lease: UnitLease, p
   holdAgentSocket(req, await leasedWebsocket(lease, path), () => lease.release());
 }
 
+/** A place under the unit's cap (its release), or the 429 thrown with the lease released. */
+function reserveOrRelease(lease: UnitLease): () => void {
+  try {
+    return reserveWebsocket(lease.unit);
+  } catch (err) {
+    lease.release();
+    throw err;
+  }
+}
+
 /**
  * The agent websocket at `path`, counted against the unit's cap until it closes; a failure to open
  * it (or a unit at its cap) releases the lease.
  */
 export async function leasedWebsocket(lease: UnitLease, path: string): Promise<WebSocket> {
-  let release: () => void;
-  try {
-    release = reserveWebsocket(lease.unit);
-  } catch (err) {
-    lease.release();
-    throw err;
-  }
+  const release = reserveOrRelease(lease);
   try {
     const ws = await firstCall(lease, () => lease.agent.websocket(path));
     ws.once("close", release);
@@ -185,4 +191,37 @@ export async function leasedWebsocket(lease: UnitLease, path: string): Promise<W
     release();
     throw err;
   }
+}
+
+/**
+ * A non-TTY exec without stdin as the agent's plain HTTP request (`POST /exec`: no websocket
+ * handshake on either side), counted like an exec websocket until its answer closes. Null when the
+ * agent predates that route (a unit booted by an older ums answers 404): the caller then opens the
+ * websocket, with the lease still held. Any other refusal releases the lease and is thrown.
+ */
+export async function leasedHttpExec(lease: UnitLease, path: string): Promise<IncomingMessage | null> {
+  const release = reserveOrRelease(lease);
+  let answer: IncomingMessage;
+  try {
+    answer = await firstCall(lease, () => lease.agent.request("POST", path));
+  } catch (err) {
+    release();
+    throw err;
+  }
+  if (answer.statusCode === 404) {
+    answer.resume();
+    release();
+    return null;
+  }
+  if (answer.statusCode !== 200) {
+    release();
+    lease.release();
+    throw await readAnswerError(answer);
+  }
+  metrics.execSessionsOpen++;
+  answer.once("close", () => {
+    metrics.execSessionsOpen--;
+    release();
+  });
+  return answer;
 }
