@@ -177,9 +177,13 @@ export async function makeCodeCache() {
     });
     const home = encodeURIComponent(join(dir, "home"));
     for (let i = 0; i < 3; i++) {
+      // A boot's first execs start with node's spawn; once ums-spawn is up (a second after), through it.
+      if (i === 1) await new Promise((r) => setTimeout(r, 1300));
       await agentRequest(socket, "/health");
       await agentExec(socket, "/exec?cmd=true");
       await agentExec(socket, "/exec?cmd=sh&cmd=-c&cmd=echo%20x%3B%20echo%20y%201%3E%262");
+      // The host's POST exec: the agent's plain HTTP exec (exec/http-run.ts).
+      await agentRequest(socket, "/exec?cmd=sh&cmd=-c&cmd=echo%20x&ports=false", "POST");
       await agentRequest(socket, "/exec");
       await agentRequest(socket, `/fs/list?path=${home}`);
       await agentRequest(socket, `/fs/read?path=${home}%2Ffile`);
@@ -200,12 +204,14 @@ export async function makeCodeCache() {
   }
 }
 
-/** One GET to the agent's socket, its answer read to the end; a status other than 200 throws. */
-function agentRequest(socket, path) {
+/** One request to the agent's socket, its answer read to the end; a status other than 200 throws. */
+function agentRequest(socket, path, method = "GET") {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath: socket, path, headers: { connection: "close" } }, (res) => {
+    const req = request({ socketPath: socket, path, method, headers: { connection: "close" } }, (res) => {
       res.resume();
-      res.once("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`GET ${path}: ${res.statusCode}`))));
+      res.once("end", () =>
+        res.statusCode === 200 ? resolve() : reject(new Error(`${method} ${path}: ${res.statusCode}`)),
+      );
     });
     req.once("error", reject);
     req.end();

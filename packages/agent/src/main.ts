@@ -51,8 +51,6 @@ async function main(): Promise<void> {
     }
   }
   mkdirSync(config.runDir, { recursive: true, mode: 0o755 });
-  // Early: ums-spawn is up by the first exec (exec/native-spawner.ts).
-  startNativeSpawner(process.argv[1] ?? "", config, log);
   // Inside a unit: /etc/hostname and /etc/hosts name it. Written here, as the unit's root and inside
   // its own view, never by the host into the rootfs (docs/SECURITY.md, "The boundary rule").
   if (internalSocket && process.env.UMS_UNIT_NAME) {
@@ -76,6 +74,9 @@ async function main(): Promise<void> {
     .then(() => services?.boot())
     .catch((err) => log("could not start the services", { error: (err as Error).message }));
   process.stdout.write(`${JSON.stringify({ ready: true, ...config.listen, pid: process.pid })}\n`);
+  // ums-spawn (exec/native-spawner.ts) starts a second after: its start is a fork of this node, which
+  // held up a boot's first answers (cold → first exec +5-10 ms); node's spawn serves execs meanwhile.
+  startNativeSpawner(process.argv[1] ?? "", config, log, 1000);
 
   let stopping = false;
   const stop = (signal: string) => {

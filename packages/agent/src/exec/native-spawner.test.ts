@@ -45,7 +45,8 @@ describe("ums-spawn", () => {
 
   test("exec's processes are its children; with UMS_AGENT_SPAWNER=node, the agent's", async () => {
     const native = await start();
-    assert.equal(await parentName(native), "ums-spawn");
+    // A boot's first execs may come before it is up (it starts a second after the agent): node's spawn.
+    await eventually(async () => (await parentName(native)) === "ums-spawn", "ums-spawn up", 5000);
     const viaNode = await start({ UMS_AGENT_SPAWNER: "node" });
     assert.notEqual(await parentName(viaNode), "ums-spawn");
     assert.equal(spawnerPid(viaNode), 0, "no ums-spawn is started");
@@ -53,6 +54,7 @@ describe("ums-spawn", () => {
 
   test("killed: its running session ends when its process does, exec goes on, and it comes back", async () => {
     const agent = await start();
+    await eventually(async () => (await parentName(agent)) === "ums-spawn", "ums-spawn up", 5000);
     const first = spawnerPid(agent);
     assert.ok(first > 0);
     const c = await ExecClient.open(
@@ -83,8 +85,9 @@ describe("ums-spawn", () => {
         UMS_AGENT_GID: "65534",
         UMS_AGENT_HOME: join(runDir, "home"),
       });
-      const dir = readdirSync(runDir).find((f) => f.startsWith(".spawn-"));
-      assert.ok(dir, "ums-spawn's directory");
+      const spawnDir = () => readdirSync(runDir).find((f) => f.startsWith(".spawn-"));
+      await eventually(async () => spawnDir() !== undefined, "ums-spawn's directory", 5000);
+      const dir = spawnDir() as string;
       const sock = join(runDir, dir, "s");
       const probe = `require("net").connect(${JSON.stringify(sock)}).on("connect", () => { console.log("connected"); process.exit(0) }).on("error", (e) => console.log(e.code))`;
       const r = await run(agent, { cmd: [node, "-e", probe], dir: "/" });

@@ -81,11 +81,11 @@ export class NativeSpawner {
   /** Requests by id until all of their streams arrived (or they failed). */
   private readonly streams = new Map<number, Pending>();
   private readonly running = new Map<number, NativeChildEvents>();
-  private queued: Buffer[] | null = [];
   private input = Buffer.alloc(0);
   private closed = false;
+  private up = false;
 
-  /** Starts ums-spawn (the binary at `binary`); the requests sent before it is up wait for it. */
+  /** Starts ums-spawn (the binary at `binary`); it takes requests once it said it is up (`ready`). */
   constructor(
     private readonly binary: string,
     runDir: string,
@@ -98,7 +98,12 @@ export class NativeSpawner {
     this.listener.listen(this.sockPath, () => this.startHelper());
   }
 
-  /** False once the helper is gone: spawn.ts then starts processes with node's spawn. */
+  /** It said it is up and is not gone since: until then spawn.ts starts processes with node's spawn. */
+  get ready(): boolean {
+    return this.up && !this.closed;
+  }
+
+  /** Not gone: up, or on its way. */
   get alive(): boolean {
     return !this.closed;
   }
@@ -108,9 +113,7 @@ export class NativeSpawner {
     this.nextId = this.nextId >= 0x7fffffff ? 1 : this.nextId + 1;
     this.replies.set(id, events);
     this.streams.set(id, { events, streams: request.stdin ? 3 : 2 });
-    const frame = encodeRequest(id, request);
-    if (this.queued) this.queued.push(frame);
-    else this.helper?.stdin?.write(frame);
+    this.helper?.stdin?.write(encodeRequest(id, request));
   }
 
   close(): void {
@@ -125,8 +128,6 @@ export class NativeSpawner {
     helper.on("exit", (code, signal) => this.gone(`it exited (${signal ?? `code ${code}`})`));
     helper.stdin?.on("error", () => {});
     helper.stdout?.on("data", (chunk: Buffer) => this.onReplies(chunk));
-    for (const frame of this.queued ?? []) helper.stdin?.write(frame);
-    this.queued = null;
   }
 
   private onReplies(chunk: Buffer): void {
@@ -137,7 +138,9 @@ export class NativeSpawner {
       const a = buf.readInt32LE(8);
       const b = buf.readInt32LE(12);
       buf = buf.subarray(16);
-      if (kind === Reply.Started) {
+      if (kind === Reply.Ready) {
+        this.up = true;
+      } else if (kind === Reply.Started) {
         const ev = this.replies.get(id);
         this.replies.delete(id);
         if (!ev) continue;
@@ -201,20 +204,22 @@ let spawnerSetup: {
 let spawnerRestartAt = 0;
 
 /**
- * Starts ums-spawn for the exec sessions (at the agent's start, so that it is up by the first exec).
- * Without its binary next to the agent's entry, or with config.spawner "node", processes start with
- * node's spawn as before. When it dies it is started again at the next exec, at most once a second.
+ * Starts ums-spawn for the exec sessions after `delayMs`: its start is a fork of the agent's node,
+ * which should not hold up a boot's first answers (until it is up, exec starts processes with node's
+ * spawn, as it does without its binary next to the agent's entry or with config.spawner "node").
+ * When it dies it is started again at the next exec, at most once a second.
  */
 export function startNativeSpawner(
   entry: string,
   config: Pick<AgentConfig, "runDir" | "spawner">,
   log: (msg: string, fields: Record<string, unknown>) => void,
+  delayMs = 0,
 ): boolean {
   const runDir = config.runDir;
   const binary = config.spawner === "node" ? null : spawnerBinary(entry);
   if (!binary) return false;
   spawnerSetup = { binary, runDir, log };
-  nativeSpawner();
+  setTimeout(() => nativeSpawner(), delayMs).unref();
   return true;
 }
 
@@ -223,8 +228,10 @@ export function stopNativeSpawner(): void {
   spawner?.close();
 }
 
+/** ums-spawn when it is up; null while it starts (or cannot), when exec uses node's spawn. */
 export function nativeSpawner(): NativeSpawner | null {
-  if (spawner?.alive) return spawner;
+  if (spawner?.ready) return spawner;
+  if (spawner?.alive) return null;
   const setup = spawnerSetup;
   if (!setup || Date.now() < spawnerRestartAt) return null;
   spawnerRestartAt = Date.now() + 1000;
@@ -236,7 +243,7 @@ export function nativeSpawner(): NativeSpawner | null {
     setup.log("ums-spawn could not start; exec starts processes with node", { error: (err as Error).message });
     spawner = null;
   }
-  return spawner;
+  return null;
 }
 
 /** Reports an orphan's end (code 255: unknown) once it is gone or a zombie, looking every 200 ms. */

@@ -105,8 +105,9 @@ describe("the host-unit boundary (unit root as the attacker)", () => {
   });
 
   it("no process the agent starts holds the agent's listening socket", async () => {
-    // An fs call first, so that the agent's file worker runs too.
+    // An fs call first, so that the agent's file worker runs too; and ums-spawn (up a second after the agent).
     await s.api("GET", `/v1/units/box/fs/list?path=${encodeURIComponent("/")}&workingDir=/`, { token: tokenB });
+    await waitFor(async () => (await out(tokenB, "cat /proc/$PPID/comm")) === "ums-spawn\n");
     const script = [
       "agent=$(cat /proc/1/task/1/children | tr ' ' '\\n' | head -1)",
       'sock=$(readlink /proc/$agent/fd/3); echo "agent fd 3: $sock"',
