@@ -167,6 +167,7 @@ export class NativeSpawner {
     const readHeader = () => {
       const header = socket.read(8) as Buffer | null;
       if (header === null) return void socket.once("readable", readHeader);
+      if (header.length < 8) return void socket.destroy(); // it ended first: the rest of its bytes
       const id = header.readUInt32LE(0);
       const fd = header.readUInt32LE(4);
       const p = this.streams.get(id);
