@@ -10,6 +10,12 @@ export interface AgentRequestOpts {
   readonly headers?: Readonly<Record<string, string>>;
   /** More time for an answer that legitimately waits (e.g. on a service's stop grace). */
   readonly extraMs?: number;
+  /**
+   * A body sent only once the answer's head says 200 (the agent's plain HTTP exec answers its head
+   * first): an agent that refuses the request never gets a byte of it, and the caller may still send
+   * it another way. After another status the request ends without it.
+   */
+  readonly bodyAfterHead?: Readable;
 }
 
 /**
@@ -28,12 +34,17 @@ export function agentRequest(
   return new Promise<IncomingMessage>((resolve, reject) => {
     const headers: Record<string, string> = { ...opts.headers };
     if (typeof opts.body === "string") headers["content-type"] ??= "application/json";
+    const later = opts.bodyAfterHead;
     const req = request({ createConnection: (_o, done) => connectEndpoint(ep, done), method, path, headers }, (res) => {
       deadline.answered();
       if (span) {
         span.setAttribute("http.response.status_code", res.statusCode ?? 0);
         res.once("close", () => span.end());
       }
+      if (later && res.statusCode === 200) {
+        later.on("error", (err) => req.destroy(err));
+        later.pipe(req);
+      } else if (later) req.end();
       resolve(res);
     });
     const deadline = boundAnswer(req, ep, opts.extraMs);
@@ -42,7 +53,8 @@ export function agentRequest(
       reject(wrap(err));
     });
     const body = opts.body;
-    if (body === undefined || typeof body === "string") req.end(body);
+    if (later) req.flushHeaders();
+    else if (body === undefined || typeof body === "string") req.end(body);
     else {
       body.on("error", (err) => req.destroy(err));
       body.pipe(req);

@@ -81,11 +81,12 @@ export function execRoutes(app: ApiInstance, { units, node, dialect }: ExecDeps)
       // Port notifications travel only on websockets: the agent need not watch ports for this one.
       const path = `/exec?${agentExecQuery({ ...q, tty: false }, { ports: "false" })}`;
       const lease = await leaseUnit(req, units, node);
-      // Without stdin, one plain HTTP request to the agent; with it (or an agent from before
-      // that), the session's websocket.
-      const answer = q.stdin ? null : await leasedHttpExec(lease, path);
+      // One plain HTTP request to the agent (the body goes on to it as stdin when asked); for an
+      // agent from before that, the session's websocket.
+      req.raw.on("error", () => {});
+      const answer = await leasedHttpExec(lease, path, q.stdin ? req.raw : undefined);
       if (answer) {
-        req.raw.on("error", () => {}).resume(); // a body without stdin=true is read and dropped
+        if (!q.stdin) req.raw.resume(); // a body without stdin=true is read and dropped
         return pipeAgentExecAnswer(reply, answer, () => lease.release());
       }
       const agent = await leasedWebsocket(lease, path);

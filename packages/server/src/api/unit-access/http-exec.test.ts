@@ -17,12 +17,13 @@ function answer(status: number, body = ""): IncomingMessage {
 }
 
 function lease(status: number, body?: string) {
-  const state = { released: 0, calls: [] as string[] };
+  const state = { released: 0, calls: [] as string[], bodies: [] as unknown[] };
   const l = {
     unit: { id: `u-${status}-${Math.random()}`, name: "box" },
     agent: {
-      request: async (method: string, path: string) => {
+      request: async (method: string, path: string, opts?: { bodyAfterHead?: unknown }) => {
         state.calls.push(`${method} ${path}`);
+        state.bodies.push(opts?.bodyAfterHead);
         return answer(status, body);
       },
     },
@@ -36,8 +37,12 @@ function lease(status: number, body?: string) {
 describe("leasedHttpExec", () => {
   it("an agent from before POST /exec (404): null, its place freed, the lease still held", async () => {
     const { l, state } = lease(404, '{"code":"UMS_NOT_FOUND","error":"no route for POST /exec"}');
-    assert.equal(await leasedHttpExec(l, "/exec?cmd=true"), null);
-    assert.deepEqual(state.calls, ["POST /exec?cmd=true"]);
+    const stdin = new PassThrough();
+    stdin.write("input for the websocket");
+    assert.equal(await leasedHttpExec(l, "/exec?cmd=cat&stdin=true", stdin), null);
+    assert.deepEqual(state.calls, ["POST /exec?cmd=cat&stdin=true"]);
+    assert.equal(state.bodies[0], stdin, "stdin is offered only after the answer's head");
+    assert.equal(stdin.readableFlowing, null, "and is left unread for the websocket");
     assert.equal(openWebsockets(l.unit.id), 0);
     assert.equal(state.released, 0);
   });

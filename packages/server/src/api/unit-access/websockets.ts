@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import type { Readable } from "node:stream";
 import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyRequest } from "fastify";
@@ -194,16 +195,21 @@ export async function leasedWebsocket(lease: UnitLease, path: string): Promise<W
 }
 
 /**
- * A non-TTY exec without stdin as the agent's plain HTTP request (`POST /exec`: no websocket
- * handshake on either side), counted like an exec websocket until its answer closes. Null when the
- * agent predates that route (a unit booted by an older ums answers 404): the caller then opens the
- * websocket, with the lease still held. Any other refusal releases the lease and is thrown.
+ * A non-TTY exec as the agent's plain HTTP request (`POST /exec`: no websocket handshake on either
+ * side), counted like an exec websocket until its answer closes; `stdin` goes to the agent once it
+ * answered 200. Null when the agent predates that route (a unit booted by an older ums answers 404):
+ * the caller then opens the websocket, with the lease still held and `stdin` untouched. Any other
+ * refusal releases the lease and is thrown.
  */
-export async function leasedHttpExec(lease: UnitLease, path: string): Promise<IncomingMessage | null> {
+export async function leasedHttpExec(
+  lease: UnitLease,
+  path: string,
+  stdin?: Readable,
+): Promise<IncomingMessage | null> {
   const release = reserveOrRelease(lease);
   let answer: IncomingMessage;
   try {
-    answer = await firstCall(lease, () => lease.agent.request("POST", path));
+    answer = await firstCall(lease, () => lease.agent.request("POST", path, stdin && { bodyAfterHead: stdin }));
   } catch (err) {
     release();
     throw err;
