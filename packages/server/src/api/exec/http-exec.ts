@@ -3,11 +3,10 @@ import { encodeExitFrame, encodeFrame, FrameReader, StreamId } from "@ums/protoc
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type WebSocket from "ws";
 
-/**
- * Non-TTY exec over plain HTTP (spec 4.3): every agent frame (first byte the
- * stream id) is written and flushed as its own chunk, uncompressed, and the two-byte exit frame
- * `[3, code]` ends the response. The request body is the process's stdin when `stdin=true`.
- */
+// Non-TTY exec over plain HTTP (spec 4.3): every agent frame (first byte the
+// stream id) is written and flushed as its own chunk, uncompressed, and the two-byte exit frame
+// `[3, code]` ends the response. The request body is the process's stdin when `stdin=true`.
+
 /** The client's answer of an HTTP exec: its head is sent at once; frames follow as they come. */
 function execAnswer(reply: FastifyReply, done: () => void) {
   reply.hijack();
@@ -34,8 +33,9 @@ function execAnswer(reply: FastifyReply, done: () => void) {
 }
 
 /**
- * The same over the agent's plain HTTP exec (`POST /exec` of the agent, without stdin): its answer
- * is the frames, each after its length (protocol's FrameReader), passed on with backpressure.
+ * From the agent's plain HTTP exec (`POST /exec` of the agent; the client's body went to it as
+ * stdin): its answer is the frames, each after its length (protocol's FrameReader), passed on with
+ * backpressure.
  */
 export function pipeAgentExecAnswer(reply: FastifyReply, answer: IncomingMessage, done: () => void): void {
   const { res, finish, fail } = execAnswer(reply, done);
@@ -66,6 +66,7 @@ export function pipeAgentExecAnswer(reply: FastifyReply, answer: IncomingMessage
   });
 }
 
+/** From the agent's exec websocket (an agent from before its plain HTTP exec); stdin as frames. */
 export function pipeHttpExec(
   req: FastifyRequest,
   reply: FastifyReply,
