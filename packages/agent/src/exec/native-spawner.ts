@@ -7,7 +7,7 @@ import type { AgentConfig } from "../config.js";
 import { readStat } from "./process-session.js";
 
 // The agent's side of ums-spawn (native/spawner.c: why, and its protocol). Exec sessions start their
-// processes through it; spawn.ts falls back to node's spawn whenever it is missing or gone.
+// processes through it; spawn.ts uses node's spawn whenever it is missing, not yet up or gone.
 //
 // The helper connects one stream per descriptor of the new process to a Unix socket of the agent's,
 // in a 0700 directory of its own (the fs worker's way: no other user of the unit can reach it), so

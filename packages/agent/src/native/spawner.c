@@ -1,11 +1,11 @@
 /*
  * ums-spawn: starts the processes of a unit's exec sessions for the agent (issue #16 part 4).
  *
- * Node starts a process with fork(2), and the agent is a node of ~60 MB: each fork copies its page
- * tables and waits for the child's exec, ~4 ms of the agent's only thread per exec (more than the
- * rest of an exec of `true` together). This helper is small, so its fork is ~0.1 ms, and the wait is
- * on its thread, not the agent's. The agent starts it once (exec/native-spawner.ts) and falls back to
- * node's spawn whenever it is missing or gone.
+ * Node starts a process with fork(2), and the agent is a node of ~50-60 MB: each fork copies its page
+ * tables and waits for the child's exec on the agent's only thread (1-4 ms per exec on the test
+ * host, growing with the agent's size). This helper is small, so its fork is cheap, and the wait is
+ * on its thread, not the agent's. The agent starts it once (exec/native-spawner.ts) and uses node's
+ * spawn whenever it is missing, not yet up or gone.
  *
  * Usage: ums-spawn SOCKET
  * Requests come on fd 0, replies go to fd 1 (both from the agent); SOCKET is the agent's listening
