@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
-import { constants } from "node:os";
 import { join } from "node:path";
+import { getSystemErrorName } from "node:util";
 import type { AgentConfig } from "../config.js";
+import { parseSignal } from "../util/signals.js";
 import { readStat } from "./process-session.js";
 
 // The agent's side of ums-spawn (native/spawner.c: why, and its protocol). Exec sessions start their
@@ -43,11 +44,6 @@ enum Reply {
 const F_STDIN = 1;
 const F_SETIDS = 2;
 
-const errnoNames = new Map<number, string>(Object.entries(constants.errno).map(([name, n]) => [n, name]));
-const signalNames = new Map<number, NodeJS.Signals>(
-  Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]),
-);
-
 /** The frame of one request (native/spawner.c, "Request"). */
 export function encodeRequest(id: number, r: NativeSpawnRequest): Buffer {
   const strings = [r.file, r.cwd, ...r.argv, ...Object.entries(r.env).map(([k, v]) => `${k}=${v}`)];
@@ -65,7 +61,7 @@ export function encodeRequest(id: number, r: NativeSpawnRequest): Buffer {
 export function decodeWaitStatus(status: number): { code: number | null; signal: NodeJS.Signals | null } {
   const sig = status & 0x7f;
   if (sig === 0) return { code: (status >> 8) & 0xff, signal: null };
-  return { code: null, signal: signalNames.get(sig) ?? "SIGKILL" };
+  return { code: null, signal: parseSignal(String(sig))?.name ?? "SIGKILL" };
 }
 
 type Pending = { events: NativeChildEvents; streams: number };
@@ -150,7 +146,7 @@ export class NativeSpawner {
         const ev = this.replies.get(id);
         this.replies.delete(id);
         this.streams.delete(id); // streams still to come are closed as they arrive
-        ev?.failed(errnoNames.get(a) ?? "EIO");
+        ev?.failed(a > 0 ? getSystemErrorName(-a) : "EIO");
       } else if (kind === Reply.Exited) {
         const ev = this.running.get(a);
         this.running.delete(a);

@@ -1,7 +1,7 @@
 import type { Readable, Writable } from "node:stream";
 import { type OutputStream, StreamId } from "@ums/protocol/exec";
 import { exitCodeForSignal } from "../util/signals.js";
-import { killSession, signalSession } from "./process-session.js";
+import { signalGroup } from "./process-session.js";
 import type { ChildEvents, ChildHandle } from "./spawn.js";
 
 const STDIN_HIGH_WATER = 4 * 1024 * 1024;
@@ -45,11 +45,11 @@ export class PipeChild implements ChildHandle {
   }
 
   /** The process did not start: its message on stderr, then the exit code (126 or 127). */
-  failed(message: string, code: number): void {
+  failed({ message, exitCode }: { message: string; exitCode: number }): void {
     if (this.exitCode !== null) return;
     this.resolveStarted(0);
     this.events.output(StreamId.Stderr, Buffer.from(`${message}\n`));
-    this.exitCode = code;
+    this.exitCode = exitCode;
     this.finish();
   }
 
@@ -136,8 +136,7 @@ export class PipeChild implements ChildHandle {
       this.earlySignals.push(sig);
       return true;
     }
-    // The session's whole process group and session; SIGKILL again until none of it is left (a fork bomb).
-    return sig === "SIGKILL" ? killSession(this.pidValue) : signalSession(this.pidValue, sig);
+    return signalGroup(this.pidValue, sig);
   }
 
   pause(): void {

@@ -66,6 +66,11 @@ export function killSession(id: number, forMs = 2000, everyMs = 20): boolean {
   return sent;
 }
 
+/** The session `id`'s whole process group and session; SIGKILL again until none of it is left (a fork bomb). */
+export function signalGroup(id: number, sig: NodeJS.Signals): boolean {
+  return sig === "SIGKILL" ? killSession(id) : signalSession(id, sig);
+}
+
 /** A process as it was seen: its pid and its start time (proc(5) field 22), so a reused pid is told apart. */
 export interface ProcessRef {
   pid: number;
@@ -136,9 +141,6 @@ export function signalRefs(refs: readonly ProcessRef[], sig: NodeJS.Signals): vo
     try {
       process.kill(ref.pid, sig);
     } catch {}
-    if (st.pgrp === ref.pid || st.session === ref.pid) {
-      if (sig === "SIGKILL") killSession(ref.pid);
-      else signalSession(ref.pid, sig);
-    }
+    if (st.pgrp === ref.pid || st.session === ref.pid) signalGroup(ref.pid, sig);
   }
 }

@@ -7,7 +7,7 @@ import { exitCodeForSignal } from "../util/signals.js";
 import { nativeSpawner } from "./native-spawner.js";
 import { PipeChild } from "./pipe-child.js";
 import { preflight } from "./preflight.js";
-import { killSession, signalSession } from "./process-session.js";
+import { signalGroup } from "./process-session.js";
 import { drainBeforeDestroy, loadNodePty } from "./pty.js";
 
 // Starts the process of an exec session, either on pipes (stdout and stderr kept apart) or on a real PTY
@@ -83,21 +83,27 @@ export function spawnProcess(spec: SpawnSpec, events: ChildEvents, how: SpawnWit
     return handle;
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    return failed(spec.tty, startFailure(spec.file, e.code ?? e.message), e.code === "ENOENT" ? 127 : 126, events);
+    const why = startFailure(spec.file, e.code ?? e.message);
+    return failed(spec.tty, why.message, why.exitCode, events);
   }
 }
 
-/** The session's whole process group and session; SIGKILL again until none of it is left (a fork bomb). */
-function signalGroup(pid: number, sig: NodeJS.Signals): boolean {
-  return sig === "SIGKILL" ? killSession(pid) : signalSession(pid, sig);
+/**
+ * Why a process that passed the checks did not start ("text file is busy (ETXTBSY)"), and its exit
+ * code as a shell's: 127 for a file not found, 126 otherwise.
+ */
+function startFailure(file: string, code: string): { message: string; exitCode: 126 | 127 } {
+  // Looked up on failure only (rare), not built at every agent's start.
+  const text = [...getSystemErrorMap().values()].find(([name]) => name === code)?.[1];
+  return {
+    message: `ums: cannot start ${file}: ${text ? `${text} (${code})` : code}`,
+    exitCode: code === "ENOENT" ? 127 : 126,
+  };
 }
 
-const errnoMessages = new Map([...getSystemErrorMap().values()]);
-
-/** Why a process that passed the checks did not start: "text file is busy (ETXTBSY)". */
-function startFailure(file: string, code: string): string {
-  const text = errnoMessages.get(code);
-  return `ums: cannot start ${file}: ${text ? `${text} (${code})` : code}`;
+/** The ids a process is started with: the session's, set whenever the agent can (root) or must. */
+function idsFor(spec: SpawnSpec): { uid: number; gid: number } | undefined {
+  return runningAsRoot || spec.uid !== process.getuid?.() ? { uid: spec.uid, gid: spec.gid } : undefined;
 }
 
 /** A session whose process never started: reports the message and the exit code asynchronously. */
@@ -119,7 +125,7 @@ function failed(tty: boolean, message: string, code: number, events: ChildEvents
 }
 
 function spawnPipes(spec: SpawnSpec, events: ChildEvents, how: SpawnWith): ChildHandle {
-  const ids = runningAsRoot || spec.uid !== process.getuid?.() ? { uid: spec.uid, gid: spec.gid } : undefined;
+  const ids = idsFor(spec);
   const pc = new PipeChild(events);
   const native = how === "native" ? nativeSpawner() : null;
   if (native) {
@@ -128,7 +134,7 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents, how: SpawnWith): Child
       {
         stream: (fd, socket) => (fd === 0 ? pc.attachInput(socket) : pc.attachOutput(socket, OUTPUTS[fd])),
         started: (pid) => pc.onStarted(pid),
-        failed: (code) => pc.failed(startFailure(spec.file, code), code === "ENOENT" ? 127 : 126),
+        failed: (code) => pc.failed(startFailure(spec.file, code)),
         exited: (code, signal) => pc.exited(code, signal),
       },
     );
@@ -152,7 +158,7 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents, how: SpawnWith): Child
   child.on("error", (err: NodeJS.ErrnoException) => {
     // spawn itself failed (after preflight, e.g. setuid refused): no process, no exit event.
     if (child.pid !== undefined) return;
-    pc.failed(startFailure(spec.file, err.code ?? err.message), err.code === "ENOENT" ? 127 : 126);
+    pc.failed(startFailure(spec.file, err.code ?? err.message));
   });
   child.on("exit", (code, sig) => pc.exited(code, sig));
   return pc;
@@ -167,7 +173,7 @@ function spawnPty(spec: SpawnSpec, events: ChildEvents): ChildHandle {
     cwd: spec.cwd,
     env: spec.env,
     encoding: null,
-    ...(runningAsRoot || spec.uid !== process.getuid?.() ? { uid: spec.uid, gid: spec.gid } : {}),
+    ...idsFor(spec),
   });
   // A second 'error' listener stops node-pty from rethrowing read errors other than EIO.
   (term as unknown as { on(e: string, l: (err: Error) => void): void }).on("error", () => {});
