@@ -76,6 +76,7 @@ export class NodeDirectory implements UnitNode {
       if (!addr) throw new UnitUnavailableError(`node '${row.name}' has no endpoint address this process can reach`);
       const address: NodeAddress = { id: row.id, name: row.name, ...addr, secret: this.secret };
       const same = entry && entry.row.address === row.address;
+      if (entry && !same) entry.node.close();
       entry = {
         node: same && entry ? entry.node : new RemoteNode(address, this.timeouts, this.reach),
         row,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http";
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
@@ -8,6 +8,7 @@ import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
 import type { LocalLease } from "../local/lease.js";
 import type { LocalNode } from "../local/local-node.js";
+import { readLine } from "./line.js";
 import {
   bearerMatches,
   decodeError,
@@ -76,6 +77,10 @@ const MAX_SESSION_LINE = 1024;
  *   the node connects to the unit's agent (or to its HTTP target on the node's bridge), answers 101
  *   and relays bytes both ways; the API's client then speaks to the agent (or the unit) directly.
  *   A connection that cannot be made is answered with the error as JSON instead.
+ * - `GET /node/v1/session` with `Upgrade: ums-node-session`: an API process's session (openSession).
+ * - `GET /node/v1/wake` with `Upgrade: ums-node-splice`: a wake in a session (wakeOn).
+ * - `GET /node/v1/standby` with `Upgrade: ums-node-splice`: a connection opened ahead of need, which
+ *   then takes one wake as a line (standby).
  */
 export class NodeEndpoint {
   private readonly leases = new Map<string, HeldLease>();
@@ -409,26 +414,29 @@ export class NodeEndpoint {
   }
 
   /**
-   * A wake in a session (`GET /node/v1/wake`, the records in `x-ums-args`): the unit is woken and
-   * held until the session releases the lease; with `agent` (the default) the answer is a 101 (the
-   * lease in `x-ums-lease`, `x-ums-booted`) and the connection is the lease's first to the unit's
-   * agent, else a JSON `{"result": {lease, booted}}`. A refusal is the error as JSON.
+   * A wake in a session (`GET /node/v1/wake`, the records in `x-ums-args`; or a standby
+   * connection's line): the unit is woken and held until the session releases the lease; with
+   * `agent` (the default) the connection then is the lease's first to the unit's agent, after the
+   * reply's preface (a 101 with the lease in `x-ums-lease` and `x-ums-booted`, or a line
+   * `{"lease", "booted"}`); without, the reply is `{"result": {lease, booted}}`. A refusal is the
+   * error as JSON.
    */
-  private async wakeSpliced(
-    req: IncomingMessage,
+  private async wakeOn(
     socket: Socket,
-    head: Buffer,
+    sessionId: string,
+    records: () => [OrgRecord, UnitRecord],
     agent: boolean,
-    refuse: (status: number, err: unknown) => void,
+    head: Buffer,
+    reply: SpliceReply,
   ): Promise<void> {
-    const session = this.sessions.get(String(req.headers["x-ums-session"] ?? ""));
-    if (!session) return refuse(409, new SessionGoneError());
+    const session = this.sessions.get(sessionId);
+    if (!session) return reply.end(409, { error: encodeError(new SessionGoneError()) });
     let org: OrgRecord;
     let unit: UnitRecord;
     try {
-      [org, unit] = JSON.parse(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
-    } catch {
-      return refuse(400, new Error("x-ums-args: the base64url of a JSON [org, unit] expected"));
+      [org, unit] = records();
+    } catch (err) {
+      return reply.end(400, { error: encodeError(err) });
     }
     // The API may give up while the unit wakes (its wait is bounded): its end of this connection,
     // seen meanwhile, means no one will learn the lease, which must not then hold the unit. The API
@@ -456,7 +464,7 @@ export class NodeEndpoint {
       lease = (await this.node.wake(org, unit, { signal: giveUp.signal })) as LocalLease;
     } catch (err) {
       stopWatching();
-      return answerJson(socket, { error: encodeError(err) });
+      return reply.end(200, { error: encodeError(err) });
     }
     const id = randomUUID();
     this.leases.set(id, { lease, session });
@@ -471,7 +479,7 @@ export class NodeEndpoint {
     }
     if (!agent) {
       stopWatching();
-      return answerJson(socket, { result: { lease: id, booted: lease.booted } });
+      return reply.end(200, { result: { lease: id, booted: lease.booted } });
     }
     let target: Socket;
     try {
@@ -479,7 +487,7 @@ export class NodeEndpoint {
     } catch (err) {
       stopWatching();
       this.releaseLease(id);
-      return answerJson(socket, { error: encodeError(err) });
+      return reply.end(200, { error: encodeError(err) });
     }
     stopWatching();
     if (abandoned()) {
@@ -488,29 +496,64 @@ export class NodeEndpoint {
       socket.destroy();
       return;
     }
-    this.join(
-      socket,
-      target,
-      Buffer.concat([head, ...early]),
-      `x-ums-lease: ${id}\r\nx-ums-booted: ${lease.booted ? 1 : 0}\r\n`,
-    );
+    this.join(socket, target, Buffer.concat([head, ...early]), reply.preface({ id, booted: lease.booted }));
+  }
+
+  /**
+   * A connection an API process opened ahead of need (`GET /node/v1/standby`): answered 101 at once,
+   * it waits for one line, `{"wake": {"session", "records": [org, unit], "agent"}}`, and goes on as
+   * that wake (its reply in lines: lineReply). It saves a wake its connection and its HTTP exchange.
+   */
+  private standby(socket: Socket, head: Buffer): void {
+    socket.setNoDelay(true);
+    // An API host that vanished ends it (it may wait long: it is kept until used).
+    socket.setKeepAlive(true, 10_000);
+    this.spliced.add(socket);
+    socket.once("close", () => this.spliced.delete(socket));
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SPLICE_UPGRADE}\r\n\r\n`);
+    if (head.length > 0) socket.unshift(head);
+    readLine(socket, MAX_CALL_BYTES)
+      .then(
+        (line) => {
+          const reply = lineReply(socket);
+          const wake = (safeJson(line) as { wake?: { session?: unknown; records?: unknown; agent?: unknown } })?.wake;
+          if (typeof wake?.session !== "string" || !Array.isArray(wake.records) || wake.records.length !== 2) {
+            return reply.end(400, {
+              error: encodeError(new Error('a standby connection takes one line {"wake": {...}}')),
+            });
+          }
+          const records = wake.records as [OrgRecord, UnitRecord];
+          return this.wakeOn(socket, wake.session, () => records, wake.agent !== false, Buffer.alloc(0), reply);
+        },
+        () => socket.destroy(),
+      )
+      .catch((err: unknown) => {
+        this.log.warn({ err }, "node endpoint: a standby wake failed");
+        socket.destroy();
+      });
   }
 
   private async splice(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     const url = new URL(req.url ?? "/", "http://node");
-    const refuse = (status: number, err: unknown) => {
-      const body = JSON.stringify({ error: encodeError(err) });
-      socket.end(
-        `HTTP/1.1 ${status} ${status === 401 ? "Unauthorized" : "Bad Gateway"}\r\ncontent-type: application/json\r\n` +
-          `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      );
-    };
+    const reply = httpReply(socket);
+    const refuse = (status: number, err: unknown) => reply.end(status, { error: encodeError(err) });
     if (!this.authorized(req)) return refuse(401, new Error("the node secret is missing or wrong"));
     if (url.pathname === `${NODE_PREFIX}/session` && req.headers.upgrade === SESSION_UPGRADE) {
       return this.openSession(socket, head);
     }
+    if (url.pathname === `${NODE_PREFIX}/standby` && req.headers.upgrade === SPLICE_UPGRADE) {
+      return this.standby(socket, head);
+    }
     if (url.pathname === `${NODE_PREFIX}/wake` && req.headers.upgrade === SPLICE_UPGRADE) {
-      return this.wakeSpliced(req, socket, head, url.searchParams.get("agent") !== "0", refuse);
+      const records = (): [OrgRecord, UnitRecord] => {
+        try {
+          return JSON.parse(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
+        } catch {
+          throw new Error("x-ums-args: the base64url of a JSON [org, unit] expected");
+        }
+      };
+      const session = String(req.headers["x-ums-session"] ?? "");
+      return this.wakeOn(socket, session, records, url.searchParams.get("agent") !== "0", head, reply);
     }
     const m = /^\/node\/v1\/leases\/([^/]+)\/(agent|http)$/.exec(url.pathname);
     if (!m || req.headers.upgrade !== SPLICE_UPGRADE) {
@@ -530,18 +573,16 @@ export class NodeEndpoint {
     } catch (err) {
       return refuse(502, err);
     }
-    this.join(socket, target, head, "");
+    this.join(socket, target, head, reply.preface());
   }
 
-  /** Answers 101 (with `extra` header lines) and relays bytes both ways between `socket` and `target`. */
-  private join(socket: Socket, target: Socket, head: Buffer, extra: string): void {
+  /** Writes `preface` (the 101, or a line) and relays bytes both ways between `socket` and `target`. */
+  private join(socket: Socket, target: Socket, head: Buffer, preface: string): void {
     if (socket.destroyed) {
       target.destroy();
       return;
     }
-    socket.write(
-      `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SPLICE_UPGRADE}\r\n${extra}\r\n`,
-    );
+    socket.write(preface);
     if (head.length > 0) target.write(head);
     this.spliced.add(socket);
     target.on("error", () => socket.destroy());
@@ -555,6 +596,37 @@ export class NodeEndpoint {
     socket.pipe(target);
     target.pipe(socket);
   }
+}
+
+/** How a splice answers: an upgrade's HTTP, or lines on a standby connection. */
+interface SpliceReply {
+  /** A refusal, an error or an agent-less wake's result, after which the connection ends. */
+  end(status: number, body: { error: WireError } | { result: unknown }): void;
+  /** What goes before the relayed bytes (a wake's names its lease). */
+  preface(lease?: { id: string; booted: boolean }): string;
+}
+
+function httpReply(socket: Socket): SpliceReply {
+  return {
+    end(status, body) {
+      const text = JSON.stringify(body);
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\ncontent-type: application/json\r\n` +
+          `content-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+      );
+    },
+    preface(lease) {
+      const named = lease ? `x-ums-lease: ${lease.id}\r\nx-ums-booted: ${lease.booted ? 1 : 0}\r\n` : "";
+      return `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SPLICE_UPGRADE}\r\n${named}\r\n`;
+    },
+  };
+}
+
+function lineReply(socket: Socket): SpliceReply {
+  return {
+    end: (_status, body) => socket.end(`${JSON.stringify(body)}\n`),
+    preface: (lease) => (lease ? `${JSON.stringify({ lease: lease.id, booted: lease.booted })}\n` : ""),
+  };
 }
 
 function connectTcp(host: string, port: number): Promise<Socket> {
@@ -574,14 +646,6 @@ function connectTcp(host: string, port: number): Promise<Socket> {
       reject(err);
     });
   });
-}
-
-/** A whole JSON answer (status 200: the call was made) on a connection that asked for an upgrade. */
-function answerJson(socket: Socket, body: unknown): void {
-  const text = JSON.stringify(body);
-  socket.end(
-    `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-  );
 }
 
 function safeJson(text: string): unknown {

@@ -26,6 +26,8 @@ import type {
   UnitNode,
   WakeOpts,
 } from "../unit-node.js";
+import { NoLineError, readLine } from "./line.js";
+import { StandbyPool } from "./standby.js";
 import {
   decodeError,
   encodeError,
@@ -75,6 +77,8 @@ export { NodeUnreachableError };
 export class RemoteNode implements UnitNode {
   /** This process's session with the node (NodeSession), once opened. */
   private sessionOpening: Promise<NodeSession> | undefined;
+  /** Connections opened ahead of the wakes that will use them. */
+  private readonly standby = new StandbyPool(() => this.openStandby());
 
   constructor(
     readonly address: NodeAddress,
@@ -342,12 +346,15 @@ export class RemoteNode implements UnitNode {
    * way (a wake request held open, then a splice per call).
    */
   async wake(org: OrgRecord, unit: UnitRecord, opts: WakeOpts = {}): Promise<UnitLease> {
-    const args = Buffer.from(JSON.stringify([org, unit])).toString("base64url");
+    const records = JSON.stringify([org, unit]);
+    const args = Buffer.from(records).toString("base64url");
     if (args.length <= MAX_ARGS_HEADER) {
       for (let attempt = 0; ; attempt++) {
         const session = await this.session();
         try {
-          return await this.wakeIn(session, unit, args, opts);
+          const ready = this.standby.take();
+          const lease = ready && (await this.wakeOnStandby(ready, session, unit, records, opts));
+          return lease || (await this.wakeIn(session, unit, args, opts));
         } catch (err) {
           // The node restarted since: a new session, once.
           if (!(err instanceof SessionGoneError) || attempt > 0) throw err;
@@ -439,6 +446,108 @@ export class RemoteNode implements UnitNode {
       });
       req.end();
     });
+  }
+
+  /**
+   * A wake on a standby connection (StandbyPool): the wake as a line, the answer a line (the lease,
+   * after which the connection is spliced to the agent, or the result or error). Undefined when the
+   * connection turns out closed before its answer (the node restarted, say): the caller then wakes
+   * on a connection of its own; a wake the node had begun on it is given up there when it sees the
+   * connection's end.
+   */
+  private async wakeOnStandby(
+    socket: Socket,
+    session: NodeSession,
+    unit: UnitRecord,
+    records: string,
+    opts: WakeOpts,
+  ): Promise<UnitLease | undefined> {
+    const agent = opts.agent !== false;
+    let cut: Error | undefined;
+    const destroy = (err: Error) => {
+      cut ??= err;
+      socket.destroy();
+    };
+    const timer = setTimeout(() => {
+      destroy(Object.assign(new Error(`no answer within ${WAKE_MS / 1000} s`), { code: "ETIMEDOUT" }));
+    }, WAKE_MS);
+    timer.unref();
+    // Issue #16: the caller went away: the node sees the connection end, and its wake leaves the queue.
+    const giveUp = () => destroy(Object.assign(new Error("the caller went away"), { code: "ECONNRESET" }));
+    opts.signal?.addEventListener("abort", giveUp, { once: true });
+    const answer = readLine(socket, MAX_ANSWER_BYTES);
+    socket.write(`{"wake":{"session":${JSON.stringify(session.id)},"records":${records},"agent":${agent}}}\n`);
+    let line: string;
+    try {
+      line = await answer;
+    } catch (err) {
+      if (cut) throw this.unreachable(cut);
+      if (err instanceof NoLineError && err.ended) return undefined;
+      socket.destroy();
+      throw this.unreachable(err);
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", giveUp);
+    }
+    const parsed = safeParse(line) as
+      | { lease?: unknown; booted?: unknown; result?: { lease: string; booted: boolean }; error?: WireError }
+      | undefined;
+    if (typeof parsed?.lease === "string") {
+      return new RemoteLease(this, unit, parsed.lease, parsed.booted === true, session, this.agentTimeouts, socket);
+    }
+    socket.destroy();
+    if (parsed?.result) {
+      return new RemoteLease(this, unit, parsed.result.lease, parsed.result.booted, session, this.agentTimeouts);
+    }
+    if (parsed?.error) throw decodeError(parsed.error);
+    throw this.unreachable(new Error("a standby connection answered no lease"));
+  }
+
+  /** A connection the node keeps ready for a wake (`GET /node/v1/standby`), once it answered 101. */
+  private openStandby(): Promise<Socket> {
+    return new Promise((resolve, reject) => {
+      const req = request({
+        host: this.address.host,
+        port: this.address.port,
+        method: "GET",
+        path: `${NODE_PREFIX}/standby`,
+        headers: { authorization: `Bearer ${this.address.secret}`, connection: "Upgrade", upgrade: SPLICE_UPGRADE },
+        agent: false,
+      });
+      const timer = setTimeout(() => req.destroy(new Error(`no answer within ${HEALTH_MS / 1000} s`)), HEALTH_MS);
+      timer.unref();
+      req.once("upgrade", (_res, socket: Socket, head) => {
+        clearTimeout(timer);
+        socket.setTimeout(0);
+        socket.setNoDelay(true);
+        socket.setKeepAlive(true, 10_000);
+        // The node sends nothing before the wake's answer: bytes here mean it is no standby.
+        if (head.length > 0) {
+          socket.destroy();
+          reject(new Error("a standby connection sent bytes unasked"));
+        } else resolve(socket);
+      });
+      req.once("response", (res) => {
+        clearTimeout(timer);
+        res.resume();
+        reject(new Error(`answered ${res.statusCode} to a standby connection`));
+      });
+      req.once("error", (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      req.end();
+    });
+  }
+
+  /** Closes the idle standby connections and opens no more (the node moved); calls in flight go on. */
+  close(): void {
+    this.standby.close();
+  }
+
+  /** Opens standby connections again once a lease is released (StandbyPool.fill). */
+  refillStandby(): void {
+    this.standby.fill();
   }
 
   /** A wake whose request stays open as the lease's hold (records too large for the session's way). */
@@ -569,6 +678,7 @@ class RemoteLease implements UnitLease {
     this.first?.destroy();
     this.first = undefined;
     this.hold.release(this.id);
+    this.node.refillStandby();
   }
 }
 

@@ -11,7 +11,8 @@ import { RemoteNode } from "./remote-node.js";
  * Issue #15: an API process's session with a node (node-endpoint.ts, remote-node.ts), against a
  * node whose units are stand-ins (each "agent" an echo server): a lease the API releases, or whose
  * session ends, no longer holds its unit; a wake's connection is its first call's; records too
- * large for a header take the older way; a node that restarted is found again.
+ * large for a header take the older way; a node that restarted is found again; later wakes go over
+ * connections opened ahead (standby), which take nothing but a wake of a session.
  */
 describe("the API's session with a node", () => {
   const secret = "s".repeat(40);
@@ -159,5 +160,150 @@ describe("the API's session with a node", () => {
     assert.equal(held, 1);
     again.release();
     await until("released", () => held === 0);
+  });
+
+  /** The standby connections the remote keeps idle (StandbyPool). */
+  const idleOf = (node: RemoteNode) => (node as unknown as { standby: { idle: Socket[] } }).standby.idle;
+
+  it("after a wake, the next ones go over connections opened ahead (standby), with and without the agent", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    for (let i = 0; i < 3; i++) {
+      const ready = [...idleOf(node)];
+      const lease = await node.wake(org, unit());
+      const first = (lease as unknown as { first?: Socket }).first;
+      assert.ok(first && ready.includes(first), "the wake's connection is one opened ahead");
+      assert.equal(held, 1);
+      assert.equal(await echoOnce(lease), "ping");
+      lease.release();
+      await until("released", () => held === 0);
+    }
+    const lease = await node.wake(org, unit(), { agent: false });
+    assert.equal(held, 1);
+    assert.equal((lease as unknown as { first?: Socket }).first, undefined);
+    lease.release();
+    await until("released", () => held === 0);
+    await until("refilled", () => idleOf(node).length === 2);
+  });
+
+  it("standby connections the node closed leave the pool; the wake then opens its own", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    const ready = [...idleOf(node)];
+    await endpoint.close();
+    await listen();
+    await until("the closed ones left the pool", () => idleOf(node).length === 0);
+    assert.ok(ready.every((s) => s.destroyed));
+    const lease = await node.wake(org, unit());
+    assert.equal(await echoOnce(lease), "ping");
+    lease.release();
+    await until("released", () => held === 0);
+  });
+
+  it("a standby connection that ends before its answer (the node closed it meanwhile): the wake opens its own", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    // The node's ends of them, closed in the same turn as the wake: the API cannot have seen it yet.
+    for (const s of (endpoint as unknown as { spliced: Set<Socket> }).spliced) s.destroy();
+    const ready = [...idleOf(node)];
+    const lease = await node.wake(org, unit());
+    const first = (lease as unknown as { first?: Socket }).first;
+    assert.ok(first && !ready.includes(first), "the wake used a connection of its own");
+    assert.equal(await echoOnce(lease), "ping");
+    lease.release();
+    await until("released", () => held === 0);
+  });
+
+  /** A standby connection made by hand: its 101 read, then `line` sent; resolves with what comes back until it ends. */
+  const standbyRaw = (line: string | Buffer, auth = `Bearer ${secret}`) =>
+    new Promise<string>((resolve, reject) => {
+      const s = netConnect(port, "127.0.0.1");
+      let text = "";
+      let sent = false;
+      s.on("data", (d) => {
+        text += d.toString();
+        if (!sent && text.includes("\r\n\r\n")) {
+          sent = true;
+          if (text.startsWith("HTTP/1.1 101")) {
+            text = "";
+            s.write(line);
+          }
+        }
+      });
+      s.on("error", () => {});
+      s.on("close", () => resolve(text));
+      setTimeout(() => {
+        s.destroy();
+        reject(new Error(`no end; so far: ${text}`));
+      }, 5000).unref();
+      s.write(
+        `GET /node/v1/standby HTTP/1.1\r\nhost: n\r\nauthorization: ${auth}\r\nconnection: Upgrade\r\nupgrade: ums-node-splice\r\n\r\n`,
+      );
+    });
+
+  it("attack: a standby connection is refused without the secret, and takes only a wake of a live session", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("released", () => held === 0);
+    const session = await (node as unknown as { sessionOpening: Promise<{ id: string }> }).sessionOpening;
+
+    assert.match(await standbyRaw("x\n", `Bearer ${"t".repeat(40)}`), /^HTTP\/1\.1 401 /);
+    const notWake = JSON.parse(await standbyRaw(`${JSON.stringify({ release: "x" })}\n`));
+    assert.match(notWake.error.message, /takes one line/);
+    const noSession = JSON.parse(
+      await standbyRaw(`${JSON.stringify({ wake: { session: "nope", records: [org, unit()] } })}\n`),
+    );
+    assert.equal(noSession.error.kind, "SessionGoneError");
+    const badRecords = JSON.parse(
+      await standbyRaw(`${JSON.stringify({ wake: { session: session.id, records: [org] } })}\n`),
+    );
+    assert.match(badRecords.error.message, /takes one line/);
+    assert.equal(await standbyRaw("not json\n").then((t) => JSON.parse(t).error.kind), "Error");
+    // A line without end: cut once past the limit, having held nothing.
+    assert.equal(await standbyRaw(Buffer.alloc((1 << 20) + 10, "a")), "");
+    assert.equal(held, 0);
+    // The same session's wake by hand works, and its lease is the session's to release.
+    const answer = await new Promise<string>((resolve) => {
+      const s = netConnect(port, "127.0.0.1");
+      let text = "";
+      s.on("data", (d) => {
+        text += d.toString();
+        if (text.startsWith("HTTP/1.1 101") && text.includes("\r\n\r\n")) {
+          text = "";
+          s.write(`${JSON.stringify({ wake: { session: session.id, records: [org, unit()] } })}\n`);
+        } else if (text.endsWith("\n")) {
+          s.destroy();
+          resolve(text);
+        }
+      });
+      s.write(
+        `GET /node/v1/standby HTTP/1.1\r\nhost: n\r\nauthorization: Bearer ${secret}\r\nconnection: Upgrade\r\nupgrade: ums-node-splice\r\n\r\n`,
+      );
+    });
+    assert.equal(typeof JSON.parse(answer).lease, "string");
+    assert.equal(held, 1);
+    (session as unknown as { close(): void }).close();
+    await until("the session's end released it", () => held === 0);
+  });
+
+  it("a standby wake whose connection ends while the unit wakes holds nothing", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    wakeMs = 300;
+    try {
+      const giveUp = new AbortController();
+      const waking = node.wake(org, unit(), { signal: giveUp.signal });
+      await new Promise((r) => setTimeout(r, 50));
+      giveUp.abort();
+      await assert.rejects(waking);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(held, 0, "the lease no one learned was released");
+    } finally {
+      wakeMs = 0;
+    }
   });
 });
