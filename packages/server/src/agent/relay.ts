@@ -1,6 +1,6 @@
 import type { ServerResponse } from "node:http";
 import { connect, type Socket } from "node:net";
-import type { Duplex } from "node:stream";
+import type { Duplex, Writable } from "node:stream";
 
 // A connection to the agent whose reads all land in buffers of its own (node's `onread`), for the
 // bytes of a raw read (packages/agent/src/fs/raw-read.ts). Streamed the ordinary way, every 64 KiB read
@@ -32,10 +32,11 @@ export class RelaySocket {
   /** The buffer the next read lands in. */
   private turn = 0;
 
-  constructor(socketPath: string) {
+  /** `to`: a Unix socket's path (a unit's agent), or a TCP address (issue #15: another node's endpoint). */
+  constructor(to: string | { host: string; port: number }) {
     this.buffers = [spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES)];
     this.socket = connect({
-      path: socketPath,
+      ...(typeof to === "string" ? { path: to } : { host: to.host, port: to.port }),
       // `buffer` as a function: node asks it for the buffer of each next read, after `callback`.
       onread: {
         buffer: () => this.buffers[this.turn] as Buffer,
@@ -60,6 +61,89 @@ export class RelaySocket {
   }
 
   /**
+   * From now on each read lands in the next of the RING buffers in turn and goes to `write`; the
+   * socket is paused when the buffer next in turn is still being written, and resumed once it is.
+   * `waiting()`: whether it is paused so.
+   */
+  private ring(write: (chunk: Buffer, then: () => void) => void): { waiting(): boolean } {
+    const busy: boolean[] = [];
+    let waiting = -1;
+    this.sink = (chunk) => {
+      const i = this.turn;
+      busy[i] = true;
+      this.turn = (i + 1) % RING;
+      if (this.turn >= this.buffers.length) this.buffers.push(spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES));
+      write(chunk, () => {
+        busy[i] = false;
+        if (waiting === i) {
+          waiting = -1;
+          this.socket.resume();
+        }
+      });
+      if (!busy[this.turn]) return true;
+      waiting = this.turn;
+      return false;
+    };
+    return { waiting: () => waiting !== -1 };
+  }
+
+  /**
+   * Issue #15: the raw bytes (after `beginRaw`) to `out` (a child's stdin: a checkpoint's send
+   * stream from another node into `btrfs receive`), `head` first, each chunk shown to `look` before
+   * it is written (it throws to stop the transfer). Resolves once the peer ended the connection and
+   * `out` has taken everything and ended; rejects when the connection breaks (a reset: the sender
+   * failed), `look` throws or `out` fails, with the socket destroyed. A reset can also reach this end
+   * as a plain end (the kernel reports a connection's error once): whether the bytes are whole is for
+   * `look` to know from the bytes themselves (a send stream's end command: StreamChecker).
+   */
+  pumpTo(out: Writable, head: Buffer, look: (chunk: Buffer) => void): Promise<void> {
+    const { socket } = this;
+    return new Promise<void>((resolve, reject) => {
+      let failed = false;
+      let ended = false;
+      let inFlight = 0;
+      const fail = (err: unknown) => {
+        if (failed) return;
+        failed = true;
+        socket.destroy();
+        reject(err);
+      };
+      const finish = () => {
+        if (failed || !ended || inFlight > 0) return;
+        out.end(() => (failed ? undefined : resolve()));
+      };
+      const write = (chunk: Buffer, then: () => void): void => {
+        if (failed) return;
+        try {
+          look(chunk);
+        } catch (err) {
+          fail(err);
+          return;
+        }
+        inFlight++;
+        out.write(chunk, (err) => {
+          inFlight--;
+          if (err) return fail(err);
+          then();
+          finish();
+        });
+      };
+      out.once("error", fail);
+      socket.once("error", fail);
+      socket.once("end", () => {
+        ended = true;
+        finish();
+      });
+      // A close without its end (a reset, a destroy) is a transfer cut short.
+      socket.once("close", () => (ended ? undefined : fail(new Error("the connection closed before its end"))));
+      this.ring(write);
+      // Copies (the head, what came before the sink): written at once, in order.
+      for (const chunk of [head, ...this.pending.splice(0)]) if (chunk.length > 0) write(chunk, () => {});
+      socket.resume();
+    });
+  }
+
+  /**
    * Writes `head` (bytes read past the 101) and then everything the agent sends until it ends the
    * connection to `res`, which must have its head written. Resolves once done: with true when all of
    * `size` bytes (if known) went through, false when either side cut the transfer short (then both are
@@ -76,29 +160,12 @@ export class RelaySocket {
     const { socket } = this;
     return relayBytes(socket, res, size, onBytes, {
       feed: (write) => {
-        const busy: boolean[] = [];
-        let waiting = -1;
-        this.sink = (chunk) => {
-          const i = this.turn;
-          busy[i] = true;
-          this.turn = (i + 1) % RING;
-          if (this.turn >= this.buffers.length) this.buffers.push(spare.pop() ?? Buffer.allocUnsafe(BUFFER_BYTES));
-          write(chunk, () => {
-            busy[i] = false;
-            if (waiting === i) {
-              waiting = -1;
-              socket.resume();
-            }
-          });
-          if (!busy[this.turn]) return true;
-          waiting = this.turn; // the buffer next in turn is still being written: resumed when it is
-          return false;
-        };
+        const ring = this.ring(write);
         const first = [head, ...this.pending.splice(0)];
         const next = (): void => {
           const chunk = first.shift();
           if (chunk) write(chunk, next);
-          else if (waiting === -1) socket.resume(); // else resumed once the buffer in turn is written
+          else if (!ring.waiting()) socket.resume(); // else resumed once the buffer in turn is written
         };
         next();
       },

@@ -1,11 +1,11 @@
 import { join, resolve } from "node:path";
-import type { Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { isSubvolume } from "../runtime/storage/btrfs.js";
 import { type Child, childFailure, startChild } from "./children.js";
 import { abortError, ReplicationError } from "./errors.js";
 import { assertId } from "./keys.js";
-import { exists, type MarkReceiving, StreamCheck, settleReceive } from "./receive-check.js";
+import { exists, type MarkReceiving, StreamCheck, StreamChecker, settleReceive } from "./receive-check.js";
 
 // Issue #15, units that move (docs/SCALE-OUT.md): a checkpoint sent from one node straight to
 // another, without the object store on the way: `btrfs send --compressed-data [-p parent]` on the
@@ -23,13 +23,23 @@ export function sendSnapshot(snapshotPath: string, parentPath?: string): Child {
   return startChild("btrfs", [...args, resolve(snapshotPath)], ["ignore", "pipe", "pipe"]);
 }
 
+/**
+ * A send stream as a connection's raw bytes until its end (another node's upgraded send: its
+ * RelaySocket's `pumpTo`), checked to end with its end command since no framing says it is whole.
+ */
+export interface RawSendStream {
+  pumpTo(out: Writable, look: (chunk: Buffer) => void): Promise<void>;
+  destroy(): void;
+}
+
 export interface ReceiveSnapshotOptions {
   /** The unit's checkpoint directory: the stream may make `<destDir>/<checkpointId>` only. */
   readonly destDir: string;
   readonly checkpointId: string;
   /** Whether the stream is incremental (a snapshot of a parent already in `destDir`). */
   readonly incremental: boolean;
-  readonly body: Readable;
+  /** The stream: a body with its own framing, or a connection's raw bytes until its end. */
+  readonly body: Readable | RawSendStream;
   readonly signal?: AbortSignal;
   /** Marks the checkpoint as being received until it is whole (crash safety; the runtime's `receiving`). */
   readonly receiving?: MarkReceiving;
@@ -77,7 +87,21 @@ async function receiveInto(opts: ReceiveSnapshotOptions, id: string, destDir: st
   // -e: it stops at the stream's end marker (one subvolume); -E 1: at its first error.
   const receive = startChild("btrfs", ["receive", "-e", "--chroot", "-E", "1", destDir], ["pipe", "ignore", "pipe"]);
   inner.signal.addEventListener("abort", () => receive.kill(), { once: true });
-  const check = new StreamCheck(id, opts.incremental);
+  const body = opts.body;
+  // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+  const stdin = receive.proc.stdin!;
+  let bytes = () => 0;
+  let flow: Promise<unknown>;
+  if ("pumpTo" in body) {
+    const checker = new StreamChecker(id, opts.incremental, true);
+    bytes = () => checker.bytes;
+    inner.signal.addEventListener("abort", () => body.destroy(), { once: true });
+    flow = body.pumpTo(stdin, (chunk) => checker.look(chunk)).then(() => checker.end());
+  } else {
+    const check = new StreamCheck(id, opts.incremental);
+    bytes = () => check.bytes;
+    flow = pipeline(body, check, stdin, { signal: inner.signal });
+  }
   const tasks = [
     receive.exit.then((e) => {
       const why = childFailure("btrfs receive", e);
@@ -88,8 +112,7 @@ async function receiveInto(opts: ReceiveSnapshotOptions, id: string, destDir: st
         throw err;
       }
     }),
-    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-    pipeline(opts.body, check, receive.proc.stdin!, { signal: inner.signal }).catch((err: unknown) => {
+    flow.catch((err: unknown) => {
       fail(err);
       throw err;
     }),
@@ -100,7 +123,7 @@ async function receiveInto(opts: ReceiveSnapshotOptions, id: string, destDir: st
     if (inner.signal.aborted) throw inner.signal.reason;
     for (const r of results) if (r.status === "rejected") throw r.reason;
     if (!(await isSubvolume(path))) throw new ReplicationError("RECEIVE_FAILED", `btrfs receive made no ${path}`);
-    return check.bytes;
+    return bytes();
   } finally {
     receive.kill();
     await receive.exit;

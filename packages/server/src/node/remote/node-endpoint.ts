@@ -19,6 +19,7 @@ import {
   NODE_PREFIX,
   PROGRESS_METHODS,
   type ProgressMethod,
+  SEND_UPGRADE,
   SESSION_UPGRADE,
   SessionGoneError,
   SPLICE_UPGRADE,
@@ -81,6 +82,8 @@ const MAX_SESSION_LINE = 1024;
  * - `GET /node/v1/wake` with `Upgrade: ums-node-splice`: a wake in a session (wakeOn).
  * - `GET /node/v1/standby` with `Upgrade: ums-node-splice`: a connection opened ahead of need, which
  *   then takes one wake as a line (standby).
+ * - `GET /node/v1/send` with `Upgrade: ums-node-send` (the arguments in `x-ums-args`): `send`'s
+ *   stream as raw bytes after the 101 (sendRaw).
  */
 export class NodeEndpoint {
   private readonly leases = new Map<string, HeldLease>();
@@ -347,6 +350,45 @@ export class NodeEndpoint {
     } else res.end();
   }
 
+  /**
+   * `GET /node/v1/send` upgraded (SEND_UPGRADE): the same send as `send`, its stream as the raw bytes
+   * after the 101 (no HTTP framing: the receiver reads them into buffers of its own and checks that
+   * the stream ends with its end command), the connection ended once the send is whole and reset if
+   * it failed.
+   */
+  private async sendRaw(
+    socket: Socket,
+    unitId: string,
+    checkpointId: string,
+    have: string[],
+    refuse: (status: number, err: unknown) => void,
+  ): Promise<void> {
+    let sent: Awaited<ReturnType<LocalNode["sendCheckpoint"]>>;
+    try {
+      sent = await this.node.sendCheckpoint(unitId, checkpointId, have);
+    } catch (err) {
+      return refuse(409, err);
+    }
+    const { parent, child } = sent;
+    // The receiver gone, or reading nothing for SEND_IDLE_MS: the send stops (one blocked on a full
+    // pipe would keep the snapshot busy for good).
+    socket.once("close", () => child.kill());
+    socket.setTimeout(SEND_IDLE_MS, () => socket.destroy());
+    if (socket.destroyed) return child.kill();
+    this.spliced.add(socket);
+    socket.once("close", () => this.spliced.delete(socket));
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SEND_UPGRADE}\r\nx-ums-parent: ${parent ?? ""}\r\n\r\n`,
+    );
+    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+    child.proc.stdout!.pipe(socket, { end: false });
+    const why = childFailure("btrfs send", await child.exit);
+    if (why) {
+      this.log.warn({ unitId, checkpoint: checkpointId, err: why }, "node endpoint: sending a checkpoint failed");
+      socket.resetAndDestroy();
+    } else socket.end();
+  }
+
   private async wake(res: ServerResponse, args: unknown[]): Promise<void> {
     const [org, unit] = args as [OrgRecord, UnitRecord];
     let lease: LocalLease;
@@ -543,6 +585,16 @@ export class NodeEndpoint {
     }
     if (url.pathname === `${NODE_PREFIX}/standby` && req.headers.upgrade === SPLICE_UPGRADE) {
       return this.standby(socket, head);
+    }
+    if (url.pathname === `${NODE_PREFIX}/send` && req.headers.upgrade === SEND_UPGRADE) {
+      let args: unknown;
+      try {
+        args = JSON.parse(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
+      } catch {}
+      if (!Array.isArray(args) || args.length !== 3 || !Array.isArray(args[2])) {
+        return refuse(400, new Error("x-ums-args: the base64url of a JSON [unitId, checkpointId, have] expected"));
+      }
+      return this.sendRaw(socket, String(args[0]), String(args[1]), (args[2] as unknown[]).map(String), refuse);
     }
     if (url.pathname === `${NODE_PREFIX}/wake` && req.headers.upgrade === SPLICE_UPGRADE) {
       const records = (): [OrgRecord, UnitRecord] => {

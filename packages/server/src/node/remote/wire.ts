@@ -27,6 +27,11 @@ export const NODE_PREFIX = "/node/v1";
 export const SPLICE_UPGRADE = "ums-node-splice";
 /** An API process's session with a node (node-endpoint.ts): the leases it holds there. */
 export const SESSION_UPGRADE = "ums-node-session";
+/**
+ * Another node's request for a checkpoint (a unit moving to it), answered with the raw `btrfs send`
+ * stream after a 101, until the connection's end (a reset if the send failed).
+ */
+export const SEND_UPGRADE = "ums-node-send";
 
 /** A wake named a session the node no longer has (it restarted, or the session broke): open another. */
 export class SessionGoneError extends Error {
