@@ -1,5 +1,8 @@
+import { mkdtemp, rm } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
-import { connect, type Socket } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Duplex, Writable } from "node:stream";
 
 // A connection to the agent whose reads all land in buffers of its own (node's `onread`), for the
@@ -94,9 +97,10 @@ export class RelaySocket {
    * `out` has taken everything and ended; rejects when the connection breaks (a reset: the sender
    * failed), `look` throws or `out` fails, with the socket destroyed. A reset can also reach this end
    * as a plain end (the kernel reports a connection's error once): whether the bytes are whole is for
-   * `look` to know from the bytes themselves (a send stream's end command: StreamChecker).
+   * `look` to know from the bytes themselves (a send stream's end command: StreamChecker). With
+   * `end: false`, `out` is left open (its owner ends it, or resets it).
    */
-  pumpTo(out: Writable, head: Buffer, look: (chunk: Buffer) => void): Promise<void> {
+  pumpTo(out: Writable, head: Buffer, look: (chunk: Buffer) => void, opts: { end?: boolean } = {}): Promise<void> {
     const { socket } = this;
     return new Promise<void>((resolve, reject) => {
       let failed = false;
@@ -110,7 +114,8 @@ export class RelaySocket {
       };
       const finish = () => {
         if (failed || !ended || inFlight > 0) return;
-        out.end(() => (failed ? undefined : resolve()));
+        if (opts.end === false) resolve();
+        else out.end(() => (failed ? undefined : resolve()));
       };
       const write = (chunk: Buffer, then: () => void): void => {
         if (failed) return;
@@ -275,4 +280,42 @@ function relayBytes(
     });
     how.feed(write);
   });
+}
+
+/**
+ * A connected pair of Unix sockets on this host: `relay`, read into its own buffers, and `peer`, to
+ * hand to a child process as its stdout (issue #15: `btrfs send`'s stream, read without a buffer
+ * per read). Not a socket the server uses itself: libuv makes a child's stdio descriptors blocking,
+ * and that flag belongs to the open file, which only `peer` shares with the child (close it once
+ * the child has it). Made through a listener in a private directory (0700), removed at once.
+ */
+export async function relayPair(): Promise<{ relay: RelaySocket; peer: Socket }> {
+  const dir = await mkdtemp(join(tmpdir(), "ums-pair-"));
+  try {
+    const path = join(dir, "s");
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(path, () => resolve());
+    });
+    try {
+      const accepted = new Promise<Socket>((resolve) => server.once("connection", resolve));
+      const relay = new RelaySocket(path);
+      const connected = new Promise<void>((resolve, reject) => {
+        relay.socket.once("connect", resolve);
+        relay.socket.once("error", reject);
+      });
+      try {
+        const [peer] = await Promise.all([accepted, connected]);
+        return { relay, peer };
+      } catch (err) {
+        relay.socket.destroy();
+        throw err;
+      }
+    } finally {
+      server.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }

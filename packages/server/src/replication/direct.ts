@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import { join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -16,11 +17,11 @@ import { exists, type MarkReceiving, StreamCheck, StreamChecker, settleReceive }
 /**
  * `btrfs send` of the read-only snapshot `snapshotPath`, incremental against `parentPath` when
  * given (a snapshot the receiving node has too, as itself or as received from it). Its stdout is
- * the stream; its `exit` says whether the stream is whole.
+ * the stream (a pipe, or `stdout`: relayPair's peer); its `exit` says whether the stream is whole.
  */
-export function sendSnapshot(snapshotPath: string, parentPath?: string): Child {
+export function sendSnapshot(snapshotPath: string, parentPath?: string, stdout?: Socket): Child {
   const args = ["send", "-q", "--compressed-data", ...(parentPath ? ["-p", resolve(parentPath)] : [])];
-  return startChild("btrfs", [...args, resolve(snapshotPath)], ["ignore", "pipe", "pipe"]);
+  return startChild("btrfs", [...args, resolve(snapshotPath)], ["ignore", stdout ?? "pipe", "pipe"]);
 }
 
 /**

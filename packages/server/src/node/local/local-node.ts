@@ -1,4 +1,5 @@
 import { mkdir } from "node:fs/promises";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { ImageRecipe, NetworkLog } from "@ums/protocol";
@@ -505,6 +506,8 @@ export class LocalNode implements UnitNode {
     unitId: string,
     checkpointId: string,
     have: readonly string[],
+    /** Where the stream goes (relayPair's peer); by default a pipe, the child's stdout. */
+    stdout?: Socket,
   ): Promise<{ parent: string | null; child: Child }> {
     assertId(unitId, "unit id");
     assertId(checkpointId, "checkpoint id");
@@ -517,7 +520,7 @@ export class LocalNode implements UnitNode {
       .filter((c) => c.id !== checkpointId && wanted.has(c.id) && this.runtime.hasCheckpoint(unitId, c.id))
       .at(-1);
     const dir = this.runtime.checkpointDir(unitId);
-    const child = sendSnapshot(join(dir, checkpointId), parent && join(dir, parent.id));
+    const child = sendSnapshot(join(dir, checkpointId), parent && join(dir, parent.id), stdout);
     this.sending.set(unitId, (this.sending.get(unitId) ?? 0) + 1);
     child.exit
       .then(() => {

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse, S
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
+import { relayPair } from "../../agent/relay.js";
 import { childFailure } from "../../replication/children.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
@@ -363,16 +364,31 @@ export class NodeEndpoint {
     have: string[],
     refuse: (status: number, err: unknown) => void,
   ): Promise<void> {
+    // The stream from `btrfs send` reaches this process over a socket pair, read into buffers of
+    // its own (no buffer per read) and written on to the receiver.
+    let pair: Awaited<ReturnType<typeof relayPair>>;
+    try {
+      pair = await relayPair();
+    } catch (err) {
+      return refuse(500, err);
+    }
     let sent: Awaited<ReturnType<LocalNode["sendCheckpoint"]>>;
     try {
-      sent = await this.node.sendCheckpoint(unitId, checkpointId, have);
+      sent = await this.node.sendCheckpoint(unitId, checkpointId, have, pair.peer);
     } catch (err) {
+      pair.relay.socket.destroy();
       return refuse(409, err);
+    } finally {
+      // The child has its own copy (or there is no child).
+      pair.peer.destroy();
     }
     const { parent, child } = sent;
     // The receiver gone, or reading nothing for SEND_IDLE_MS: the send stops (one blocked on a full
-    // pipe would keep the snapshot busy for good).
-    socket.once("close", () => child.kill());
+    // socket would keep the snapshot busy for good).
+    socket.once("close", () => {
+      child.kill();
+      pair.relay.socket.destroy();
+    });
     socket.setTimeout(SEND_IDLE_MS, () => socket.destroy());
     if (socket.destroyed) return child.kill();
     this.spliced.add(socket);
@@ -380,12 +396,19 @@ export class NodeEndpoint {
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${SEND_UPGRADE}\r\nx-ums-parent: ${parent ?? ""}\r\n\r\n`,
     );
-    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-    child.proc.stdout!.pipe(socket, { end: false });
-    const why = childFailure("btrfs send", await child.exit);
+    pair.relay.beginRaw();
+    const relayed = pair.relay
+      .pumpTo(socket, Buffer.alloc(0), () => {}, { end: false })
+      .then(
+        () => undefined,
+        (err: unknown) => (err instanceof Error ? err.message : String(err)),
+      );
+    const [cut, exit] = await Promise.all([relayed, child.exit]);
+    pair.relay.socket.destroy();
+    const why = childFailure("btrfs send", exit) ?? (cut && `the relay to the receiving node failed: ${cut}`);
     if (why) {
       this.log.warn({ unitId, checkpoint: checkpointId, err: why }, "node endpoint: sending a checkpoint failed");
-      socket.resetAndDestroy();
+      if (!socket.destroyed) socket.resetAndDestroy();
     } else socket.end();
   }
 

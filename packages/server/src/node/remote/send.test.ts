@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { createServer, request, type Server } from "node:http";
+import type { Socket } from "node:net";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { after, before, describe, it } from "node:test";
@@ -105,10 +106,13 @@ describe("a checkpoint sent from node to node (upgraded, raw)", () => {
   let sendScript = "true";
   let sent: unknown[] = [];
   const fakeNode = {
-    async sendCheckpoint(unitId: string, checkpointId: string, have: string[]) {
+    async sendCheckpoint(unitId: string, checkpointId: string, have: string[], stdout?: Socket) {
       sent = [unitId, checkpointId, have];
       if (checkpointId === "absent") throw new UnitUnavailableError("checkpoint absent of unit u1 is not on this node");
-      return { parent: have[0] ?? null, child: startChild("sh", ["-c", sendScript], ["ignore", "pipe", "pipe"]) };
+      return {
+        parent: have[0] ?? null,
+        child: startChild("sh", ["-c", sendScript], ["ignore", stdout ?? "pipe", "pipe"]),
+      };
     },
   } as unknown as LocalNode;
   const peersAt = (port: number) =>
