@@ -90,6 +90,9 @@ export class PeerNodes {
             new NodeUnreachableError(`node '${node.name}' sent nothing for ${RECEIVE_IDLE_MS / 1000} s`, node.id),
           ),
         );
+        // The request's signal ends the stream too (past the 101 it is the socket's, not the request's).
+        if (signal?.aborted) socket.destroy();
+        else signal?.addEventListener("abort", () => socket.destroy(), { once: true });
         const parent = String(res.headers["x-ums-parent"] ?? "");
         resolve({
           parent: parent === "" ? null : parent,
