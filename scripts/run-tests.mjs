@@ -89,16 +89,20 @@ const listPool = () => {
 };
 // Templates and organization images (issue #18) are subvolumes of their own in the pool.
 const OWN_SUBVOLUMES = { templates: "a template", imported: "an image" };
+// `imported/.uploads` is no image: the pool's place for imports' archives, made by the first import
+// on a pool and kept (runtime/runc/imported-images.ts uploadDir).
+const KEPT = new Set([".uploads"]);
 const listIn = (dir) => {
   try {
-    return poolDir ? readdirSync(join(poolDir, "pool", dir)) : [];
+    return poolDir ? readdirSync(join(poolDir, "pool", dir)).filter((e) => !KEPT.has(e)) : [];
   } catch {
     return [];
   }
 };
 const poolBefore = new Set(listPool());
 const ownBefore = Object.fromEntries(Object.keys(OWN_SUBVOLUMES).map((d) => [d, new Set(listIn(d))]));
-// The suite makes no TLS connection at all (everything it reaches is loopback HTTP), so the
+// The suite's own connections are all loopback HTTP (the one exception, npm's install of the Sprites
+// JS client into the test cache, uses npm's own CA settings), so the
 // extra CAs for the outside world do nothing for it but cost: node 20 parses NODE_EXTRA_CA_CERTS at
 // every start, ~80 ms for a system bundle on this machine kind, and the suite starts many
 // node processes (servers, the CLI, helpers): the CLI's tests took 137 s with it, 117 s without.

@@ -106,7 +106,7 @@ export class PeerNodes {
           relay.socket.destroy();
           return resolve(null);
         }
-        this.refusal(node, res).then(reject, reject);
+        this.refusal(node, res).then(reject).catch(reject);
       });
       req.once("error", (err) => {
         clearTimeout(timer);

