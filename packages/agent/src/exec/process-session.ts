@@ -33,7 +33,10 @@ export function sessionMembers(id: number): number[] {
 
 /**
  * Sends `sig` to the process group `id` in one kill(2) (atomic: a fork under way delivers it to
- * the child too) and then to every other process of session `id`. False when none was there.
+ * the child too) and then to every other process of session `id`. A process `id` that has neither
+ * yet (just forked, before its setsid: a TTY's first control message can come that early) gets it
+ * itself: its starter blocks signals until its handlers are the defaults, so it is acted on then.
+ * False when none was there.
  */
 export function signalSession(id: number, sig: NodeJS.Signals): boolean {
   if (id <= 1 || id === process.pid) return false; // never PID 1 or the agent
@@ -45,6 +48,12 @@ export function signalSession(id: number, sig: NodeJS.Signals): boolean {
   for (const pid of sessionMembers(id)) {
     try {
       process.kill(pid, sig);
+      sent = true;
+    } catch {}
+  }
+  if (!sent) {
+    try {
+      process.kill(id, sig);
       sent = true;
     } catch {}
   }
