@@ -111,11 +111,13 @@ describe("services: shapes on both prefixes, and DELETE", () => {
     const running = await t.until("box", "stubborn", (b) => b.state.status === "running");
 
     const sig = { name: "a", signal: "HUP" };
-    await t.until("box", "a", (b) => b.state.status === "running");
+    const before = await t.until("box", "a", (b) => b.state.status === "running");
     const units = await s.api("POST", "/v1/units/box/services/signal", { token, json: sig });
     assert.equal(units.status, 200, units.text);
     assert.equal(units.body.signal, "HUP");
-    await t.until("box", "a", (b) => b.state.status === "running");
+    // HUP ends its `sleep`: running again means restarted (another pid), not the state of before the
+    // signal took effect (a signal sent then found it between its end and its restart: 409).
+    await t.until("box", "a", (b) => b.state.status === "running" && b.state.pid !== before.state.pid);
     const sprites = await s.api("POST", "/v1/sprites/box/services/signal", { token, json: sig });
     assert.equal(sprites.status, 204, sprites.text);
     assert.equal(sprites.text, "");
