@@ -725,31 +725,27 @@ class NodeSession implements LeaseHold {
       timer.unref();
       req.once("upgrade", (_res, socket: Socket, head) => {
         // The first line names the session.
-        let text = head.toString("utf8");
         const fail = (err: unknown) => {
           clearTimeout(timer);
           socket.destroy();
           reject(unreachable(err));
         };
-        const onData = (chunk: Buffer) => {
-          text += chunk.toString("utf8");
-          const nl = text.indexOf("\n");
-          if (nl < 0) {
-            if (text.length > 1024) fail(new Error("no session line"));
-            return;
-          }
-          clearTimeout(timer);
-          socket.off("data", onData);
-          socket.off("close", onClose);
-          const id = (safeParse(text.slice(0, nl)) as { session?: unknown } | undefined)?.session;
-          if (typeof id !== "string") return fail(new Error("no session line"));
-          resolve(new NodeSession(id, socket));
-        };
-        const onClose = () => fail(new Error("the session ended before it began"));
-        socket.on("data", onData);
-        socket.once("close", onClose);
         socket.on("error", () => {});
-        if (text.length > 0) onData(Buffer.alloc(0));
+        if (head.length > 0) socket.unshift(head);
+        readLine(socket, 1024)
+          .then((line) => {
+            clearTimeout(timer);
+            const id = (safeParse(line) as { session?: unknown } | undefined)?.session;
+            if (typeof id !== "string") return fail(new Error("no session line"));
+            resolve(new NodeSession(id, socket));
+          })
+          .catch((err: unknown) =>
+            fail(
+              new Error(
+                err instanceof NoLineError && err.ended ? "the session ended before it began" : "no session line",
+              ),
+            ),
+          );
       });
       req.once("response", (res) => {
         clearTimeout(timer);
