@@ -97,8 +97,16 @@ describe("exec over HTTP", () => {
     });
     const count = async () =>
       (await run(["sh", "-c", "ps -eo args= | grep -c '^sleep 300.4321$' || true"])).stdout.toString().trim();
-    assert.equal(await count(), "1");
-    req.destroy();
+    try {
+      // Its first output comes before its shell has become the sleep (`exec`): wait for the sleep.
+      for (let i = 0; (await count()) !== "1"; i++) {
+        assert.ok(i < 50, "the command's sleep did not start within 5 s");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      // Also when that fails: the connection would otherwise hold the suite until the sleep ends.
+      req.destroy();
+    }
     for (let i = 0; (await count()) !== "0"; i++) {
       assert.ok(i < 50, "the command still runs 5 s after its client went away");
       await new Promise((r) => setTimeout(r, 100));
