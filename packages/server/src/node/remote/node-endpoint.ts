@@ -50,8 +50,8 @@ interface HeldLease {
   readonly lease: LocalLease;
   /** The session it was taken in (released by a line on it, or with it); none: its wake request holds it. */
   readonly session?: Session;
-  /** Its wake's connection went to the unit's agent (at `path`): its release opens a spare (agent-spares.ts). */
-  spare?: { unitId: string; path: string };
+  /** Its wake's connection went to this unit's agent: its release opens a spare (agent-spares.ts). */
+  spareFor?: string;
 }
 
 /** An API process's session (`GET /node/v1/session`): the leases it took, released with it. */
@@ -481,7 +481,11 @@ export class NodeEndpoint {
     this.leases.delete(id);
     held.session?.leases.delete(id);
     held.lease.release();
-    if (held.spare) this.spares.refill(held.spare.unitId, held.spare.path);
+    // Where its agent listens is looked up now, off the wake's path (a stand-in lease may have none).
+    if (held.spareFor) {
+      const path = held.lease.agentPath;
+      if (path) this.spares.refill(held.spareFor, path);
+    }
   }
 
   /**
@@ -538,7 +542,8 @@ export class NodeEndpoint {
       return reply.end(200, { error: encodeError(err) });
     }
     const id = randomUUID();
-    this.leases.set(id, { lease, session });
+    const held: HeldLease = { lease, session };
+    this.leases.set(id, held);
     session.leases.add(id);
     const abandoned = () => gone || socket.destroyed || !this.sessions.has(session.id);
     // The session ended, or the API gave up, while the unit woke: nothing holds the lease any more.
@@ -567,9 +572,7 @@ export class NodeEndpoint {
       socket.destroy();
       return;
     }
-    const held = this.leases.get(id);
-    const path = lease.agentPath;
-    if (held && path) held.spare = { unitId: unit.id, path };
+    held.spareFor = unit.id;
     this.join(socket, target, Buffer.concat([head, ...early]), reply.preface({ id, booted: lease.booted }));
   }
 
