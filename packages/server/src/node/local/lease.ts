@@ -63,7 +63,7 @@ export class LocalLease implements UnitLease {
 
   /** Issue #15: where the unit's agent listens on this host (node/remote/agent-spares.ts connects there ahead of need). */
   get agentPath(): string {
-    return this.node.runtime.agentSocket(this.unit.id);
+    return this.node.agentEndpoint(this.unit).path;
   }
 
   /**

@@ -50,8 +50,8 @@ interface HeldLease {
   readonly lease: LocalLease;
   /** The session it was taken in (released by a line on it, or with it); none: its wake request holds it. */
   readonly session?: Session;
-  /** Its wake's connection went to this unit's agent: its release opens a spare (agent-spares.ts). */
-  spareFor?: string;
+  /** Its wake's connection went to the unit's agent (at `path`): its release opens a spare (agent-spares.ts). */
+  spare?: { unitId: string; path: string };
 }
 
 /** An API process's session (`GET /node/v1/session`): the leases it took, released with it. */
@@ -481,11 +481,7 @@ export class NodeEndpoint {
     this.leases.delete(id);
     held.session?.leases.delete(id);
     held.lease.release();
-    // Where its agent listens is looked up now, off the wake's path (a stand-in lease may have none).
-    if (held.spareFor) {
-      const path = held.lease.agentPath;
-      if (path) this.spares.refill(held.spareFor, path);
-    }
+    if (held.spare) this.spares.refill(held.spare.unitId, held.spare.path);
   }
 
   /**
@@ -542,8 +538,7 @@ export class NodeEndpoint {
       return reply.end(200, { error: encodeError(err) });
     }
     const id = randomUUID();
-    const held: HeldLease = { lease, session };
-    this.leases.set(id, held);
+    this.leases.set(id, { lease, session });
     session.leases.add(id);
     const abandoned = () => gone || socket.destroyed || !this.sessions.has(session.id);
     // The session ended, or the API gave up, while the unit woke: nothing holds the lease any more.
@@ -572,7 +567,9 @@ export class NodeEndpoint {
       socket.destroy();
       return;
     }
-    held.spareFor = unit.id;
+    const held = this.leases.get(id);
+    const path = lease.agentPath;
+    if (held && path) held.spare = { unitId: unit.id, path };
     this.join(socket, target, Buffer.concat([head, ...early]), reply.preface({ id, booted: lease.booted }));
   }
 
