@@ -61,11 +61,6 @@ export class LocalLease implements UnitLease {
     }
   }
 
-  /** Issue #15: where the unit's agent listens on this host (node/remote/agent-spares.ts connects there ahead of need). */
-  get agentPath(): string {
-    return this.node.agentEndpoint(this.unit).path;
-  }
-
   /**
    * Issue #15: a connection to the unit's agent for a node's endpoint to splice an API's call to
    * (node/remote/node-endpoint.ts), with the liveness rule: nothing of the call was sent yet.

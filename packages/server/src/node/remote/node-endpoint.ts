@@ -9,7 +9,6 @@ import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
 import type { LocalLease } from "../local/lease.js";
 import type { LocalNode } from "../local/local-node.js";
-import { AgentSpares } from "./agent-spares.js";
 import { readLine } from "./line.js";
 import {
   bearerMatches,
@@ -50,8 +49,6 @@ interface HeldLease {
   readonly lease: LocalLease;
   /** The session it was taken in (released by a line on it, or with it); none: its wake request holds it. */
   readonly session?: Session;
-  /** Its wake's connection went to the unit's agent (at `path`): its release opens a spare (agent-spares.ts). */
-  spare?: { unitId: string; path: string };
 }
 
 /** An API process's session (`GET /node/v1/session`): the leases it took, released with it. */
@@ -99,7 +96,6 @@ export class NodeEndpoint {
   >();
   private readonly server: Server;
   private readonly spliced = new Set<Duplex>();
-  private readonly spares = new AgentSpares();
 
   private constructor(
     private readonly node: LocalNode,
@@ -151,7 +147,6 @@ export class NodeEndpoint {
 
   /** Stops listening; held leases are released and spliced connections cut. */
   async close(): Promise<void> {
-    this.spares.close();
     for (const s of this.spliced) s.destroy();
     for (const s of this.sessions.values()) s.socket.destroy();
     for (const b of this.builds.values()) b.reject(new Error("the node stops"));
@@ -481,7 +476,6 @@ export class NodeEndpoint {
     this.leases.delete(id);
     held.session?.leases.delete(id);
     held.lease.release();
-    if (held.spare) this.spares.refill(held.spare.unitId, held.spare.path);
   }
 
   /**
@@ -554,7 +548,7 @@ export class NodeEndpoint {
     }
     let target: Socket;
     try {
-      target = this.spares.take(unit.id) ?? (await lease.agentSocket());
+      target = await lease.agentSocket();
     } catch (err) {
       stopWatching();
       this.releaseLease(id);
@@ -567,9 +561,6 @@ export class NodeEndpoint {
       socket.destroy();
       return;
     }
-    const held = this.leases.get(id);
-    const path = lease.agentPath;
-    if (held && path) held.spare = { unitId: unit.id, path };
     this.join(socket, target, Buffer.concat([head, ...early]), reply.preface({ id, booted: lease.booted }));
   }
 

@@ -1,9 +1,6 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
 import type { LocalNode } from "../local/local-node.js";
@@ -26,11 +23,6 @@ describe("the API's session with a node", () => {
   let endpoint: NodeEndpoint;
   let port = 0;
 
-  /** Where the stand-in's agent listens for spare connections (agent-spares.ts): none unless a test sets it. */
-  let agentPath: string | undefined;
-  /** Connections the stand-in's leases made to the agent on a wake's path (agentSocket). */
-  let agentConnects = 0;
-
   /** A node whose wake counts holds and whose agent is the echo server. */
   const fakeNode = {
     async wake() {
@@ -43,9 +35,7 @@ describe("the API's session with a node", () => {
           if (!released) held--;
           released = true;
         },
-        agentPath,
         agentSocket: async () => {
-          agentConnects++;
           const s = netConnect((echo.address() as { port: number }).port, "127.0.0.1");
           await new Promise((r) => s.once("connect", r));
           return s;
@@ -195,49 +185,6 @@ describe("the API's session with a node", () => {
     lease.release();
     await until("released", () => held === 0);
     await until("refilled", () => idleOf(node).length === 2);
-  });
-
-  it("a released lease leaves its unit's next wake a connection opened ahead to its agent (spare), its own only", async () => {
-    // The agent also listens on a Unix socket, as a unit's does; it echoes there too.
-    const dir = mkdtempSync(join(tmpdir(), "ums-spare-"));
-    const accepted: Socket[] = [];
-    const unixEcho = createServer((s) => {
-      accepted.push(s);
-      s.on("data", (d) => s.write(d)).on("error", () => {});
-    });
-    await new Promise<void>((r) => unixEcho.listen(join(dir, "agent.sock"), () => r()));
-    agentPath = join(dir, "agent.sock");
-    try {
-      const node = remote();
-      (await node.wake(org, unit())).release();
-      await until("the release opened a spare", () => accepted.length === 1);
-      let connects = agentConnects;
-      const lease = await node.wake(org, unit());
-      assert.equal(agentConnects, connects, "the wake connected to nothing: it took the spare");
-      assert.equal(await echoOnce(lease), "ping", "and the spare reaches the agent");
-      lease.release();
-      await until("another spare", () => accepted.length === 2);
-      // The agent closes it (the unit stopped meanwhile): the next wake connects as before.
-      accepted[1]?.destroy();
-      await new Promise((r) => setTimeout(r, 50));
-      connects = agentConnects;
-      const again = await node.wake(org, unit());
-      assert.equal(agentConnects, connects + 1, "a closed spare is not used");
-      assert.equal(await echoOnce(again), "ping");
-      again.release();
-      await until("another spare", () => accepted.length === 3);
-      // A spare is for its own unit's wakes only.
-      connects = agentConnects;
-      const other = await node.wake(org, unit({ id: "unit-2" }));
-      assert.equal(agentConnects, connects + 1, "another unit's wake connects on its own");
-      other.release();
-      await until("released", () => held === 0);
-    } finally {
-      agentPath = undefined;
-      await new Promise((r) => unixEcho.close(r));
-      for (const s of accepted) s.destroy();
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 
   it("standby connections the node closed leave the pool; the wake then opens its own", async () => {
