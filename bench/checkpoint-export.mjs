@@ -86,6 +86,13 @@ async function startStore(dir, sink = false) {
   return { child, endpoint: `http://127.0.0.1:${port}` };
 }
 
+const TICK = 100; // USER_HZ
+/** utime+stime of a process, and of its reaped children, in ms (/proc/PID/stat fields 14-17). */
+function cpuOf(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return { own: ((+f[11] + +f[12]) * 1000) / TICK, reaped: ((+f[13] + +f[14]) * 1000) / TICK };
+}
+
 /**
  * A discarding S3 endpoint in a child process: it answers the calls an export makes (multipart
  * upload, put, head, get of a small object, delete) and throws the bytes away. An export to it
@@ -185,10 +192,8 @@ try {
     clients.push(c);
     return c;
   };
-  const stores = {
-    s3rver: storeAt((await startStore(join(tmp, "s3"))).endpoint),
-    sink: storeAt((await startStore(tmp, true)).endpoint),
-  };
+  const servers = { s3rver: await startStore(join(tmp, "s3")), sink: await startStore(tmp, true) };
+  const stores = { s3rver: storeAt(servers.s3rver.endpoint), sink: storeAt(servers.sink.endpoint) };
   const poolDir = scratch.dir.split("/replication-tests/")[0];
   const live = join(scratch.dir, "live");
   const stateDir = join(tmp, "state");
@@ -204,6 +209,7 @@ try {
 
   // Figure 1: full export, to s3rver and to the discarding endpoint, against btrfs send | zstd > file.
   const times = { pipe: [], s3rver: [], sink: [] };
+  const cpus = { pipe: [], s3rver: [], sink: [] };
   const kinds = Object.keys(times);
   let manifest;
   log(`full: ${RUNS} runs each (one untimed warm-up of each)`);
@@ -212,6 +218,7 @@ try {
       const which = kinds[(k + i) % kinds.length];
       await settle(poolDir);
       const t = performance.now();
+      const cpu0 = { self: cpuOf(process.pid), store: which === "pipe" ? 0 : cpuOf(servers[which].child.pid).own };
       if (which === "pipe") {
         await sh('btrfs send -q "$1" | zstd -q -c -T0 -1 > "$2"', snap(0), baselineOut);
       } else {
@@ -221,8 +228,17 @@ try {
         ).manifest;
       }
       const took = performance.now() - t;
+      const cpu1 = cpuOf(process.pid);
+      const cpu = {
+        exporter: cpu1.own - cpu0.self.own,
+        tools: cpu1.reaped - cpu0.self.reaped,
+        store: which === "pipe" ? 0 : cpuOf(servers[which].child.pid).own - cpu0.store,
+      };
       if (i > 0) times[which].push(took);
-      log(`  ${i === 0 ? "warm-up " : ""}${which}: ${secs(took)}`);
+      if (i > 0) cpus[which].push(cpu);
+      log(
+        `  ${i === 0 ? "warm-up " : ""}${which}: ${secs(took)}  (CPU: tools ${secs(cpu.tools)}, exporter ${secs(cpu.exporter)}, store ${secs(cpu.store)})`,
+      );
       if (which === "pipe") rmSync(baselineOut, { force: true });
       // The last export stays: the parent of figure 2's.
       else if (i < RUNS) await deleteExport({ store: stores[which], checkpointId: cp(0) });

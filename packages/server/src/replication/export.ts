@@ -15,6 +15,7 @@ import {
   type UploadPartsResult,
   uploadParts,
 } from "./object-store.js";
+import { SLAB_SIZE, SlabReader } from "./slab-reader.js";
 
 const MiB = 1024 * 1024;
 /** The size of each uploaded part: 10 000 parts (S3's limit) make a 320 GiB compressed stream. */
@@ -301,6 +302,20 @@ async function sendToStore(
   const onAbort = () => fail(abortError(signal, `export of ${opts.checkpointId}`));
   signal?.addEventListener("abort", onAbort, { once: true });
 
+  // zstd's output is read straight into the parts' buffers (see SlabReader). The reader is opened
+  // before send starts: between send's start and zstd's nothing may await, or this process would
+  // begin reading send's stdout and take bytes meant for zstd.
+  let reader: SlabReader;
+  try {
+    reader = await SlabReader.open({
+      partSize: target.partSize,
+      // Two parts in flight (by default) and one being read, and the slab after it.
+      maxSlabs: Math.ceil(((Math.max(1, opts.concurrency ?? 2) + 1) * target.partSize) / SLAB_SIZE) + 2,
+    });
+  } catch (err) {
+    signal?.removeEventListener("abort", onAbort);
+    throw new ReplicationError("SEND_FAILED", `export of ${opts.checkpointId}: ${(err as Error).message}`);
+  }
   const sendArgs = ["send", "-q", ...(opts.parent ? ["-p", resolve(opts.parent.snapshotPath)] : [])];
   const send = startBackgroundChild("btrfs", [...sendArgs, resolve(opts.snapshotPath)], ["ignore", "pipe", "pipe"]);
   // send's stdout is zstd's stdin, a pipe between the two: the uncompressed stream never passes
@@ -310,9 +325,10 @@ async function sendToStore(
     "zstd",
     ["-c", "-T0", `-${ZSTD_LEVEL}`, "-vv"],
     // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-    [send.proc.stdout!, "pipe", "pipe"],
+    [send.proc.stdout!, reader.childEnd, "pipe"],
   );
   send.proc.stdout?.destroy(); // this process's copy of the pipe's read end
+  reader.childEnd.destroy(); // and of zstd's stdout: its end comes when zstd's ends
   const killAll = () => {
     send.kill();
     zstd.kill();
@@ -334,9 +350,9 @@ async function sendToStore(
   const tasks = [
     sendDone,
     zstdDone,
-    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-    uploadParts(store, target.key, target.upload, zstd.proc.stdout!, {
+    uploadParts(store, target.key, target.upload, reader, {
       partSize: target.partSize,
+      release: (chunks) => reader.release(chunks),
       concurrency: opts.concurrency,
       signal: inner.signal,
       stored: target.stored,
@@ -370,6 +386,7 @@ async function sendToStore(
     return { ...uploaded, uncompressedBytes: counts?.in ?? null };
   } finally {
     killAll();
+    reader.close();
     await Promise.all([send.exit, zstd.exit]);
     signal?.removeEventListener("abort", onAbort);
   }

@@ -417,6 +417,12 @@ export interface UploadPartsOptions extends StoreCallOptions {
   beforeFinalPart?: () => Promise<void>;
   /** Called for each part of the stream, uploaded or skipped. */
   onPart?: (part: StoredPart, skipped: boolean) => void;
+  /**
+   * Called with a part's chunks (as the source gave them, or views of them) once nothing reads
+   * them any more: the part is stored, found stored, or its upload failed. A source that reuses its
+   * buffers (a {@link import("./slab-reader.js").SlabReader}) gets them back through it.
+   */
+  release?: (chunks: readonly Buffer[]) => void;
 }
 
 export interface UploadPartsResult {
@@ -484,6 +490,7 @@ export async function uploadParts(
     const before = stored.get(partNumber);
     if (before) {
       if (before.size !== size || before.sha256 !== sha256) throw new StreamChangedError(partNumber);
+      opts.release?.(chunks);
       parts.push(before);
       result.skippedBytes += size;
       opts.onPart?.(before, true);
@@ -496,10 +503,12 @@ export async function uploadParts(
       await opts.onStored?.(part);
       result.uploadedBytes += part.size;
       opts.onPart?.(part, false);
-    })().catch((err: unknown) => {
-      failure ??= err;
-      inner.abort(err);
-    });
+    })()
+      .catch((err: unknown) => {
+        failure ??= err;
+        inner.abort(err);
+      })
+      .finally(() => opts.release?.(chunks));
     const tracked: Promise<void> = task.finally(() => inflight.delete(tracked));
     inflight.add(tracked);
     while (inflight.size >= concurrency) await Promise.race(inflight);
@@ -532,7 +541,7 @@ export async function uploadParts(
     check();
     if (fill > 0 && parts.length === 0 && stored.size === 0 && opts.singlePut) {
       const sha256 = hash.digest("hex");
-      await store.putObject(key, chunks, { signal: inner.signal });
+      await store.putObject(key, chunks, { signal: inner.signal }).finally(() => opts.release?.(chunks));
       const part: StoredPart = { partNumber: 1, size: fill, sha256, etag: "" };
       parts.push(part);
       Object.assign(result, { totalBytes: fill, uploadedBytes: fill, single: true });
