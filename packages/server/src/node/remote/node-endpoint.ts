@@ -610,10 +610,7 @@ export class NodeEndpoint {
       return this.standby(socket, head);
     }
     if (url.pathname === `${NODE_PREFIX}/send` && req.headers.upgrade === SEND_UPGRADE) {
-      let args: unknown;
-      try {
-        args = JSON.parse(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
-      } catch {}
+      const args = headerArgs(req);
       if (!Array.isArray(args) || args.length !== 3 || !Array.isArray(args[2])) {
         return refuse(400, new Error("x-ums-args: the base64url of a JSON [unitId, checkpointId, have] expected"));
       }
@@ -621,11 +618,9 @@ export class NodeEndpoint {
     }
     if (url.pathname === `${NODE_PREFIX}/wake` && req.headers.upgrade === SPLICE_UPGRADE) {
       const records = (): [OrgRecord, UnitRecord] => {
-        try {
-          return JSON.parse(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
-        } catch {
-          throw new Error("x-ums-args: the base64url of a JSON [org, unit] expected");
-        }
+        const args = headerArgs(req);
+        if (args === undefined) throw new Error("x-ums-args: the base64url of a JSON [org, unit] expected");
+        return args as [OrgRecord, UnitRecord];
       };
       const session = String(req.headers["x-ums-session"] ?? "");
       return this.wakeOn(socket, session, records, url.searchParams.get("agent") !== "0", head, reply);
@@ -729,6 +724,11 @@ function safeJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** The JSON in a request's `x-ums-args` header (base64url), or undefined when it has none that parses. */
+function headerArgs(req: IncomingMessage): unknown {
+  return safeJson(Buffer.from(String(req.headers["x-ums-args"] ?? ""), "base64url").toString("utf8"));
 }
 
 function line(ev: StreamEvent): string {
