@@ -69,7 +69,8 @@ export class SlabReader implements AsyncIterable<Buffer> {
     const slabSize = Math.min(opts.slabSize ?? SLAB_SIZE, opts.partSize);
     if (!Number.isSafeInteger(opts.partSize) || opts.partSize < 1) throw new RangeError("partSize must be positive");
     if (!Number.isSafeInteger(slabSize) || slabSize < 1) throw new RangeError("slabSize must be positive");
-    const dir = await mkdtemp(join(tmpdir(), "ums-export-"));
+    // A Unix socket's path has at most 107 bytes: a long TMPDIR gives way to /tmp.
+    const dir = await mkdtemp(join(tmpdir().length > 64 ? "/tmp" : tmpdir(), "ums-export-"));
     const address = join(dir, "s");
     const server = net.createServer({ pauseOnConnect: true });
     let reader: SlabReader | undefined;
