@@ -503,13 +503,14 @@ export async function uploadParts(
       await opts.onStored?.(part);
       result.uploadedBytes += part.size;
       opts.onPart?.(part, false);
-    })()
-      .catch((err: unknown) => {
-        failure ??= err;
-        inner.abort(err);
-      })
-      .finally(() => opts.release?.(chunks));
-    const tracked: Promise<void> = task.finally(() => inflight.delete(tracked));
+    })().catch((err: unknown) => {
+      failure ??= err;
+      inner.abort(err);
+    });
+    const tracked: Promise<void> = task.finally(() => {
+      opts.release?.(chunks);
+      inflight.delete(tracked);
+    });
     inflight.add(tracked);
     while (inflight.size >= concurrency) await Promise.race(inflight);
     check();

@@ -46,10 +46,9 @@ export class SlabReader implements AsyncIterable<Buffer> {
   private readonly ready: Buffer[] = [];
   /** The slab being filled, its capacity (the part's remainder, at most a slab) and fill. */
   private cur: { buf: Buffer; cap: number; fill: number };
-  /** The slab after `cur`: reading goes on only while one is held (see `onRead`). */
+  /** The slab after `cur`: reading goes on only while one is held (see `onRead`); none means paused. */
   private next: Buffer | undefined;
   private partFill = 0;
-  private paused = false;
   private ended = false;
   private error: Error | undefined;
   private wake: (() => void) | undefined;
@@ -58,7 +57,7 @@ export class SlabReader implements AsyncIterable<Buffer> {
     this.socket = socket;
     this.childEnd = childEnd;
     this.partSize = opts.partSize;
-    this.slabSize = Math.min(opts.slabSize ?? SLAB_SIZE, opts.partSize);
+    this.slabSize = first.length;
     this.maxSlabs = Math.max(2, opts.maxSlabs);
     this.cur = { buf: first, cap: this.capacity(), fill: 0 };
     this.next = this.take();
@@ -188,11 +187,7 @@ export class SlabReader implements AsyncIterable<Buffer> {
       this.next = this.take();
       this.notify();
     }
-    if (!this.next) {
-      this.paused = true;
-      return false;
-    }
-    return true;
+    return this.next !== undefined;
   }
 
   /** Gives back the slabs under `chunks` (views of yielded slabs) for reuse. */
@@ -200,9 +195,8 @@ export class SlabReader implements AsyncIterable<Buffer> {
     for (const c of chunks) {
       const slab = this.slabs.get(c.buffer as ArrayBuffer);
       if (!slab || this.free.includes(slab) || slab === this.cur.buf || slab === this.next) continue;
-      if (this.paused && !this.next) {
+      if (!this.next) {
         this.next = slab;
-        this.paused = false;
         if (!this.socket.destroyed) this.socket.resume();
       } else this.free.push(slab);
     }
