@@ -15,6 +15,7 @@ import {
   fmt,
   parseBenchFlags,
   percentile,
+  procCpuMs,
   startBenchServer,
   subnetsFor,
 } from "./lib.mjs";
@@ -76,25 +77,15 @@ function hostBusyMs() {
  * shared host and this client too).
  */
 function cpuProfile() {
-  const stat = readFileSync(`/proc/${bench.pid}/stat`, "utf8");
-  const f = stat
-    .slice(stat.lastIndexOf(")") + 2)
-    .split(" ")
-    .map(Number);
-  // Fields 14-17 of /proc/<pid>/stat (utime, stime, cutime, cstime), here from the third on.
-  const [utime, stime, cutime, cstime] = [f[11], f[12], f[13], f[14]];
+  const server = procCpuMs(bench.pid);
   // Host commands are started by ums serve's helper process (runtime/exec/spawner.ts), a live
   // child that reaps them: its own time and its reaped children's count as the server's commands,
   // as do those of its other live children (the nft shell).
   let live = 0;
   for (const child of readFileSync(`/proc/${bench.pid}/task/${bench.pid}/children`, "utf8").trim().split(/\s+/)) {
     try {
-      const s = readFileSync(`/proc/${child}/stat`, "utf8");
-      const g = s
-        .slice(s.lastIndexOf(")") + 2)
-        .split(" ")
-        .map(Number);
-      live += g[11] + g[12] + g[13] + g[14];
+      const c = procCpuMs(child);
+      live += c.own + c.reaped;
     } catch {} // it exited (and was reaped into the server's own figures)
   }
   let units = 0;
@@ -102,7 +93,7 @@ function cpuProfile() {
     const rid = readFileSync(join(bench.dataDir, "runtime-id"), "utf8").trim();
     units = Number(readFileSync(`/sys/fs/cgroup/cpuacct/ums-${rid}/cpuacct.usage`, "utf8")) / 1e6;
   } catch {}
-  return { server: (utime + stime) * 10, commands: (cutime + cstime + live) * 10, units, host: hostBusyMs() };
+  return { server: server.own, commands: server.reaped + live, units, host: hostBusyMs() };
 }
 
 /**

@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { children, killChildren, parseBenchFlags, percentile, run } from "./lib.mjs";
+import { children, killChildren, parseBenchFlags, percentile, procCpuMs, run } from "./lib.mjs";
 
 const USAGE = `usage: node bench/checkpoint-export.mjs [options]
 
@@ -84,13 +84,6 @@ async function startStore(dir, sink = false) {
     child.on("exit", (c) => reject(new Error(`the S3 test server exited (${c}) before it listened`)));
   });
   return { child, endpoint: `http://127.0.0.1:${port}` };
-}
-
-const TICK = 100; // USER_HZ
-/** utime+stime of a process, and of its reaped children, in ms (/proc/PID/stat fields 14-17). */
-function cpuOf(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return { own: ((+f[11] + +f[12]) * 1000) / TICK, reaped: ((+f[13] + +f[14]) * 1000) / TICK };
 }
 
 /**
@@ -218,7 +211,10 @@ try {
       const which = kinds[(k + i) % kinds.length];
       await settle(poolDir);
       const t = performance.now();
-      const cpu0 = { self: cpuOf(process.pid), store: which === "pipe" ? 0 : cpuOf(servers[which].child.pid).own };
+      const cpu0 = {
+        self: procCpuMs(process.pid),
+        store: which === "pipe" ? 0 : procCpuMs(servers[which].child.pid).own,
+      };
       if (which === "pipe") {
         await sh('btrfs send -q "$1" | zstd -q -c -T0 -1 > "$2"', snap(0), baselineOut);
       } else {
@@ -228,11 +224,11 @@ try {
         ).manifest;
       }
       const took = performance.now() - t;
-      const cpu1 = cpuOf(process.pid);
+      const cpu1 = procCpuMs(process.pid);
       const cpu = {
         exporter: cpu1.own - cpu0.self.own,
         tools: cpu1.reaped - cpu0.self.reaped,
-        store: which === "pipe" ? 0 : cpuOf(servers[which].child.pid).own - cpu0.store,
+        store: which === "pipe" ? 0 : procCpuMs(servers[which].child.pid).own - cpu0.store,
       };
       if (i > 0) times[which].push(took);
       if (i > 0) cpus[which].push(cpu);

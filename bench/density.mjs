@@ -25,6 +25,7 @@ import {
   fmt,
   parseBenchFlags,
   percentile,
+  procCpuMs,
   startBenchServer,
   subnetsFor,
 } from "./lib.mjs";
@@ -111,12 +112,8 @@ function memoryOf(pids) {
 
 /** CPU time (ms) so far of the units' cgroups, ums serve and its reaped commands, and the whole host. */
 function cpuNow() {
-  const stat = readFileSync(`/proc/${bench.pid}/stat`, "utf8");
-  const f = stat
-    .slice(stat.lastIndexOf(")") + 2)
-    .split(" ")
-    .map(Number);
-  const server = (f[11] + f[12] + f[13] + f[14]) * 10;
+  const times = procCpuMs(bench.pid);
+  const server = times.own + times.reaped;
   // The units' parent cgroup (cgroup v1 cpuacct, else v2 cpu.stat); NaN when neither is readable.
   let units = Number.NaN;
   try {

@@ -24,7 +24,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { arg, percentile, ROOT } from "./lib.mjs";
+import { arg, percentile, procCpuMs, ROOT } from "./lib.mjs";
 
 const MIB = arg("mib", 1024);
 const RUNS = arg("runs", 3);
@@ -46,8 +46,7 @@ const rssOf = (p) => {
 /** CPU seconds (user + system, all threads) `pid` has used: /proc/<pid>/stat's utime and stime. */
 const cpuOf = (p) => {
   try {
-    const f = readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-    return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ
+    return procCpuMs(p).own / 1000;
   } catch {
     return 0;
   }

@@ -16,6 +16,18 @@ export { freePort };
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const UMS = join(ROOT, "bin", "ums");
 
+/**
+ * CPU time of process `pid` in ms: `own` (utime + stime, all its threads) and `reaped` (cutime +
+ * cstime: its children that ended and were waited for), from /proc/<pid>/stat (fields 14-17, in
+ * USER_HZ ticks of 10 ms). Throws when the process is gone.
+ */
+export function procCpuMs(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command's name, which may hold spaces and parentheses: from the third on.
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { own: (Number(f[11]) + Number(f[12])) * 10, reaped: (Number(f[13]) + Number(f[14])) * 10 };
+}
+
 export function percentile(samples, p) {
   const s = [...samples].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
