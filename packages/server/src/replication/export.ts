@@ -2,7 +2,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { run } from "../runtime/exec/host-command.js";
 import { withFileLock } from "../runtime/storage/lock.js";
-import { childFailure, startBackgroundChild } from "./children.js";
+import { type Child, childFailure, startBackgroundChild } from "./children.js";
 import { abortError, ReplicationError } from "./errors.js";
 import { assertId, checkpointKeys } from "./keys.js";
 import { MANIFEST_FORMAT, MANIFEST_VERSION, MAX_CHAIN, MAX_PART_BYTES, type Manifest } from "./manifest.js";
@@ -321,12 +321,24 @@ async function sendToStore(
   // send's stdout is zstd's stdin, a pipe between the two: the uncompressed stream never passes
   // through this process (passing it through cost more CPU than zstd itself on a 2-CPU host).
   // -vv: zstd's last line gives the exact bytes in and out ("(N B => M B, ...)").
-  const zstd = startBackgroundChild(
-    "zstd",
-    ["-c", "-T0", `-${ZSTD_LEVEL}`, "-vv"],
-    // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
-    [send.proc.stdout!, reader.childEnd, "pipe"],
-  );
+  let zstd: Child;
+  try {
+    zstd = startBackgroundChild(
+      "zstd",
+      ["-c", "-T0", `-${ZSTD_LEVEL}`, "-vv"],
+      // biome-ignore lint/style/noNonNullAssertion: stdio is "pipe"
+      [send.proc.stdout!, reader.childEnd, "pipe"],
+    );
+  } catch (err) {
+    // A start that throws (not one that fails later: that ends in `exit`) leaves send writing to
+    // a pipe nobody reads: it goes, and is waited for, before the export fails.
+    send.kill();
+    send.proc.stdout?.destroy();
+    reader.close();
+    await send.exit;
+    signal?.removeEventListener("abort", onAbort);
+    throw new ReplicationError("SEND_FAILED", `export of ${opts.checkpointId}: zstd: ${(err as Error).message}`);
+  }
   send.proc.stdout?.destroy(); // this process's copy of the pipe's read end
   reader.childEnd.destroy(); // and of zstd's stdout: its end comes when zstd's ends
   const killAll = () => {

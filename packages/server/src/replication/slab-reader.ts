@@ -16,6 +16,8 @@ export interface SlabReaderOptions {
    */
   maxSlabs: number;
   slabSize?: number;
+  /** Tests only: called once the listening socket is there, before this process connects to it. */
+  onListening?: (path: string) => Promise<void>;
 }
 
 /**
@@ -28,7 +30,7 @@ export interface SlabReaderOptions {
  *
  * The child's end is one side of a connected Unix socket pair, made over a listening socket in a
  * new directory only this process's user can enter (`mkdtemp`, mode 0700, in the host's temp dir,
- * which no unit sees), removed as soon as the pair is connected. A second connection fails it.
+ * which no unit sees), removed as soon as the pair is connected. A second connection fails the open.
  *
  * Iterating yields slabs in order (views of a slab's filled bytes); every yielded slab is given
  * back with {@link release} once its bytes are no longer needed. Iteration ends at the child's EOF
@@ -75,14 +77,16 @@ export class SlabReader implements AsyncIterable<Buffer> {
     let reader: SlabReader | undefined;
     const first = Buffer.allocUnsafeSlow(slabSize);
     try {
+      // A second connection means something else on this host reached the socket, first or too:
+      // which of them is ours cannot be told, so nothing is trusted (checked once ours connected).
+      let intruded = false;
       const accepted = new Promise<net.Socket>((resolve, reject) => {
         let got: net.Socket | undefined;
         server.on("connection", (s) => {
           if (got) {
-            // Not ours (something else on this host connected first or too): nothing is trusted.
+            intruded = true;
             s.destroy();
             got.destroy();
-            reject(new Error("a second connection reached the export's socket"));
             return;
           }
           got = s;
@@ -94,6 +98,7 @@ export class SlabReader implements AsyncIterable<Buffer> {
         server.once("error", reject);
         server.listen(address, () => resolve());
       });
+      await opts.onListening?.(address);
       let self: SlabReader | undefined;
       const socket = net.connect({
         path: address,
@@ -112,6 +117,11 @@ export class SlabReader implements AsyncIterable<Buffer> {
           socket.once("error", reject);
         }),
       ]);
+      if (intruded || childEnd.destroyed) {
+        socket.destroy();
+        childEnd.destroy();
+        throw new Error("a second connection reached the export's socket");
+      }
       reader = new SlabReader(socket, childEnd, opts, first);
       self = reader;
       reader.slabs.set(first.buffer as ArrayBuffer, first);
