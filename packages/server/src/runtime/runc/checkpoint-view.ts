@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { mkdir, readdir, rmdir } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { run } from "../exec/host-command.js";
 import { type MountEntry, mountAt, readMounts } from "../storage/mounts.js";
 
@@ -9,6 +10,13 @@ export const VISIBLE_CHECKPOINTS = 5;
 
 /** Where the unit sees the view (oci-spec.ts binds `dir` there). */
 const IN_UNIT = "/.unit/checkpoints";
+
+/**
+ * The native helper that makes a refresh's binds in one process (src/native/view-mount.c, built by
+ * `npm run build:agent` into dist/native): without it, each checkpoint shown costs three runs of
+ * mount(8) and four reads of the host's mount table (the fallback below, the same binds).
+ */
+export const VIEW_HELPER = fileURLToPath(new URL("../../native/ums-view", import.meta.url));
 
 /** `v12` → 12; the most recent checkpoints have the highest numbers. */
 function seqOf(id: string): number {
@@ -42,6 +50,8 @@ export class CheckpointView {
     private readonly staging: string,
     /** A snapshot still being received (issue #15): not shown. */
     private readonly partial: (id: string) => boolean = () => false,
+    /** The native helper (VIEW_HELPER when it was built), or null for mount(8). */
+    private readonly helper: string | null = existsSync(VIEW_HELPER) ? VIEW_HELPER : null,
   ) {}
 
   /** Makes the directory a shared mount point (idempotent) and shows the current checkpoints. */
@@ -72,27 +82,41 @@ export class CheckpointView {
 
   /** Binds the five most recent snapshots and unbinds (and removes) the rest. */
   async refresh(): Promise<void> {
-    if (!(await mountAt(this.dir))) return; // the unit is not running: nothing to show
+    const mounts = await readMounts();
+    if (!mounts.some((m) => m.mountPoint === this.dir)) return; // the unit is not running: nothing to show
     let ids: string[] = [];
     try {
       ids = (await readdir(this.snapshots)).filter((id) => seqOf(id) >= 0 && !this.partial(id));
     } catch {}
     const want = new Set(ids.sort((a, b) => seqOf(b) - seqOf(a)).slice(0, VISIBLE_CHECKPOINTS));
     const mounted = new Set(
-      (await readMounts())
+      mounts
         .map((m) => m.mountPoint)
         .filter((p) => p.startsWith(`${this.dir}/`))
         .map((p) => p.slice(this.dir.length + 1)),
     );
-    for (const id of await readdir(this.dir)) {
-      if (want.has(id)) continue;
-      if (mounted.has(id)) await run("umount", ["-l", join(this.dir, id)]);
-      await rmdir(join(this.dir, id)).catch(() => {});
+    const unwanted = (await readdir(this.dir)).filter((id) => !want.has(id));
+    const shown = [...want].filter((id) => !mounted.has(id));
+    if (this.helper) {
+      // Names of the view's directory that are no checkpoint id (none is made here) take the slow way.
+      const odd = unwanted.filter((id) => seqOf(id) < 0);
+      for (const id of odd) await this.unbind(id, mounted.has(id));
+      const ops = [...unwanted.filter((id) => seqOf(id) >= 0).map((id) => `-${id}`), ...shown.map((id) => `+${id}`)];
+      // A view prepared by an older ums has no staging mount.
+      if (shown.length > 0 && !mounts.some((m) => m.mountPoint === this.staging)) await this.prepareStaging();
+      if (ops.length > 0) await run(this.helper, [this.snapshots, this.staging, this.dir, ...ops]);
+      return;
     }
-    for (const id of want) if (!mounted.has(id)) await this.show(id);
+    for (const id of unwanted) await this.unbind(id, mounted.has(id));
+    for (const id of shown) await this.show(id);
   }
 
-  /** Binds checkpoint `id` into the view, read-only from the start (see the class comment). */
+  private async unbind(id: string, mounted: boolean): Promise<void> {
+    if (mounted) await run("umount", ["-l", join(this.dir, id)]);
+    await rmdir(join(this.dir, id)).catch(() => {});
+  }
+
+  /** Binds checkpoint `id` into the view, read-only from the start (see the class comment), with mount(8). */
   private async show(id: string): Promise<void> {
     await this.prepareStaging(); // a view prepared by an older ums has none
     const staged = join(this.staging, id);
@@ -144,6 +168,10 @@ export class CheckpointView {
   /** Unbinds one checkpoint (before its snapshot is deleted: a mounted subvolume cannot be). */
   async hide(id: string): Promise<void> {
     const path = join(this.dir, id);
+    if (this.helper && seqOf(id) >= 0) {
+      if (existsSync(path)) await run(this.helper, [this.snapshots, this.staging, this.dir, `-${id}`]);
+      return;
+    }
     if (await mountAt(path)) await run("umount", ["-l", path]);
     await rmdir(path).catch(() => {});
   }
