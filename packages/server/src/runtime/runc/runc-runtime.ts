@@ -18,7 +18,15 @@ import type {
 } from "../runtime.js";
 import { deleteSubvolume, enableSimpleQuota, filesystemUuid, sweepQgroups } from "../storage/btrfs.js";
 import { bootUnit } from "./boot.js";
-import { CGROUP_ROOT, cgroupHasTasks, cgroupStats, killCgroup, removeCgroups, setFrozen } from "./cgroups.js";
+import {
+  CGROUP_ROOT,
+  cgroupHasTasks,
+  cgroupState,
+  cgroupStats,
+  killCgroup,
+  removeCgroups,
+  setFrozen,
+} from "./cgroups.js";
 import { beginReceive, deleteCheckpoint, takeCheckpoint } from "./checkpoints.js";
 import type { RuncRuntimeConfig } from "./config.js";
 import { CpuWeights } from "./cpu-weights.js";
@@ -290,6 +298,10 @@ export class RuncRuntime implements UnitRuntime {
   }
 
   async state(id: string): Promise<RuntimeState> {
+    // A container runc has no state for is stopped, as `runc state` says; else its cgroups tell.
+    if (!this.runc.exists(id)) return "stopped";
+    const quick = await cgroupState(this.paths.unit(id).cgroup);
+    if (quick) return quick;
     const s = await this.runc.state(id);
     if (!s) return "stopped";
     return s.status === "running" ? "running" : s.status === "paused" ? "paused" : "stopped";

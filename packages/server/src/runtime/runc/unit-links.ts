@@ -109,8 +109,11 @@ export class UnitLinks {
     const slot = net?.slot ?? this.slots.slotOf(id);
     this.prepared.delete(id);
     if (slot === undefined) return;
-    if (net) await this.egress.detach(net);
-    await tearDownUnitNetwork(this.rid, slot);
+    // The unit's rules and its link go at once: without the link no packet reaches the rules, and
+    // the slot is taken again only once both are gone.
+    const done = await Promise.allSettled([net && this.egress.detach(net), tearDownUnitNetwork(this.rid, slot)]);
+    const failed = done.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
     await rm(this.file(id), { force: true });
     this.networks.delete(id);
     this.egress.forget(id);
