@@ -1,9 +1,7 @@
-import { mkdtemp, rm } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
-import { connect, createServer, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { connect, type Socket } from "node:net";
 import type { Duplex, Writable } from "node:stream";
+import { privateSocketPair } from "../util/private-socket-pair.js";
 
 // A connection to the agent whose reads all land in buffers of its own (node's `onread`), for the
 // bytes of a raw read (packages/agent/src/fs/raw-read.ts). Streamed the ordinary way, every 64 KiB read
@@ -287,35 +285,13 @@ function relayBytes(
  * hand to a child process as its stdout (issue #15: `btrfs send`'s stream, read without a buffer
  * per read). Not a socket the server uses itself: libuv makes a child's stdio descriptors blocking,
  * and that flag belongs to the open file, which only `peer` shares with the child (close it once
- * the child has it). Made through a listener in a private directory (0700), removed at once.
+ * the child has it). See privateSocketPair for how it is made.
  */
 export async function relayPair(): Promise<{ relay: RelaySocket; peer: Socket }> {
-  const dir = await mkdtemp(join(tmpdir(), "ums-pair-"));
-  try {
-    const path = join(dir, "s");
-    const server = createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(path, () => resolve());
-    });
-    try {
-      const accepted = new Promise<Socket>((resolve) => server.once("connection", resolve));
-      const relay = new RelaySocket(path);
-      const connected = new Promise<void>((resolve, reject) => {
-        relay.socket.once("connect", resolve);
-        relay.socket.once("error", reject);
-      });
-      try {
-        const [peer] = await Promise.all([accepted, connected]);
-        return { relay, peer };
-      } catch (err) {
-        relay.socket.destroy();
-        throw err;
-      }
-    } finally {
-      server.close();
-    }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  let relay: RelaySocket | undefined;
+  const { peer } = await privateSocketPair((path) => {
+    relay = new RelaySocket(path);
+    return relay.socket;
+  });
+  return { relay: relay as RelaySocket, peer };
 }

@@ -1,7 +1,5 @@
-import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { privateSocketPair } from "../util/private-socket-pair.js";
 
 const MiB = 1024 * 1024;
 /** Read into buffers of this size (the last of a part is shorter when the part size is not a multiple). */
@@ -16,8 +14,6 @@ export interface SlabReaderOptions {
    */
   maxSlabs: number;
   slabSize?: number;
-  /** Tests only: called once the listening socket is there, before this process connects to it. */
-  onListening?: (path: string) => Promise<void>;
 }
 
 /**
@@ -28,9 +24,8 @@ export interface SlabReaderOptions {
  * allocates a new 64 KiB buffer per read; on a 600 MiB export its allocation and collection cost
  * more CPU than the sha256 of the parts.
  *
- * The child's end is one side of a connected Unix socket pair, made over a listening socket in a
- * new directory only this process's user can enter (`mkdtemp`, mode 0700, in the host's temp dir,
- * which no unit sees), removed as soon as the pair is connected. A second connection fails the open.
+ * The child's end is one side of a connected Unix socket pair (`privateSocketPair`: only this
+ * process's user can reach its listener, and a second connection fails the open).
  *
  * Iterating yields slabs in order (views of a slab's filled bytes); every yielded slab is given
  * back with {@link release} once its bytes are no longer needed. Iteration ends at the child's EOF
@@ -70,68 +65,25 @@ export class SlabReader implements AsyncIterable<Buffer> {
     const slabSize = Math.min(opts.slabSize ?? SLAB_SIZE, opts.partSize);
     if (!Number.isSafeInteger(opts.partSize) || opts.partSize < 1) throw new RangeError("partSize must be positive");
     if (!Number.isSafeInteger(slabSize) || slabSize < 1) throw new RangeError("slabSize must be positive");
-    // A Unix socket's path has at most 107 bytes: a long TMPDIR gives way to /tmp.
-    const dir = await mkdtemp(join(tmpdir().length > 64 ? "/tmp" : tmpdir(), "ums-export-"));
-    const address = join(dir, "s");
-    const server = net.createServer({ pauseOnConnect: true });
-    let reader: SlabReader | undefined;
     const first = Buffer.allocUnsafeSlow(slabSize);
-    try {
-      // A second connection means something else on this host reached the socket, first or too:
-      // which of them is ours cannot be told, so nothing is trusted (checked once ours connected).
-      let intruded = false;
-      const accepted = new Promise<net.Socket>((resolve, reject) => {
-        let got: net.Socket | undefined;
-        server.on("connection", (s) => {
-          if (got) {
-            intruded = true;
-            s.destroy();
-            got.destroy();
-            return;
-          }
-          got = s;
-          resolve(s);
-        });
-        server.on("error", reject);
-      });
-      await new Promise<void>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(address, () => resolve());
-      });
-      await opts.onListening?.(address);
-      let self: SlabReader | undefined;
-      const socket = net.connect({
-        path: address,
+    let self: SlabReader | undefined;
+    const { mine, peer } = await privateSocketPair((path) =>
+      net.connect({
+        path,
         onread: {
           // Called once when the socket gets its handle, then after every read: where the next
           // read lands.
           buffer: () => (self ? self.target() : first),
           callback: (n: number) => (self ? self.onRead(n) : true),
         },
-      });
-      socket.on("error", () => {}); // reported through `error` below, once the reader exists
-      const [childEnd] = await Promise.all([
-        accepted,
-        new Promise<void>((resolve, reject) => {
-          socket.once("connect", resolve);
-          socket.once("error", reject);
-        }),
-      ]);
-      if (intruded || childEnd.destroyed) {
-        socket.destroy();
-        childEnd.destroy();
-        throw new Error("a second connection reached the export's socket");
-      }
-      reader = new SlabReader(socket, childEnd, opts, first);
-      self = reader;
-      reader.slabs.set(first.buffer as ArrayBuffer, first);
-      reader.listen();
-      return reader;
-    } finally {
-      server.close();
-      if (!reader) server.unref();
-      await rm(dir, { recursive: true, force: true });
-    }
+      }),
+    );
+    mine.on("error", () => {}); // reported through `error` (listen), once the reader exists
+    const reader = new SlabReader(mine, peer, opts, first);
+    self = reader;
+    reader.slabs.set(first.buffer as ArrayBuffer, first);
+    reader.listen();
+    return reader;
   }
 
   private listen(): void {
