@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -55,12 +55,16 @@ describe("recovery of interrupted checkpoint work", () => {
     rt = await openTestRuntime(dataDir);
   });
   after(async () => {
-    for (const id of ids) {
-      await rt.runtime.destroy(id);
-      await rt.runtime.forget(id);
+    // The runtime is released whatever a unit's delete says (its firewall process would hold the run).
+    try {
+      for (const id of ids) {
+        await rt.runtime.destroy(id);
+        await rt.runtime.forget(id);
+      }
+    } finally {
+      await rt.release();
+      await rm(dataDir, { recursive: true, force: true });
     }
-    await rt.release();
-    await rm(dataDir, { recursive: true, force: true });
   });
 
   it("rolls back a restore that crashed before the new files were in place", async () => {
@@ -104,5 +108,49 @@ describe("recovery of interrupted checkpoint work", () => {
     assert.equal(rt.runtime.hasCheckpoint(id, "v0"), true);
     assert.equal(rt.runtime.hasCheckpoint(id, "v1"), false, "an orphan from a crash before its row was written");
     assert.equal(rt.runtime.hasCheckpoint(stranger, "v0"), true);
+  });
+
+  // Not crashes: steps of a live restore that fail, and what an earlier one left behind.
+  it("puts the unit's files back when a restore's copy fails, and journals nothing", async () => {
+    const id = await unitWithCheckpoint();
+    // A checkpoint whose files are no snapshot: btrfs refuses to copy it, after rootfs moved aside.
+    const fake = join(unitDir(id), "checkpoints", "v1");
+    await mkdir(fake);
+    try {
+      await assert.rejects(rt.runtime.restoreDisk(id, "v1"));
+    } finally {
+      await rm(fake, { recursive: true }); // the unit's delete takes only snapshots there
+    }
+    await assertRolledBack(id);
+    await rt.runtime.create(id); // a boot's: the unit's own files are there, none made anew
+    assert.equal(await readFile(file(id), "utf8"), "current");
+  });
+
+  it("finishes an earlier restore whose delete of rootfs.old failed before it replaces rootfs", async () => {
+    const id = await unitWithCheckpoint();
+    const dir = unitDir(id);
+    // An earlier restore that got to `replaced`; its old files (older still) are left.
+    await snapshot(join(dir, "rootfs"), join(dir, "rootfs.old"));
+    await writeFile(join(dir, "rootfs.old", "home", "unit", "state"), "older");
+    await writeFile(join(dir, "restore.json"), JSON.stringify({ checkpoint: "v0", phase: "replaced" }));
+    await rt.runtime.restoreDisk(id, "v0");
+    assert.equal(await readFile(file(id), "utf8"), "old", "the checkpoint's files are in place");
+    assert.equal(
+      await readFile(join(dir, "rootfs.old", "home", "unit", "state"), "utf8"),
+      "current",
+      "what is aside is the state this restore replaced, not the earlier one's",
+    );
+    await rt.runtime.completeRestore(id);
+    assert.equal(existsSync(join(dir, "rootfs.old")), false);
+    assert.equal(existsSync(join(dir, "restore.json")), false);
+  });
+
+  it("refuses a restore, and fresh files at a boot, while a crashed restore is unsettled", async () => {
+    const id = await unitWithCheckpoint();
+    await crashedRestore(id, { checkpoint: "v0", phase: "replacing" }, "rootfs.new");
+    await assert.rejects(rt.runtime.restoreDisk(id, "v0"), /interrupted restore/);
+    await assert.rejects(rt.runtime.create(id), /interrupted restore/);
+    assert.deepEqual(await recoverKnowing(id), []);
+    await assertRolledBack(id);
   });
 });

@@ -20,16 +20,43 @@ export async function restoreDisk(paths: UnitPaths, id: string, cpId: string): P
   const src = paths.checkpoint(id, cpId);
   if (!existsSync(src)) throw new Error(`checkpoint ${cpId} has no snapshot`);
   const { disk: dir, rootfs } = paths.unit(id);
+  await finishEarlierReplace(paths, id);
   await writeJournal(dir, { checkpoint: cpId, phase: "replacing" });
   failpoint("restore.journaled");
-  if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
-  if (existsSync(rootfs)) await rename(rootfs, join(dir, "rootfs.old"));
-  failpoint("restore.old-moved");
-  await snapshot(src, join(dir, "rootfs.new"), { readonly: false, qgroup: unitQgroup(paths, id) });
-  failpoint("restore.new-snapshotted");
-  await rename(join(dir, "rootfs.new"), rootfs);
-  failpoint("restore.new-moved");
+  try {
+    if (existsSync(join(dir, "rootfs.new"))) await deleteSubvolume(join(dir, "rootfs.new"));
+    if (existsSync(rootfs)) await rename(rootfs, join(dir, "rootfs.old"));
+    failpoint("restore.old-moved");
+    await snapshot(src, join(dir, "rootfs.new"), { readonly: false, qgroup: unitQgroup(paths, id) });
+    failpoint("restore.new-snapshotted");
+    await rename(join(dir, "rootfs.new"), rootfs);
+    failpoint("restore.new-moved");
+  } catch (err) {
+    // A step that failed (a full disk, a quota) puts the unit's own files back at once: left
+    // aside, its next boot would have found no rootfs and made a fresh one from the image.
+    // A roll-back that fails too leaves the journal, which the server's start settles.
+    await rollBackReplace(paths, id).catch(() => {});
+    throw err;
+  }
   await writeJournal(dir, { checkpoint: cpId, phase: "replaced" });
+}
+
+/**
+ * Before a restore or an upgrade replaces rootfs: an earlier one whose last step failed (the delete
+ * of rootfs.old in completeRestore; its journal still says `replaced`, or is gone) is finished
+ * first. Its rootfs.old would fail this one's rename, and a roll-back of this one would put those
+ * older files back in place of the unit's current ones. One still `replacing` is a crash's, which
+ * only the server's start settles (recoverDisks): refused.
+ */
+export async function finishEarlierReplace(paths: UnitPaths, id: string): Promise<void> {
+  const { disk: dir } = paths.unit(id);
+  if (!existsSync(join(dir, "rootfs.old"))) return;
+  if (hasJournal(dir) && (await readJournal(dir))?.phase !== "replaced") {
+    throw new Error(
+      `unit ${id} has an interrupted restore (its journal says replacing); restart the server to settle it`,
+    );
+  }
+  await completeRestore(paths, id);
 }
 
 export async function completeRestore(paths: UnitPaths, id: string): Promise<void> {

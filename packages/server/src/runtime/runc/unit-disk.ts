@@ -34,6 +34,12 @@ export async function createDisk(paths: UnitPaths, imagePath: string, id: string
   if (existsSync(rootfs)) return;
   // A unit whose delete was interrupted is not given fresh files: the next start finishes the delete.
   if (existsSync(disk) && readdirSync(disk).some(isTombstone)) throw new Error(`unit ${id} is being deleted`);
+  // Its files are aside in an interrupted restore (restore.ts): never fresh files in their place.
+  if (existsSync(join(disk, "rootfs.old"))) {
+    throw new Error(
+      `unit ${id} has an interrupted restore (its files are in rootfs.old); restart the server to settle it`,
+    );
+  }
   await mkdir(disk, { recursive: true });
   await snapshot(imagePath, rootfs, { readonly: false });
 }

@@ -8,7 +8,7 @@ import { run } from "../exec/host-command.js";
 import { deleteSubvolume, snapshot } from "../storage/btrfs.js";
 import { writeJournal } from "./checkpoint-journal.js";
 import { importedPath } from "./imported-images.js";
-import { rollBackReplace } from "./restore.js";
+import { finishEarlierReplace, rollBackReplace } from "./restore.js";
 import { unitQgroup } from "./unit-disk.js";
 import type { UnitPaths } from "./unit-paths.js";
 
@@ -167,6 +167,7 @@ export async function upgradeDisk(
   if (!existsSync(build)) throw new Error(`image build ${image.version} has no files`);
   const { disk: dir, rootfs } = paths.unit(id);
   const fresh = join(dir, "rootfs.new");
+  await finishEarlierReplace(paths, id);
   await writeJournal(dir, { checkpoint: cpId, phase: "replacing", image });
   try {
     await makeUpgraded(paths, id, src, build, fresh);
