@@ -24,7 +24,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { arg, percentile, procCpuMs, ROOT } from "./lib.mjs";
+import { arg, assertOwnPackages, percentile, procCpuMs, ROOT } from "./lib.mjs";
 
 const MIB = arg("mib", 1024);
 const RUNS = arg("runs", 3);
@@ -32,6 +32,7 @@ const TOTAL = MIB * 1024 * 1024;
 const againstAt = process.argv.indexOf("--against");
 const against = againstAt > 0 && process.argv[againstAt + 1] ? resolve(process.argv[againstAt + 1]) : undefined;
 const trees = { this: ROOT, ...(against && { other: against }) };
+if (against) assertOwnPackages(against);
 const names = Object.keys(trees);
 const NAME = "fsbench";
 const HOME = "/home/unit";

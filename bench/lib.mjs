@@ -3,7 +3,7 @@
 // never fail on slow figures.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -37,6 +37,24 @@ export function percentile(samples, p) {
 export function arg(name, dflt) {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
+}
+
+/**
+ * For `--against DIR`: DIR must run its own server, agent and protocol. A checkout whose
+ * node_modules is this tree's, linked whole, resolves @ums/* to this tree's packages and compares
+ * this tree with itself; bench/against-tree.sh makes one that does not. Exits the bench otherwise.
+ */
+export function assertOwnPackages(dir) {
+  let server = "";
+  try {
+    server = realpathSync(join(dir, "node_modules", "@ums", "server"));
+  } catch {}
+  if (server !== realpathSync(join(dir, "packages", "server"))) {
+    console.error(
+      `--against ${dir}: its @ums/server is ${server || "missing"}, not its own packages/server; make the tree with bench/against-tree.sh`,
+    );
+    process.exit(2);
+  }
 }
 
 export const fmt = (ms) => (Number.isFinite(ms) ? `${ms.toFixed(2)} ms` : "n/a");

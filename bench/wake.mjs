@@ -9,7 +9,7 @@
 //   npx tsc -b && npm run build:agent && node bench/wake.mjs [--n 20] [--against /path/to/other/ums]
 import { execSync, spawnSync } from "node:child_process";
 import { resolve } from "node:path";
-import { fmt, percentile, ROOT } from "./lib.mjs";
+import { assertOwnPackages, fmt, percentile, ROOT } from "./lib.mjs";
 
 const USAGE = "usage: node bench/wake.mjs [--n N] [--against DIR]";
 let n = 20;
@@ -30,6 +30,7 @@ for (let i = 2; i < process.argv.length; i++) {
 }
 
 const trees = { this: ROOT, ...(against && { other: against }) };
+if (against) assertOwnPackages(against);
 const names = Object.keys(trees);
 const servers = {};
 const goals = { cold: 100, hot: 3, restore: 250, fork: 120 };
