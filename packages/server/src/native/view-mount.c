@@ -48,7 +48,24 @@ static int valid_id(const char *id) {
   return strlen(id) < 32;
 }
 
-static void join(char *out, const char *dir, const char *id) { snprintf(out, PATH_MAX, "%s/%s", dir, id); }
+/* DIR/ID into `out`; false when it does not fit (never a truncated path). */
+static int join(char *out, const char *dir, const char *id) {
+  int n = snprintf(out, PATH_MAX, "%s/%s", dir, id);
+  return n > 0 && n < PATH_MAX;
+}
+
+/* The mount(2) flags of statvfs(3)'s per-mount flags that a bind remount keeps (most have the
+   same value in both; relatime does not). */
+static unsigned long kept_flags(unsigned long st) {
+  unsigned long ms = 0;
+  if (st & ST_NOSUID) ms |= MS_NOSUID;
+  if (st & ST_NODEV) ms |= MS_NODEV;
+  if (st & ST_NOEXEC) ms |= MS_NOEXEC;
+  if (st & ST_NOATIME) ms |= MS_NOATIME;
+  if (st & ST_NODIRATIME) ms |= MS_NODIRATIME;
+  if (st & ST_RELATIME) ms |= MS_RELATIME;
+  return ms;
+}
 
 /* Whether the mount at `path` is read-only (statvfs reports the flags of the mount it lands on). */
 static int read_only(const char *path) {
@@ -61,9 +78,8 @@ static void unbind(const char *path) { umount2(path, MNT_DETACH | UMOUNT_NOFOLLO
 
 static int show(const char *id) {
   char src[PATH_MAX], staged[PATH_MAX], target[PATH_MAX];
-  join(src, snapshots, id);
-  join(staged, staging, id);
-  join(target, view, id);
+  if (!join(src, snapshots, id) || !join(staged, staging, id) || !join(target, view, id))
+    return fail(id, "path too long", ENAMETOOLONG);
   if (mkdir(staged, 0755) != 0 && errno != EEXIST) return fail(id, "mkdir in staging", errno);
   if (mkdir(target, 0755) != 0 && errno != EEXIST) return fail(id, "mkdir in the view", errno);
   if (mount(src, staged, NULL, MS_BIND, NULL) != 0) {
@@ -74,8 +90,7 @@ static int show(const char *id) {
   /* A bind remount replaces the mount's flags: keep those it has (nosuid, nodev, ...), add ro. */
   struct statvfs sv;
   unsigned long keep = 0;
-  if (statvfs(staged, &sv) == 0)
-    keep = sv.f_flag & (ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_NOATIME | ST_NODIRATIME | ST_RELATIME);
+  if (statvfs(staged, &sv) == 0) keep = kept_flags(sv.f_flag);
   int rc = mount(NULL, staged, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | keep, NULL);
   int err = errno;
   if (rc != 0 || !read_only(staged)) {
@@ -95,7 +110,7 @@ static int show(const char *id) {
 
 static int hide(const char *id) {
   char target[PATH_MAX];
-  join(target, view, id);
+  if (!join(target, view, id)) return fail(id, "path too long", ENAMETOOLONG);
   if (umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT)
     return fail(id, "unbind from the view", errno);
   if (rmdir(target) != 0 && errno != ENOENT && errno != EBUSY && errno != ENOTEMPTY)
