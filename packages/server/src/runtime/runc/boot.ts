@@ -3,6 +3,7 @@ import { mkdir, open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ImageConfig } from "@ums/protocol";
 import { waitForAgent } from "../../agent/health.js";
+import { settled } from "../../util/settled.js";
 import type { BootSpec, RuntimeState } from "../runtime.js";
 import { withAgentListener } from "./agent-listener.js";
 import { protectAgent } from "./agent-protection.js";
@@ -148,14 +149,4 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
     await ctx.stop(id).catch(() => {});
     throw err;
   }
-}
-
-/** Promise.all that waits for every promise to settle, then rejects with the first failure. */
-async function settled<T extends readonly unknown[]>(
-  promises: readonly [...{ [K in keyof T]: Promise<T[K]> }],
-): Promise<T> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((r) => r.status === "rejected");
-  if (failed) throw (failed as PromiseRejectedResult).reason;
-  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }

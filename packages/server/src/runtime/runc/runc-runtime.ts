@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import type { Readable } from "node:stream";
 import type { ImageConfig, ImageRecipe } from "@ums/protocol";
+import { settled } from "../../util/settled.js";
 import type { AllowedAddress } from "../network/egress.js";
 import { allowGatewayPort } from "../network/firewall.js";
 import type {
@@ -252,13 +253,7 @@ export class RuncRuntime implements UnitRuntime {
     await container.catch(() => {});
     // Whatever came of that: its mounts and its link go, both at once (they have nothing to do with
     // each other); the first failure is reported.
-    const results = await Promise.allSettled([
-      container,
-      this.paths.checkpointView(id).teardown(),
-      this.links.detach(id),
-    ]);
-    const failed = results.find((r) => r.status === "rejected");
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    await settled([container, this.paths.checkpointView(id).teardown(), this.links.detach(id)]);
   }
 
   async destroy(id: string): Promise<void> {

@@ -1,5 +1,6 @@
 import { readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { settled } from "../../util/settled.js";
 import type { Subnet } from "../network/addresses.js";
 import {
   addUnitNetns,
@@ -111,9 +112,7 @@ export class UnitLinks {
     if (slot === undefined) return;
     // The unit's rules and its link go at once: without the link no packet reaches the rules, and
     // the slot is taken again only once both are gone.
-    const done = await Promise.allSettled([net && this.egress.detach(net), tearDownUnitNetwork(this.rid, slot)]);
-    const failed = done.find((r) => r.status === "rejected");
-    if (failed) throw failed.reason;
+    await settled([net ? this.egress.detach(net) : Promise.resolve(), tearDownUnitNetwork(this.rid, slot)]);
     await rm(this.file(id), { force: true });
     this.networks.delete(id);
     this.egress.forget(id);
