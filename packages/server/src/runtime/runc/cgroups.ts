@@ -66,15 +66,17 @@ export async function cgroupHasTasks(cgroupsPath: string): Promise<boolean | und
   }
 }
 
+/** Whether the host has the v1 pids and freezer hierarchies (looked at once: they do not come and go). */
+let v1StateFiles: boolean | undefined;
+
 /**
  * A unit's state from its v1 pids and freezer cgroups, without starting runc (a process start of a
  * few milliseconds, on every checkpoint of a running unit): stopped without a task, paused when
  * frozen, else running, as `runc state` tells it. Undefined on a host without those hierarchies.
  */
 export async function cgroupState(cgroupsPath: string): Promise<"running" | "paused" | "stopped" | undefined> {
-  if (!existsSync(join(CGROUP_ROOT, "pids", "cgroup.procs")) || !existsSync(join(CGROUP_ROOT, "freezer"))) {
-    return undefined;
-  }
+  v1StateFiles ??= existsSync(join(CGROUP_ROOT, "pids", "cgroup.procs")) && existsSync(join(CGROUP_ROOT, "freezer"));
+  if (!v1StateFiles) return undefined;
   const procs = await readFile(join(CGROUP_ROOT, "pids", cgroupsPath, "cgroup.procs"), "utf8").catch(() => "");
   if (procs.trim() === "") return "stopped";
   const freezer = await readFile(join(CGROUP_ROOT, "freezer", cgroupsPath, "freezer.state"), "utf8").catch(

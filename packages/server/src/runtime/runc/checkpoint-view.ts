@@ -18,6 +18,10 @@ const IN_UNIT = "/.unit/checkpoints";
  */
 export const VIEW_HELPER = fileURLToPath(new URL("../../native/ums-view", import.meta.url));
 
+/** VIEW_HELPER when it was built, looked at once (a view is made for each operation on a unit). */
+let builtHelper: string | null | undefined;
+const helperIfBuilt = () => (builtHelper ??= existsSync(VIEW_HELPER) ? VIEW_HELPER : null);
+
 /** `v12` → 12; the most recent checkpoints have the highest numbers. */
 function seqOf(id: string): number {
   return /^v(\d+)$/.test(id) ? Number(id.slice(1)) : -1;
@@ -51,7 +55,7 @@ export class CheckpointView {
     /** A snapshot still being received (issue #15): not shown. */
     private readonly partial: (id: string) => boolean = () => false,
     /** The native helper (VIEW_HELPER when it was built), or null for mount(8). */
-    private readonly helper: string | null = existsSync(VIEW_HELPER) ? VIEW_HELPER : null,
+    private readonly helper: string | null = helperIfBuilt(),
   ) {}
 
   /** Makes the directory a shared mount point (idempotent) and shows the current checkpoints. */
