@@ -74,6 +74,42 @@ describe("ums-spawn", () => {
     assert.notEqual(spawnerPid(agent), first);
   });
 
+  test("its socket taken away (root empties the run dir): exec goes on, a running session keeps its status, and a new one comes", async () => {
+    const runDir = mkdtempSync(join(tmpdir(), "ums-spawn-run-"));
+    const agent = await start({ UMS_AGENT_RUN_DIR: runDir });
+    await eventually(async () => (await parentName(agent)) === "ums-spawn", "ums-spawn up", 5000);
+    const first = spawnerPid(agent);
+    const c = await ExecClient.open(
+      agent,
+      `/exec?${query({ cmd: ["sh", "-c", "echo up; read x; echo done; exit 7"], stdin: true })}`,
+    );
+    await eventually(async () => c.stream(1).toString() === "up\n", "the session's first line", 5000);
+    // What `rm -rf /run/*` as root in a unit does to the helper's socket.
+    rmSync(runDir, { recursive: true, force: true });
+    // Before: every exec failed with "cannot start /usr/bin/sh: ENOENT" until the unit restarted.
+    const r = await run(agent, { cmd: ["sh", "-c", "echo after"] });
+    assert.equal(r.exitCode, 0, r.stderr.toString());
+    assert.equal(r.stdout.toString(), "after\n");
+    assert.match(agent.stderr(), /cannot reach the agent's socket/);
+    // The session that ums-spawn started still ends with its own status: the helper stayed for it.
+    c.sendStdin("x\n");
+    assert.equal(await c.closed, 4007);
+    assert.equal(c.stream(1).toString(), "up\ndone\n");
+    await eventually(async () => (await parentName(agent)) === "ums-spawn", "a new ums-spawn", 8000);
+    const second = spawnerPid(agent);
+    assert.ok(second > 0 && second !== first, `a new helper (${first} → ${second})`);
+    const ended = async () => {
+      try {
+        readFileSync(`/proc/${first}/stat`, "utf8");
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    await eventually(ended, "the old helper to end once its session did", 5000);
+    rmSync(runDir, { recursive: true, force: true });
+  });
+
   test("attack: another user of the unit cannot reach its socket; a forged stream is dropped", async () => {
     const runDir = mkdtempSync(join(tmpdir(), "ums-spawn-run-"));
     chmodSync(runDir, 0o755);

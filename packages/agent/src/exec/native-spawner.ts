@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { getSystemErrorName } from "node:util";
@@ -19,8 +19,12 @@ export interface NativeChildEvents {
   /** A stream of the process: fd 0 (its stdin, only when asked for), 1 or 2. */
   stream(fd: 0 | 1 | 2, socket: Socket): void;
   started(pid: number): void;
-  /** The process was not started: errno's name (ENOENT, EACCES…); no exited follows. */
-  failed(code: string): void;
+  /**
+   * The process was not started: errno's name (ENOENT, EACCES…); no exited follows. `helperFault`:
+   * ums-spawn could not connect the process's streams (its socket was taken away) and did not start
+   * it, nor did any of its streams reach the agent: the process may be started another way.
+   */
+  failed(code: string, helperFault: boolean): void;
   exited(code: number | null, signal: NodeJS.Signals | null): void;
 }
 
@@ -43,6 +47,8 @@ enum Reply {
 }
 const F_STDIN = 1;
 const F_SETIDS = 2;
+/** A FAILED reply's stage: connecting a stream to the agent's socket (native/spawner.c). */
+const STAGE_CONNECT = 1;
 
 /** The frame of one request (native/spawner.c, "Request"). */
 export function encodeRequest(id: number, r: NativeSpawnRequest): Buffer {
@@ -64,7 +70,7 @@ export function decodeWaitStatus(status: number): { code: number | null; signal:
   return { code: null, signal: parseSignal(String(sig))?.name ?? "SIGKILL" };
 }
 
-type Pending = { events: NativeChildEvents; streams: number };
+type Pending = { events: NativeChildEvents; streams: number; readonly expected: number };
 
 export class NativeSpawner {
   private readonly dir: string;
@@ -79,6 +85,8 @@ export class NativeSpawner {
   private readonly running = new Map<number, NativeChildEvents>();
   private input = Buffer.alloc(0);
   private closed = false;
+  /** Takes no new requests (its socket is gone); ends once what it started has ended. */
+  private retired = false;
   private up = false;
 
   /** Starts ums-spawn (the binary at `binary`); it takes requests once it said it is up (`ready`). */
@@ -87,6 +95,8 @@ export class NativeSpawner {
     runDir: string,
     private readonly onGone: (reason: string) => void,
   ) {
+    // Root in the unit may have emptied /run since the agent started (a start that fails throws).
+    mkdirSync(runDir, { recursive: true, mode: 0o755 });
     this.dir = mkdtempSync(join(runDir, ".spawn-"));
     this.sockPath = join(this.dir, "s");
     this.listener = createServer((s) => this.accepted(s));
@@ -96,19 +106,20 @@ export class NativeSpawner {
 
   /** It said it is up and is not gone since: until then spawn.ts starts processes with node's spawn. */
   get ready(): boolean {
-    return this.up && !this.closed;
+    return this.up && !this.closed && !this.retired;
   }
 
   /** Not gone: up, or on its way. */
   get alive(): boolean {
-    return !this.closed;
+    return !this.closed && !this.retired;
   }
 
   spawn(request: NativeSpawnRequest, events: NativeChildEvents): void {
     const id = this.nextId;
     this.nextId = this.nextId >= 0x7fffffff ? 1 : this.nextId + 1;
     this.replies.set(id, events);
-    this.streams.set(id, { events, streams: request.stdin ? 3 : 2 });
+    const streams = request.stdin ? 3 : 2;
+    this.streams.set(id, { events, streams, expected: streams });
     this.helper?.stdin?.write(encodeRequest(id, request));
   }
 
@@ -144,9 +155,20 @@ export class NativeSpawner {
         ev.started(a);
       } else if (kind === Reply.Failed) {
         const ev = this.replies.get(id);
+        const untouched = this.untouched(id);
         this.replies.delete(id);
         this.streams.delete(id); // streams still to come are closed as they arrive
-        ev?.failed(a > 0 ? getSystemErrorName(-a) : "EIO");
+        const code = a > 0 ? getSystemErrorName(-a) : "EIO";
+        if (b !== STAGE_CONNECT) {
+          ev?.failed(code, false);
+          continue;
+        }
+        // It cannot reach the agent's socket: root in the unit removed it (an `rm -rf /run/*`), or
+        // /dev/null. Every later request would fail the same way: this helper takes no more (the
+        // next exec starts a new one, nativeSpawner) and this process may still start through node.
+        // It stays until the processes it started have ended, to report how they did.
+        ev?.failed(code, untouched);
+        this.retire(`it cannot reach the agent's socket (${code}): was its directory removed?`);
       } else if (kind === Reply.Exited) {
         const ev = this.running.get(a);
         this.running.delete(a);
@@ -155,6 +177,14 @@ export class NativeSpawner {
       }
     }
     this.input = Buffer.from(buf);
+    if (this.retired && this.replies.size === 0 && this.running.size === 0)
+      this.gone("retired, with nothing left to report");
+  }
+
+  private retire(reason: string): void {
+    if (this.retired || this.closed) return;
+    this.retired = true;
+    this.onGone(reason);
   }
 
   /** A stream from ums-spawn: its 8-byte header (request id, descriptor), then the process's bytes. */
@@ -175,20 +205,29 @@ export class NativeSpawner {
     readHeader();
   }
 
+  /** No stream of request `id` has reached the agent yet (a process started another way gets its own). */
+  private untouched(id: number): boolean {
+    const p = this.streams.get(id);
+    return p !== undefined && p.streams === p.expected;
+  }
+
   private gone(reason: string): void {
     if (this.closed) return;
+    const told = this.retired;
     this.closed = true;
     this.listener.close();
     rmSync(this.dir, { recursive: true, force: true });
     if (this.helper && this.helper.exitCode === null) this.helper.kill("SIGKILL");
     // Requests it never answered did not start. Processes it started run on as the children of the
     // unit's init, which reaps them: their exit status is lost with ums-spawn, but not when they end.
-    for (const ev of this.replies.values()) ev.failed("EIO");
+    // Not started again another way: the helper may have started one before it went.
+    const unanswered = [...this.replies.values()];
     for (const [pid, ev] of this.running) watchOrphan(pid, ev);
     this.replies.clear();
     this.running.clear();
     this.streams.clear();
-    this.onGone(reason);
+    if (!told) this.onGone(reason);
+    for (const ev of unanswered) ev.failed("EIO", false);
   }
 }
 

@@ -134,12 +134,20 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents, how: SpawnWith): Child
       {
         stream: (fd, socket) => (fd === 0 ? pc.attachInput(socket) : pc.attachOutput(socket, OUTPUTS[fd])),
         started: (pid) => pc.onStarted(pid),
-        failed: (code) => pc.failed(startFailure(spec.file, code)),
+        // ums-spawn broke down before the process had any of its streams: node's spawn starts it.
+        failed: (code, helperFault) =>
+          helperFault ? startWithNode(spec, pc, ids) : pc.failed(startFailure(spec.file, code)),
         exited: (code, signal) => pc.exited(code, signal),
       },
     );
     return pc;
   }
+  startWithNode(spec, pc, ids);
+  return pc;
+}
+
+/** The process of `pc`, started by node's spawn (a fork of the agent). */
+function startWithNode(spec: SpawnSpec, pc: PipeChild, ids: ReturnType<typeof idsFor>): void {
   const child = spawnChild(spec.file, spec.argv.slice(1), {
     argv0: spec.argv[0],
     cwd: spec.cwd,
@@ -161,7 +169,6 @@ function spawnPipes(spec: SpawnSpec, events: ChildEvents, how: SpawnWith): Child
     pc.failed(startFailure(spec.file, err.code ?? err.message));
   });
   child.on("exit", (code, sig) => pc.exited(code, sig));
-  return pc;
 }
 
 function spawnPty(spec: SpawnSpec, events: ChildEvents): ChildHandle {

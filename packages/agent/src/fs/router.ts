@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import type { AgentConfig } from "../config.js";
 import { rejectUpgrade, validation } from "../http/respond.js";
 import { handleFs } from "./http.js";
@@ -74,7 +75,16 @@ export class FsRouter {
       this.local.emit("connection", sock);
       sock.resume();
     } else {
-      this.getWorker().adopt(sock);
+      let worker: FsWorker;
+      try {
+        worker = this.getWorker();
+      } catch (err) {
+        // Its socket's directory could not be made (see FsWorker): an answer, not a connection left hanging.
+        const error = `the unit user's filesystem process could not start: ${(err as Error).message}`;
+        rejectUpgrade(socket, 500, { error, code: AgentErrorCode.Internal });
+        return;
+      }
+      worker.adopt(sock);
     }
   }
 

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, Agent as HttpAgent, type IncomingMessage, request, type ServerResponse } from "node:http";
 import { connect, createServer as createNetServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
@@ -46,6 +46,8 @@ export class FsWorker {
     runDir: string,
     private readonly entry: string,
   ) {
+    // Root in the unit may have emptied /run since the agent started.
+    mkdirSync(runDir, { recursive: true, mode: 0o755 });
     this.dir = mkdtempSync(join(runDir, ".fs-worker-"));
     this.sockPath = join(this.dir, `${uid}.sock`);
     this.listener = createNetServer({ pauseOnConnect: true }, (s) => this.handOver(s));

@@ -85,6 +85,30 @@ describe("exec over HTTP", () => {
     assert.match(r.stderr.toString(), /no\/such\/program/);
   });
 
+  it("goes on after root in the unit empties /run, the agent's helper's socket with it", async () => {
+    const parent = async () => (await run(["sh", "-c", "cat /proc/$PPID/comm"])).stdout.toString().trim();
+    for (let i = 0; (await parent()) !== "ums-spawn"; i++) {
+      assert.ok(i < 50, "exec's processes did not start through ums-spawn within 5 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const rm = await run(["sh", "-c", "rm -rf /run/* /run/.[!.]*; ls -A /run | wc -l"], { user: "root" });
+    assert.equal(rm.stdout.toString(), "0\n", rm.stderr.toString());
+    // Before: "cannot start /usr/bin/sh: no such file or directory (ENOENT)", for every exec until a restart.
+    const after = await run(["sh", "-c", "echo after"]);
+    assert.equal(after.exitCode, 0, after.stderr.toString());
+    assert.equal(after.stdout.toString(), "after\n");
+    // The unit user's filesystem process (its first start: none ran in this unit before) is made there too.
+    const read = await fetch(`${s.url}/v1/units/ex/fs/read?path=/etc/hostname&workingDir=/`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(read.status, 200, await read.clone().text());
+    assert.equal(await read.text(), "ex\n");
+    for (let i = 0; (await parent()) !== "ums-spawn"; i++) {
+      assert.ok(i < 50, "no new ums-spawn within 5 s");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
   it("a client that goes away ends its command", async () => {
     const url = new URL(
       `${s.url}/v1/units/ex/exec?cmd=sh&cmd=-c&cmd=${encodeURIComponent("echo started; exec sleep 300.4321")}`,
