@@ -1,6 +1,7 @@
 import type { Kysely } from "kysely";
 import type { AuditEvent } from "../records.js";
 import type { AuditStore } from "../store.js";
+import { prepared } from "./prepared.js";
 import type { AuditEventsTable, Database } from "./schema.js";
 
 function fromRow(r: AuditEventsTable): AuditEvent {
@@ -18,25 +19,40 @@ function fromRow(r: AuditEventsTable): AuditEvent {
   });
 }
 
+type E = AuditEvent;
+type Fields = [
+  E["id"],
+  E["at"],
+  E["orgId"],
+  E["tokenId"],
+  E["method"],
+  E["route"],
+  E["unit"],
+  E["status"],
+  E["code"],
+  E["ms"],
+];
+
 /** Issue #20: the audit log, one row per state-changing call. */
 export function auditStore(db: Kysely<Database>): AuditStore {
+  // Written after every state-changing call (an exec included): built and compiled once (prepared.ts).
+  const insert = prepared(db, 10, (...v: Fields) =>
+    db.insertInto("audit_events").values({
+      id: v[0],
+      at: v[1],
+      org_id: v[2],
+      token_id: v[3],
+      method: v[4],
+      route: v[5],
+      unit: v[6],
+      status: v[7],
+      code: v[8],
+      ms: v[9],
+    }),
+  );
   return {
     async add(e) {
-      await db
-        .insertInto("audit_events")
-        .values({
-          id: e.id,
-          at: e.at,
-          org_id: e.orgId,
-          token_id: e.tokenId,
-          method: e.method,
-          route: e.route,
-          unit: e.unit,
-          status: e.status,
-          code: e.code,
-          ms: e.ms,
-        })
-        .execute();
+      await insert(e.id, e.at, e.orgId, e.tokenId, e.method, e.route, e.unit, e.status, e.code, e.ms);
     },
     async list(orgId, q) {
       let sel = db.selectFrom("audit_events").selectAll().where("org_id", "=", orgId);

@@ -47,6 +47,24 @@ describe("prepared queries", () => {
     assert.deepEqual(await byId("a"), [{ id: "a" }]);
   });
 
+  it("inserts: numbers and nulls are bound as they are, not as the placeholder strings they were built with", async () => {
+    const add = prepared(db, 4, (id: string, owner: string | null, kind: string, legs: number) =>
+      db.insertInto("pets").values({ id, owner: owner as string, kind, legs }),
+    );
+    await add("d", null, "snake", 0);
+    await add("e", "eve", "spider", 8);
+    const rows = await db.selectFrom("pets").selectAll().where("id", "in", ["d", "e"]).orderBy("id").execute();
+    assert.deepEqual(rows, [
+      { id: "d", owner: null, kind: "snake", legs: 0 },
+      { id: "e", owner: "eve", kind: "spider", legs: 8 },
+    ]);
+    const legs = await db
+      .selectFrom("pets")
+      .select((eb) => eb.fn.sum<number>("legs").as("n"))
+      .executeTakeFirstOrThrow();
+    assert.equal(legs.n, 4 + 2 + 4 + 0 + 8, "legs are integers, summed as numbers");
+  });
+
   it("refuses a shape that binds an argument twice or not at all", async () => {
     const twice = prepared(db, 1, (id: string) =>
       db.selectFrom("pets").select("id").where("id", "=", id).where("owner", "=", id),

@@ -32,11 +32,12 @@ function compileTemplate(built: Compilable<unknown>, arity: number): Template {
  * A query of a fixed shape, built and compiled by Kysely once and then run with new arguments. On
  * the paths every request takes (its token, its unit), building and compiling a query cost more
  * than the database's own work (issue #16 part 2: about 80 µs a query, mostly in freezing the
- * builder's nodes). `build` is called once, with a placeholder for each argument, and each must end
- * up as exactly one bound parameter (a value compared or set); anything else throws at first use.
+ * builder's nodes). `build` is called once, with a placeholder (a string, whatever the argument's
+ * type) for each argument, and each must end up as exactly one bound parameter (a value compared or
+ * set); anything else throws at first use.
  * Results are the rows as Kysely returns them for the query's own `execute()`.
  */
-export function prepared<A extends readonly string[], R>(
+export function prepared<A extends readonly unknown[], R>(
   db: Executor,
   arity: A["length"],
   build: (...args: A) => Compilable<R>,
