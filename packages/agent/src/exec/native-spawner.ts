@@ -218,9 +218,9 @@ export class NativeSpawner {
     this.listener.close();
     rmSync(this.dir, { recursive: true, force: true });
     if (this.helper && this.helper.exitCode === null) this.helper.kill("SIGKILL");
-    // Requests it never answered did not start. Processes it started run on as the children of the
-    // unit's init, which reaps them: their exit status is lost with ums-spawn, but not when they end.
-    // Not started again another way: the helper may have started one before it went.
+    // Requests it never answered fail (EIO), and are not started another way: it may have started one
+    // just before it went. Processes it started run on as the children of the unit's init, which
+    // reaps them: their exit status is lost with ums-spawn, but not when they end.
     const unanswered = [...this.replies.values()];
     for (const [pid, ev] of this.running) watchOrphan(pid, ev);
     this.replies.clear();
