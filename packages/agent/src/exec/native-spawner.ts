@@ -255,6 +255,8 @@ export function startNativeSpawner(
   const binary = config.spawner === "node" ? null : spawnerBinary(entry);
   if (!binary) return false;
   spawnerSetup = { binary, runDir, log };
+  // Nor sooner through an exec (nativeSpawner): a boot's first exec paid for that start.
+  spawnerRestartAt = Date.now() + delayMs;
   setTimeout(() => nativeSpawner(), delayMs).unref();
   return true;
 }
