@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { getSystemErrorName } from "node:util";
 import type { AgentConfig } from "../config.js";
+import { privateRunSubdir } from "../util/run-dir.js";
 import { parseSignal } from "../util/signals.js";
 import { readStat } from "./process-session.js";
 
@@ -95,9 +96,7 @@ export class NativeSpawner {
     runDir: string,
     private readonly onGone: (reason: string) => void,
   ) {
-    // Root in the unit may have emptied /run since the agent started (a start that fails throws).
-    mkdirSync(runDir, { recursive: true, mode: 0o755 });
-    this.dir = mkdtempSync(join(runDir, ".spawn-"));
+    this.dir = privateRunSubdir(runDir, ".spawn-");
     this.sockPath = join(this.dir, "s");
     this.listener = createServer((s) => this.accepted(s));
     this.listener.on("error", (err) => this.gone(`its socket failed: ${err.message}`));

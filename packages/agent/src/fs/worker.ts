@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createServer, Agent as HttpAgent, type IncomingMessage, request, type ServerResponse } from "node:http";
 import { connect, createServer as createNetServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson } from "../http/respond.js";
+import { privateRunSubdir } from "../util/run-dir.js";
 import { handleFs } from "./http.js";
 import { fsUpgrade } from "./raw-read.js";
 
@@ -46,9 +47,7 @@ export class FsWorker {
     runDir: string,
     private readonly entry: string,
   ) {
-    // Root in the unit may have emptied /run since the agent started.
-    mkdirSync(runDir, { recursive: true, mode: 0o755 });
-    this.dir = mkdtempSync(join(runDir, ".fs-worker-"));
+    this.dir = privateRunSubdir(runDir, ".fs-worker-");
     this.sockPath = join(this.dir, `${uid}.sock`);
     this.listener = createNetServer({ pauseOnConnect: true }, (s) => this.handOver(s));
     this.listening = new Promise((resolve, reject) => {

@@ -86,11 +86,15 @@ describe("exec over HTTP", () => {
   });
 
   it("goes on after root in the unit empties /run, the agent's helper's socket with it", async () => {
-    const parent = async () => (await run(["sh", "-c", "cat /proc/$PPID/comm"])).stdout.toString().trim();
-    for (let i = 0; (await parent()) !== "ums-spawn"; i++) {
-      assert.ok(i < 50, "exec's processes did not start through ums-spawn within 5 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    /** Until exec's processes start through a ums-spawn (the parent of the exec's shell). */
+    const throughHelper = async (what: string) => {
+      const parent = async () => (await run(["sh", "-c", "cat /proc/$PPID/comm"])).stdout.toString().trim();
+      for (let i = 0; (await parent()) !== "ums-spawn"; i++) {
+        assert.ok(i < 50, `${what} within 5 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    await throughHelper("exec's processes did not start through ums-spawn");
     const rm = await run(["sh", "-c", "rm -rf /run/* /run/.[!.]*; ls -A /run | wc -l"], { user: "root" });
     assert.equal(rm.stdout.toString(), "0\n", rm.stderr.toString());
     // Before: "cannot start /usr/bin/sh: no such file or directory (ENOENT)", for every exec until a restart.
@@ -103,10 +107,7 @@ describe("exec over HTTP", () => {
     });
     assert.equal(read.status, 200, await read.clone().text());
     assert.equal(await read.text(), "ex\n");
-    for (let i = 0; (await parent()) !== "ums-spawn"; i++) {
-      assert.ok(i < 50, "no new ums-spawn within 5 s");
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await throughHelper("no new ums-spawn");
   });
 
   it("a client that goes away ends its command", async () => {
