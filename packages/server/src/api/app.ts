@@ -16,6 +16,7 @@ import type { NodePlacement } from "../node/placement/node-placement.js";
 import type { UnitNode } from "../node/unit-node.js";
 import type { Store } from "../store/store.js";
 import { addRequestSpans } from "../tracing/request-spans.js";
+import { activeTracer } from "../tracing/tracing.js";
 import { AuditRecorder } from "./audit/recorder.js";
 import { auditRoutes } from "./audit/routes.js";
 import { bearerAuth } from "./auth.js";
@@ -36,6 +37,7 @@ import { organizationRoutes } from "./organization/routes.js";
 import { networkPolicyRoutes } from "./policies/network.js";
 import { policyRoutes } from "./policies/routes.js";
 import { proxyRoutes, unitRootUrl } from "./proxy/routes.js";
+import { redactQuery } from "./redact.js";
 import { lazySerializers } from "./serializers.js";
 import { serviceRoutes } from "./services/routes.js";
 import { templateRoutes } from "./templates/routes.js";
@@ -43,20 +45,12 @@ import { TemplateService } from "./templates/service.js";
 import { TunnelCount } from "./tunnels/count.js";
 import { tunnelRoutes } from "./tunnels/routes.js";
 import { loadCookieKey } from "./unit-url/cookie.js";
+import { FastPath } from "./unit-url/fast-path.js";
 import { rewriteUnitHost, unitUrlRoutes } from "./unit-url/routes.js";
 import { unitRoutes } from "./units/routes.js";
 import { UnitService } from "./units/service.js";
 import { usageRoutes } from "./usage/routes.js";
 import { validatorCompiler } from "./validation.js";
-
-/**
- * OAuth codes and states, keys some clients put in a query, and the environment and argv given
- * to an exec (`env=NAME=VALUE`, `cmd=…`: commands carry credentials too, issue #19 finding 10)
- * stay out of the log.
- */
-export function redactQuery(url: string): string {
-  return url.replace(/([?&](?:code|state|api_key|access_token|token|key|env|cmd)=)[^&]*/gi, "$1[redacted]");
-}
 
 /** How the server reaches itself: its listen address, or loopback when it listens on every address. */
 function loopbackHost(listenHost: string): string {
@@ -148,6 +142,14 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   limitServer(app.server, deps.config.connectionLimits);
+  const cookieKey = loadCookieKey(deps.config.dataDir);
+  // Issue #16 part 2: unit URL requests forwarded without Node's HTTP objects (api/unit-url/fast-path.ts);
+  // with tracing on, every request keeps its span on the API's own path.
+  if (!activeTracer()) {
+    const fast = FastPath.install(app.server, { ...deps, cookieKey });
+    if (!fast)
+      deps.logger.warn("unit URL fast path not installed: the server's connection listener is not Node's alone");
+  }
   app.addHook("onRequest", async (req, reply) =>
     watchBody(req.raw, reply.raw, deps.config.connectionLimits.bodyIdleMs),
   );
@@ -277,7 +279,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
       node,
       store: deps.store,
       config: deps.config,
-      cookieKey: loadCookieKey(deps.config.dataDir),
+      cookieKey,
     }),
   );
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { redactQuery } from "./app.js";
+import { redactQuery } from "./redact.js";
 
 describe("request log redaction", () => {
   it("hides OAuth codes, states, keys and exec environments and argv, and keeps the rest", () => {

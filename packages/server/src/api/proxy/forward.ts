@@ -12,9 +12,9 @@ import { wakeFor } from "../unit-access/lease.js";
 import { type RequestHeaderRules, requestHeaders, responseHeaders } from "./headers.js";
 
 /** A unit's port answers a connect at once (refused or accepted): longer means packets are dropped. */
-const CONNECT_TIMEOUT_MS = 10_000;
+export const CONNECT_TIMEOUT_MS = 10_000;
 /** From the request to the unit's response headers (long polls answer within this). */
-const RESPONSE_TIMEOUT_MS = 300_000;
+export const RESPONSE_TIMEOUT_MS = 300_000;
 /** Idle keep-alive connections to units live this long (a unit that goes warm keeps none for long). */
 const IDLE_SOCKET_MS = 4_000;
 
@@ -53,10 +53,10 @@ interface Exchange {
   readonly release: () => void;
 }
 
-class UpstreamTimeout extends Error {}
+export class UpstreamTimeout extends Error {}
 
 /** What a failed connection to the unit's port means for the client. */
-function upstreamFailure(err: unknown, unit: UnitRecord, port: number): ApiError {
+export function upstreamFailure(err: unknown, unit: UnitRecord, port: number): ApiError {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "ECONNREFUSED") {
     return new ApiError(

@@ -63,7 +63,11 @@ function forwardedNode(ip: string): string {
  * any the client sent (the chain of proxies in front of us stays visible).
  */
 export function requestHeaders(req: IncomingMessage, rules: RequestHeaderRules): string[] {
-  const raw = req.rawHeaders;
+  return forwardedHeaders(req.rawHeaders, req.socket.remoteAddress ?? "unknown", rules);
+}
+
+/** `requestHeaders` of a head read elsewhere than by Node (api/unit-url/fast-path.ts): its fields and client address. */
+export function forwardedHeaders(raw: readonly string[], ip: string, rules: RequestHeaderRules): string[] {
   const named = connectionNamed(raw);
   const out: string[] = [];
   let xff: string | undefined;
@@ -95,7 +99,6 @@ export function requestHeaders(req: IncomingMessage, rules: RequestHeaderRules):
     if (lower === "x-forwarded-host" || lower === "x-forwarded-proto") continue;
     out.push(name, value);
   }
-  const ip = req.socket.remoteAddress ?? "unknown";
   out.push("X-Forwarded-For", xff ? `${xff}, ${ip}` : ip);
   out.push("X-Forwarded-Host", rules.forwardedHost);
   out.push("X-Forwarded-Proto", rules.forwardedProto);

@@ -79,7 +79,7 @@ const isBrowser = (req: FastifyRequest) =>
   (req.method === "GET" || req.method === "HEAD") && /\btext\/html\b/i.test(req.headers.accept ?? "");
 
 /** A ums token in `Authorization` (ours to check and to strip), told apart from an app's own credentials. */
-function umsBearer(value: string | undefined): string | undefined {
+export function umsBearer(value: string | undefined): string | undefined {
   const token = parseBearer(value);
   return token?.startsWith("ums_") ? token : undefined;
 }

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import SQLite from "better-sqlite3";
 import { Kysely, SqliteDialect } from "kysely";
-import { prepared } from "./prepared.js";
+import { sqliteDirectReader } from "../sqlite/store.js";
+import { prepared, registerDirectReader } from "./prepared.js";
 
 interface Db {
   pets: { id: string; owner: string; kind: string; legs: number };
@@ -74,5 +75,36 @@ describe("prepared queries", () => {
       db.selectFrom("pets").select("id").where("id", "=", id),
     );
     await assert.rejects(never("a", "b"), /argument 1 is bound 0 times, not once/);
+  });
+
+  it("SQLite's direct reads never see a transaction's uncommitted rows: they wait for it", async () => {
+    const database = new SQLite(":memory:");
+    const own = new Kysely<Db>({ dialect: new SqliteDialect({ database }) });
+    try {
+      await own.schema
+        .createTable("pets")
+        .addColumn("id", "text", (c) => c.primaryKey())
+        .addColumn("owner", "text")
+        .addColumn("kind", "text")
+        .addColumn("legs", "integer")
+        .execute();
+      await own.insertInto("pets").values({ id: "a", owner: "x", kind: "cat", legs: 4 }).execute();
+      registerDirectReader(own, sqliteDirectReader(database));
+      const legs = prepared(own, 1, (id: string) => own.selectFrom("pets").select("legs").where("id", "=", id));
+      assert.deepEqual(await legs("a"), [{ legs: 4 }], "outside a transaction: read at once");
+      let read: Promise<unknown> | undefined;
+      await assert.rejects(
+        own.transaction().execute(async (trx) => {
+          await trx.updateTable("pets").set({ legs: 3 }).where("id", "=", "a").execute();
+          read = legs("a");
+          await new Promise((r) => setTimeout(r, 20));
+          throw new Error("rolled back");
+        }),
+        /rolled back/,
+      );
+      assert.deepEqual(await read, [{ legs: 4 }], "the read waited for the rollback, not the uncommitted 3");
+    } finally {
+      await own.destroy();
+    }
   });
 });

@@ -4,6 +4,7 @@ import SQLite from "better-sqlite3";
 import { Kysely, SqliteDialect } from "kysely";
 import { createPrivateFile, restrictFile } from "../../data-dir.js";
 import type { DialectAdapter } from "../kysely/dialect.js";
+import { type DirectReader, registerDirectReader } from "../kysely/prepared.js";
 import type { Database } from "../kysely/schema.js";
 import { createKyselyStore } from "../kysely/store.js";
 import type { Store } from "../store.js";
@@ -41,6 +42,20 @@ export function cacheStatements(database: SQLite.Database, max = 500): void {
   }) as typeof database.prepare;
 }
 
+/**
+ * `prepared` reads (store/kysely/prepared.ts) run at once on the one connection when no
+ * transaction is open on it: then nothing can interleave with a synchronous read. While one is
+ * open (a Kysely transaction awaiting between its statements), they wait for Kysely's turn as every
+ * other query does, and never see the transaction's uncommitted rows.
+ */
+export function sqliteDirectReader(database: SQLite.Database): DirectReader {
+  return (sql, values) => {
+    if (database.inTransaction) return undefined;
+    const stmt = database.prepare(sql);
+    return stmt.reader ? (stmt.all(values as unknown[]) as unknown[]) : undefined;
+  };
+}
+
 /** The embedded default: SQLite in WAL mode at `path`. */
 export function createSqliteStore(path: string): Store {
   mkdirSync(dirname(path), { recursive: true });
@@ -55,5 +70,6 @@ export function createSqliteStore(path: string): Store {
   database.pragma("busy_timeout = 5000");
   cacheStatements(database);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  registerDirectReader(db, sqliteDirectReader(database));
   return createKyselyStore(db, adapter);
 }
