@@ -3,7 +3,13 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import websocket from "@fastify/websocket";
 import { Type } from "@sinclair/typebox";
 import { API_VERSION, ENVIRONMENT_VERSION, ErrorBody, ErrorCode } from "@ums/protocol";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type HTTPMethods,
+  LogController,
+  type RouteOptions,
+} from "fastify";
 import type { ServerConfig } from "../config.js";
 import { type Connectors, registerBrowserCallback, registerConnectorRoutes } from "../connectors/index.js";
 import type { EventLog } from "../events/event-log.js";
@@ -143,13 +149,14 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
 
   limitServer(app.server, deps.config.connectionLimits);
   const cookieKey = loadCookieKey(deps.config.dataDir);
-  // Issue #16 part 2: unit URL requests forwarded without Node's HTTP objects (api/unit-url/fast-path.ts);
+  // Issue #16 part 2: requests to units' HTTP targets (unit URLs; reads through /v1/units/{name}/<path>
+  // once the routes exist, below) forwarded without Node's HTTP objects (api/unit-url/fast-path.ts);
   // with tracing on, every request keeps its span on the API's own path.
-  if (!activeTracer()) {
-    const fast = FastPath.install(app.server, { ...deps, cookieKey });
-    if (!fast)
-      deps.logger.warn("unit URL fast path not installed: the server's connection listener is not Node's alone");
+  const fast = activeTracer() ? undefined : FastPath.install(app.server, { ...deps, cookieKey });
+  if (!activeTracer() && !fast) {
+    deps.logger.warn("unit URL fast path not installed: the server's connection listener is not Node's alone");
   }
+  const auth = bearerAuth(deps.store, deps.config.rateLimits);
   app.addHook("onRequest", async (req, reply) =>
     watchBody(req.raw, reply.raw, deps.config.connectionLimits.bodyIdleMs),
   );
@@ -225,7 +232,7 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   const tunnels = new TunnelCount();
   await app.register(async (api) => {
     api.decorateRequest("auth", null as never);
-    api.addHook("onRequest", bearerAuth(deps.store, deps.config.rateLimits));
+    api.addHook("onRequest", auth.hook);
     const audit = new AuditRecorder(deps.store);
     api.addHook("onResponse", audit.onResponse);
     api.addHook("onRoute", audit.onRoute);
@@ -284,5 +291,17 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   );
 
   await app.ready();
+  if (fast) {
+    // Reads through /v1/units/{name}/<path> too: the route's own rules, decided as fastify routes them.
+    fast.api = {
+      auth,
+      isProxyRoute: (method, path) => {
+        const found = app.findRoute({ method: method as HTTPMethods, url: path });
+        const params = found?.params as Record<string, unknown> | undefined;
+        return params !== undefined && "*" in params && "name" in params;
+      },
+      log: (err) => deps.logger.warn({ err }, "token touch failed"),
+    };
+  }
   return app;
 }

@@ -52,12 +52,28 @@ export function assertNotExpired(record: TokenRecord): void {
   }
 }
 
+/** The API's bearer authentication: the fastify hook, and the same checks for the unit URL's fast path. */
+export interface BearerAuth {
+  /** The onRequest hook of every authenticated route. */
+  readonly hook: (request: FastifyRequest) => Promise<void>;
+  /**
+   * For a request forwarded outside fastify (api/unit-url/fast-path.ts), in two steps so that a
+   * request it does not forward is not counted twice: the context of an `Authorization` header
+   * when the hook would take it (a live bearer token, not expired), without counting anything; then
+   * `count`, which counts it against its rate limits and notes the token's use, as the hook does,
+   * and says whether it is within them. Where either says no, the request takes the API's path,
+   * which answers it.
+   */
+  lookup(header: string | undefined): Promise<AuthContext | undefined>;
+  count(found: AuthContext, log: (err: unknown) => void): boolean;
+}
+
 /**
  * Spec section 5: every external request carries `Authorization: Bearer <token>`; the token's
  * organization scopes everything the request does. Issue #20 part 5: every authenticated request
  * (websocket upgrades too) is counted against its token's and its organization's rate limits.
  */
-export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateLimit }) {
+export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateLimit }): BearerAuth {
   const lastTouch = new Map<string, number>();
   const perToken = limits && new TokenBuckets(limits.token);
   const perOrg = limits && new TokenBuckets(limits.org);
@@ -77,28 +93,47 @@ export function bearerAuth(store: Store, limits?: { token: RateLimit; org: RateL
     return found;
   }
 
-  return async function authenticate(request: FastifyRequest): Promise<void> {
-    const mode = consoleRouteMode(request);
-    // The console's sign-in checks the token it is given itself.
-    if (mode === "sign-in") return;
-    // Issue #14: a browser's console session, where no Authorization header is sent.
-    const cookie = request.headers.authorization === undefined && mode !== "no-cookie" && consoleCookie(request);
-    const found = typeof cookie === "string" ? await cookieAuth(store, request, cookie) : await byBearer(request);
-    const record = found.token;
-    assertNotExpired(record);
-    if (perToken && perOrg) {
-      const tokenWait = perToken.take(record.id);
-      if (tokenWait > 0) throw rateLimited("this token", perToken.limit, tokenWait);
-      const orgWait = perOrg.take(found.org.id);
-      if (orgWait > 0) throw rateLimited(`organization '${found.org.slug}'`, perOrg.limit, orgWait);
-    }
-    request.auth = found;
+  /** The rate limits' wait for this request (0: counted and allowed). */
+  function limited(found: AuthContext): ApiError | undefined {
+    if (!perToken || !perOrg) return undefined;
+    const tokenWait = perToken.take(found.token.id);
+    if (tokenWait > 0) return rateLimited("this token", perToken.limit, tokenWait);
+    const orgWait = perOrg.take(found.org.id);
+    if (orgWait > 0) return rateLimited(`organization '${found.org.slug}'`, perOrg.limit, orgWait);
+    return undefined;
+  }
+
+  function touch(record: TokenRecord, log: (err: unknown) => void): void {
     const now = Date.now();
-    if (now - (lastTouch.get(record.id) ?? 0) > TOUCH_INTERVAL_MS) {
-      lastTouch.set(record.id, now);
-      store.tokens
-        .touch(record.id, new Date(now).toISOString())
-        .catch((err) => request.log.warn({ err }, "token touch failed"));
-    }
+    if (now - (lastTouch.get(record.id) ?? 0) <= TOUCH_INTERVAL_MS) return;
+    lastTouch.set(record.id, now);
+    store.tokens.touch(record.id, new Date(now).toISOString()).catch(log);
+  }
+
+  return {
+    async hook(request: FastifyRequest): Promise<void> {
+      const mode = consoleRouteMode(request);
+      // The console's sign-in checks the token it is given itself.
+      if (mode === "sign-in") return;
+      // Issue #14: a browser's console session, where no Authorization header is sent.
+      const cookie = request.headers.authorization === undefined && mode !== "no-cookie" && consoleCookie(request);
+      const found = typeof cookie === "string" ? await cookieAuth(store, request, cookie) : await byBearer(request);
+      assertNotExpired(found.token);
+      const refused = limited(found);
+      if (refused) throw refused;
+      request.auth = found;
+      touch(found.token, (err) => request.log.warn({ err }, "token touch failed"));
+    },
+    async lookup(header: string | undefined): Promise<AuthContext | undefined> {
+      const token = parseBearer(header);
+      if (!token) return undefined;
+      const found = await store.tokens.authenticate(hashToken(token));
+      return found && !tokenExpired(found.token) ? found : undefined;
+    },
+    count(found: AuthContext, log: (err: unknown) => void): boolean {
+      if (limited(found)) return false;
+      touch(found.token, log);
+      return true;
+    },
   };
 }

@@ -202,7 +202,7 @@ export class Exchange {
       ...this.admitted.rules,
       upgrade: false,
     });
-    let out = `${this.head.method} ${this.head.target} HTTP/1.1\r\n`;
+    let out = `${this.head.method} ${this.admitted.path} HTTP/1.1\r\n`;
     for (let i = 0; i < fields.length; i += 2) out += `${fields[i]}: ${fields[i + 1]}\r\n`;
     up.cork();
     up.write(`${out}\r\n`, "latin1");
@@ -507,6 +507,7 @@ export class Exchange {
 
   private log(complete: boolean): void {
     const status = this.response?.status ?? this.status;
-    this.conn.fast.logged(this.head.method, redactQuery(this.head.target), status, this.startedAt, complete);
+    const { method, target } = this.head;
+    this.conn.fast.logged(method, redactQuery(target), this.admitted.route, status, this.startedAt, complete);
   }
 }

@@ -251,6 +251,46 @@ describe("unit URL fast path", { timeout: 240_000 }, () => {
     assert.equal(fastLines(from).length, 1, "only the first went the fast path");
   });
 
+  it("reads through /v1/units/{name}/<path> take it too; API routes and writes take the API's path", async () => {
+    const from = logs.length;
+    const api = (method: string, path: string, extra = "") =>
+      `${method} ${path} HTTP/1.1\r\nHost: ${new URL(s.url).host}\r\nAuthorization: Bearer ${admin}\r\n${extra}\r\n`;
+    const first = replies(
+      (
+        await talk(s.url, [
+          api("GET", "/v1/units/site/v1a?x=1") +
+            api("GET", "/v1/sprites/site/v1b") +
+            api("GET", "/v1/units/site/services") +
+            api("GET", "/v1/units/site/v1c", "Connection: close\r\n"),
+        ]).done
+      ).bytes,
+    );
+    assert.deepEqual(
+      first.map((x) => x.status),
+      [200, 200, 200, 200],
+    );
+    assert.equal(json(first[0] as Reply).path, "/v1a?x=1");
+    assert.deepEqual(header(first[0] as Reply, "authorization"), [], "the bearer token stays with ums");
+    assert.equal(json(first[1] as Reply).path, "/v1b");
+    assert.equal(
+      JSON.parse(first[2]?.body.toString() ?? "{}").path,
+      undefined,
+      "the API's own route answered, not the unit",
+    );
+    assert.equal(json(first[3] as Reply).path, "/v1c");
+    assert.equal(fastLines(from).length, 2, "the two reads before the API route went the fast path");
+    const from2 = logs.length;
+    const write = replies(
+      (await talk(s.url, [api("POST", "/v1/units/site/w", "Content-Length: 2\r\nConnection: close\r\n") + "hi"]).done)
+        .bytes,
+    );
+    assert.equal(json(write[0] as Reply).body_len, 2);
+    assert.equal(fastLines(from2).length, 0, "a write is audited on the API's path");
+    const unknown = replies((await talk(s.url, [api("GET", "/v1/units/nope/x", "Connection: close\r\n")]).done).bytes);
+    assert.equal(unknown[0]?.status, 404);
+    assert.equal(JSON.parse(unknown[0]?.body.toString() ?? "{}").code, "UMS_UNIT_NOT_FOUND");
+  });
+
   it("a revoke or a change of url_settings holds from the next request on a kept connection", async () => {
     const minted = await s.api("POST", "/v1/organizations/fast-org/tokens", {
       token: admin,
@@ -396,9 +436,9 @@ describe("unit URL fast path", { timeout: 240_000 }, () => {
   });
 });
 
-describe("unit URL fast path: stopping the server", { timeout: 120_000 }, () => {
-  it("closes idle kept connections at once instead of waiting for their keep-alive timeout", async () => {
-    const s = await startSqliteServer();
+describe("unit URL fast path: rate limits and stopping the server", { timeout: 120_000 }, () => {
+  it("counts reads through /v1 against the token's rate limit; closes idle kept connections at once", async () => {
+    const s = await startSqliteServer({ rateLimitToken: "2/s" });
     let closed = false;
     try {
       const token = await s.token("stop-org");
@@ -409,6 +449,19 @@ describe("unit URL fast path: stopping the server", { timeout: 120_000 }, () => 
       assert.equal(made.status, 201);
       const host = new URL(made.body.url).host;
       await startUnitApp(s.url, token, "site");
+      // Burst 20 at 2/s, for a token of its own: of 30 reads at once, the last ones are refused
+      // (429, by the API's path).
+      const reader = await s.token("stop-org");
+      const apiHost = new URL(s.url).host;
+      const reads = Array.from(
+        { length: 30 },
+        (_, i) => `GET /v1/units/site/r${i} HTTP/1.1\r\nHost: ${apiHost}\r\nAuthorization: Bearer ${reader}\r\n\r\n`,
+      ).join("");
+      const limited = talk(s.url, [reads], { waitMs: 3_000 });
+      const statuses = replies((await limited.done).bytes).map((x) => x.status);
+      assert.equal(statuses.length, 30);
+      assert.ok(statuses.filter((x) => x === 429).length >= 8, `${statuses}`);
+      assert.ok(statuses.filter((x) => x === 200).length <= 22, `${statuses}`);
       const kept = talk(s.url, [`GET /kept HTTP/1.1\r\nHost: ${host}\r\n\r\n`], { waitMs: 60_000 });
       for (let i = 0; i < 100 && kept.socket.bytesRead === 0; i++) await new Promise((r) => setTimeout(r, 50));
       assert.ok(kept.socket.bytesRead > 0, "answered");

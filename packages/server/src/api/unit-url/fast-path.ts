@@ -9,9 +9,8 @@ import { metrics } from "../../metrics/server-metrics.js";
 import type { UnitNode } from "../../node/unit-node.js";
 import type { Store } from "../../store/store.js";
 import { RawUpstreams } from "../proxy/raw-upstreams.js";
-import { type Admitted, admit } from "./fast-admission.js";
+import { type Admitted, type ApiProxyAdmission, admit } from "./fast-admission.js";
 import { Exchange } from "./fast-exchange.js";
-import { UNIT_URL_ROUTE } from "./routes.js";
 
 export interface FastPathDeps {
   readonly store: Store;
@@ -46,6 +45,8 @@ export class FastPath {
   readonly upstreams = new RawUpstreams();
   private readonly open = new Set<FastConnection>();
   private closing = false;
+  /** Reads through `/v1/units/{name}/<path>` too, once the API's routes exist (`serveApiProxy`). */
+  api: ApiProxyAdmission | undefined;
 
   constructor(
     readonly deps: FastPathDeps,
@@ -101,9 +102,9 @@ export class FastPath {
   }
 
   /** One line per forwarded request, as the API's own (`proxied`: forwarded to a unit). */
-  logged(method: string, url: string, status: number, startedAt: number, complete: boolean): void {
+  logged(method: string, url: string, route: string, status: number, startedAt: number, complete: boolean): void {
     const seconds = (performance.now() - startedAt) / 1000;
-    if (this.deps.config.metrics) metrics.request(method, UNIT_URL_ROUTE, status, seconds);
+    if (this.deps.config.metrics) metrics.request(method, route, status, seconds);
     this.deps.logger.info(
       { method, url, status, ms: Math.round(seconds * 100_000) / 100, proxied: true, fast: true, complete },
       "request",
@@ -254,7 +255,7 @@ export class FastConnection {
       this.handOverNow();
       return;
     }
-    admit(head, this.fast.deps)
+    admit(head, this.fast.deps, this.fast.api)
       .then(
         (admitted) => {
           if (this.mode !== Mode.Deciding) return;
@@ -317,10 +318,21 @@ export class FastConnection {
     s.off("close", this.onGone);
     s.off("end", this.onEnd);
     s.pause();
-    if (this.buf && this.buf.length > 0) s.unshift(this.buf);
+    // Everything read of the connection and not used, in order: ours, then what the socket holds.
+    for (let more = s.read() as Buffer | null; more !== null; more = s.read() as Buffer | null) this.append(more);
+    const pending = this.buf;
     this.buf = undefined;
     if (s.destroyed) return;
+    // Node's server reads a socket it takes through its own parser, and holds a request body back
+    // by the socket's 'pause' and 'resume' events (they stop and start the reads). It takes the
+    // socket paused, and gets the bytes once the 'resume' of the resume() below has reached it: a
+    // 'resume' still on its way when its parser had paused the socket for a body would start the
+    // reads again behind that pause, and the body would pile up in memory (api/fs/transfer.test.ts
+    // saw 500 MiB).
     this.fast.handOver(s);
+    s.once("resume", () => {
+      if (pending && pending.length > 0 && !s.destroyed) s.unshift(pending);
+    });
     s.resume();
   }
 
