@@ -5,7 +5,8 @@
 //   /v1 proxy   GET /v1/units/{name}/small with the bearer token
 //   unit URL    GET /small with Host: <name>-<random>.units.localhost:<port> and the bearer token
 // and three references: an authenticated API read (no proxy), a bare node:http proxy (no ums), and
-// nginx (Debian's package, its own instance started here: one worker, keep-alive to the unit).
+// nginx (Debian's package, its own instance started here: one worker, keep-alive to the unit,
+// setting the same forwarding fields ums sets).
 // Each runs for a fixed time at a fixed concurrency over keep-alive connections (autocannon style);
 // ratios are against direct. Goals: proxied throughput >= 70% of direct (issue 4); issue #16 part
 // 2: >= 90% of nginx's requests/s and download MiB/s, p50 within 0.3 ms of nginx's. Then a
@@ -22,8 +23,8 @@ const MIB = arg("mib", 100);
 const DOWNLOADS = arg("downloads", 3);
 
 /** Fixed-concurrency load for `seconds`: each worker sends the next request when its last one ends. */
-async function load(label, url, headers) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+async function load(label, url, headers, concurrency = CONCURRENCY, seconds = SECONDS) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   const one = () =>
     new Promise((resolve, reject) => {
       const t = performance.now();
@@ -38,15 +39,15 @@ async function load(label, url, headers) {
   // Warm-up: connections open, caches hot.
   const warmEnd = performance.now() + 500;
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (performance.now() < warmEnd) await one();
     }),
   );
   const samples = [];
   const start = performance.now();
-  const end = start + SECONDS * 1000;
+  const end = start + seconds * 1000;
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
+    Array.from({ length: concurrency }, async () => {
       while (performance.now() < end) samples.push(await one());
     }),
   );
@@ -116,6 +117,8 @@ const bench = await startBenchServer({ env: { UMS_IDLE_WARM: "1h", UMS_IDLE_COLD
 const { url, token, auth } = bench;
 const results = [];
 const downloads = [];
+/** One request at a time (no queueing behind other requests): what a proxy adds to one request. */
+const alone = [];
 try {
   const { startUnitApp } = await import("../packages/server/dist/testing/unit-app.js");
   const { execHttp } = await import("../packages/server/dist/testing/exec-client.js");
@@ -144,6 +147,10 @@ try {
   results.push(await load("direct (host → unit address)", `http://${ip}:8080/small`, {}));
   results.push(await load("/v1/units/{name}/ proxy", `${url}/v1/units/web/small`, auth));
   results.push(await load("unit URL (Host routing)", `${url}/small`, { ...auth, host: unitUrl.host }));
+  const half = Math.max(1, SECONDS / 2);
+  alone.push(await load("direct", `http://${ip}:8080/small`, {}, 1, half));
+  alone.push(await load("/v1 proxy", `${url}/v1/units/web/small`, auth, 1, half));
+  alone.push(await load("unit URL", `${url}/small`, { ...auth, host: unitUrl.host }, 1, half));
   // Not a proxy: the API's own cost of an authenticated request that reads the unit (token + unit lookup).
   results.push(await load("reference: GET /v1/units/{name} (no proxy)", `${url}/v1/units/web`, auth));
   const bare = await startBareProxy(ip, 8080);
@@ -152,9 +159,22 @@ try {
   } finally {
     bare.stop();
   }
-  const nginx = await startNginx({ upstream: `${ip}:8080` });
+  // The same work for the unit's app as ums asks of it: the client's Host and the four forwarding
+  // fields ums sets on every request it forwards (api/proxy/headers.ts), so that the app parses as
+  // many header lines behind either proxy (python's http.server pays per line).
+  const nginx = await startNginx({
+    upstream: `${ip}:8080`,
+    headers: {
+      Host: "$http_host",
+      "X-Forwarded-For": "$proxy_add_x_forwarded_for",
+      "X-Forwarded-Host": "$http_host",
+      "X-Forwarded-Proto": "$scheme",
+      Forwarded: 'for=$remote_addr;host=\\"$http_host\\";proto=$scheme',
+    },
+  });
   try {
     results.push(await load("reference: nginx (1 worker, keep-alive to the unit)", `${nginx.url}/small`, {}));
+    alone.push(await load("nginx", `${nginx.url}/small`, {}, 1, Math.max(1, SECONDS / 2)));
     const path = `/bytes/${MIB * 1048576}`;
     downloads.push(await download("direct", `http://${ip}:8080${path}`, {}));
     downloads.push(await download("/v1 proxy", `${url}/v1/units/web${path}`, auth));
@@ -192,6 +212,17 @@ if (results.length === 6) {
     const extra = r.p50 - nginx.p50;
     console.log(
       `- ${r.label}: ${(ratio * 100).toFixed(0)}% of nginx's req/s [${ratio >= 0.9 ? "PASS" : "MISS"}], p50 ${extra >= 0 ? "+" : ""}${extra.toFixed(2)} ms [${extra <= 0.3 ? "PASS" : "MISS"}]`,
+    );
+  }
+}
+if (alone.length === 4) {
+  const nginx = alone[3];
+  console.log("\none request at a time (concurrency 1): p50, and what each adds over nginx's (goal: within 0.3 ms):");
+  for (const r of alone) {
+    const extra = r.p50 - nginx.p50;
+    const goal = r === nginx || r === alone[0] ? "" : ` [${extra <= 0.3 ? "PASS" : "MISS"}]`;
+    console.log(
+      `- ${r.label}: p50 ${r.p50.toFixed(3)} ms, p99 ${r.p99.toFixed(3)} ms, ${r.rps.toFixed(0)} req/s${r === nginx ? "" : `, ${extra >= 0 ? "+" : ""}${extra.toFixed(3)} ms over nginx`}${goal}`,
     );
   }
 }
