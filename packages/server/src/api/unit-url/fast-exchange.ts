@@ -411,7 +411,8 @@ export class Exchange {
     if (up) {
       this.detach(up);
       const target = this.target as HttpTarget;
-      if (this.reusable && this.bodyLeft === 0 && !this.waitingDrain) {
+      // A server that stops keeps no connection to a unit: it would hold the process for IDLE_MS.
+      if (this.reusable && this.bodyLeft === 0 && !this.waitingDrain && !this.conn.fast.stopping) {
         up.resume();
         this.conn.fast.upstreams.put(target.host, target.port, up);
       } else up.destroy();

@@ -34,10 +34,11 @@ const MAX_AHEAD_BYTES = 2 * MAX_HEADER_BYTES;
 
 /**
  * Issue #16 part 2 (docs/ARCHITECTURE.md section 3, "The unit URL's fast path"): requests for a
- * unit's URL forwarded on the connection's own bytes instead of through Node's HTTP objects and
- * fastify, which cost more than half of each proxied request. Every connection to the API's
- * port starts here. Its requests' heads are read by http/wire/head.ts; one that `admit` takes (a
- * plain, authenticated request for a unit URL) is forwarded by an `Exchange`; at the first one it
+ * unit's URL, and reads through `/v1/units/{name}/<path>`, forwarded on the connection's own bytes
+ * instead of through Node's HTTP objects and fastify, which cost more than half of each proxied
+ * request. Every connection to the API's port starts here. Its requests' heads are read by
+ * http/wire/head.ts; one that `admit` takes (a plain, authenticated request for a unit's HTTP
+ * target) is forwarded by an `Exchange`; at the first one it
  * does not take, the connection is handed to Node's HTTP server with the bytes read so far, and
  * stays there: the API, logins, errors and websockets are answered as before.
  */
@@ -45,7 +46,7 @@ export class FastPath {
   readonly upstreams = new RawUpstreams();
   private readonly open = new Set<FastConnection>();
   private closing = false;
-  /** Reads through `/v1/units/{name}/<path>` too, once the API's routes exist (`serveApiProxy`). */
+  /** Reads through `/v1/units/{name}/<path>` too, once the API's routes exist (set by app.ts). */
   api: ApiProxyAdmission | undefined;
 
   constructor(
