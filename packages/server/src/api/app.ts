@@ -152,8 +152,9 @@ export async function buildApp(deps: AppDeps): Promise<ApiInstance> {
   // Issue #16 part 2: requests to units' HTTP targets (unit URLs; reads through /v1/units/{name}/<path>
   // once the routes exist, below) forwarded without Node's HTTP objects (api/unit-url/fast-path.ts);
   // with tracing on, every request keeps its span on the API's own path.
-  const fast = activeTracer() ? undefined : FastPath.install(app.server, { ...deps, cookieKey });
-  if (!activeTracer() && !fast) {
+  const tracing = activeTracer() !== undefined;
+  const fast = tracing ? undefined : FastPath.install(app.server, { ...deps, cookieKey });
+  if (!tracing && !fast) {
     deps.logger.warn("unit URL fast path not installed: the server's connection listener is not Node's alone");
   }
   const auth = bearerAuth(deps.store, deps.config.rateLimits);

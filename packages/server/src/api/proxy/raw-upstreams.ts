@@ -77,20 +77,20 @@ export class RawUpstreams {
 
   /** Closes the idle connections to host:port (a fresh boot may reuse an address that led elsewhere). */
   forget(host: string, port: number): void {
-    const key = `${host}:${port}`;
+    this.closeIdle(`${host}:${port}`);
+  }
+
+  /** Closes every idle connection (the server stops). */
+  close(): void {
+    for (const key of [...this.free.keys()]) this.closeIdle(key);
+  }
+
+  private closeIdle(key: string): void {
     const list = this.free.get(key);
     this.free.delete(key);
     for (const idle of list ?? []) {
       idle.drop();
       idle.socket.destroy();
-    }
-  }
-
-  /** Closes every idle connection (the server stops). */
-  close(): void {
-    for (const key of [...this.free.keys()]) {
-      const [host, port] = [key.slice(0, key.lastIndexOf(":")), Number(key.slice(key.lastIndexOf(":") + 1))];
-      this.forget(host, port);
     }
   }
 }

@@ -10,6 +10,7 @@ import type { ApiInstance } from "../instance.js";
 import { UnitParams } from "../schemas.js";
 import type { UnitService } from "../units/service.js";
 import { type ProxyDeps, proxyToUnit } from "./forward.js";
+import type { RequestHeaderRules } from "./headers.js";
 
 /** The methods forwarded to a unit (fastify's defaults; WebDAV methods would need `addHttpMethod`). */
 export const PROXY_METHODS = ["DELETE", "GET", "HEAD", "PATCH", "POST", "PUT", "OPTIONS"] as const;
@@ -31,6 +32,15 @@ export function unitPath(url: string): string {
 export function unitRootUrl(url: string): string {
   const m = /^(\/v1\/(?:units|sprites)\/[^/?#]+\/)(\?.*)?$/s.exec(url);
   return m ? `${m[1]}-${m[2] ?? ""}` : url;
+}
+
+/**
+ * What a request through `/v1/units/{name}/<path>` carries to the unit (this route and the fast
+ * path, api/unit-url/fast-admission.ts): the bearer token authenticated it to ums and is never the
+ * unit's business; nor is the console's session (which this route does not take either).
+ */
+export function apiProxyHeaderRules(host: string, scheme: "http" | "https"): Omit<RequestHeaderRules, "upgrade"> {
+  return { dropAuthorization: () => true, dropCookies: [CONSOLE_COOKIE], forwardedHost: host, forwardedProto: scheme };
 }
 
 export interface ProxyRouteDeps extends ProxyDeps {
@@ -56,14 +66,7 @@ export function proxyRoutes(app: ApiInstance, deps: ProxyRouteDeps): void {
       org: req.auth.org,
       unit,
       path: unitPath(req.originalUrl),
-      headers: {
-        // The bearer token authenticated this request to ums; it is never the unit's business.
-        dropAuthorization: () => true,
-        // Nor is the console's session (which this route does not take either).
-        dropCookies: [CONSOLE_COOKIE],
-        forwardedHost: req.headers.host ?? "",
-        forwardedProto: deps.config.unitUrlScheme,
-      },
+      headers: apiProxyHeaderRules(req.headers.host ?? "", deps.config.unitUrlScheme),
     });
   };
   app.route({

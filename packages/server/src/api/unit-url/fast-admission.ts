@@ -1,15 +1,20 @@
 import { unitNameProblem } from "@ums/protocol";
-import { hashToken, tokenExpired } from "../../auth/tokens.js";
+import { tokenExpired } from "../../auth/tokens.js";
 import type { ServerConfig } from "../../config.js";
 import { contentLength, fieldValues, HeadError, listsToken, type RequestHead } from "../../http/wire/head.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import type { BearerAuth } from "../auth.js";
-import { CONSOLE_COOKIE } from "../console/session.js";
 import type { RequestHeaderRules } from "../proxy/headers.js";
-import { PROXY_METHODS, unitPath, unitRootUrl } from "../proxy/routes.js";
-import { readCookie, SESSION_COOKIE, verifySession } from "./cookie.js";
-import { RESERVED_PREFIX, UNIT_URL_ROUTE, umsBearer, unitLabel } from "./routes.js";
+import { apiProxyHeaderRules, PROXY_METHODS, unitPath, unitRootUrl } from "../proxy/routes.js";
+import {
+  offeredToken,
+  RESERVED_PREFIX,
+  UNIT_URL_ROUTE,
+  unitLabel,
+  unitUrlHeaderRules,
+  unitUrlRefusal,
+} from "./routes.js";
 
 /** A request the fast path forwards itself: every check of the API's own path for it passed. */
 export interface Admitted {
@@ -112,15 +117,9 @@ async function unitUrl(head: RequestHead, req: Plain, label: string, deps: Admis
   if (!unit) return undefined;
   let org: OrgRecord | undefined;
   if (unit.urlAuth !== "public") {
-    const bearer = umsBearer(req.authorization);
-    let hash = bearer && hashToken(bearer);
-    if (!hash) {
-      const cookie = readCookie(req.cookie, SESSION_COOKIE);
-      hash = cookie ? verifySession(deps.cookieKey, cookie, unit.id)?.tokenHash : undefined;
-    }
-    const found = hash ? await deps.store.tokens.authenticate(hash) : undefined;
-    if (!found || tokenExpired(found.token) || found.org.id !== unit.orgId) return undefined;
-    if (unit.privateAccess === "admins" && found.token.role !== "admin") return undefined;
+    const offered = offeredToken(req.authorization, req.cookie, deps.cookieKey, unit.id);
+    const found = offered && (await deps.store.tokens.authenticate(offered.hash));
+    if (!found || tokenExpired(found.token) || unitUrlRefusal(found, unit)) return undefined;
     org = found.org;
   } else {
     org = await deps.store.orgs.getById(unit.orgId);
@@ -133,12 +132,7 @@ async function unitUrl(head: RequestHead, req: Plain, label: string, deps: Admis
     route: UNIT_URL_ROUTE,
     bodyLength: req.bodyLength,
     close: req.close,
-    rules: {
-      dropAuthorization: (value: string) => umsBearer(value) !== undefined,
-      dropCookies: [SESSION_COOKIE, CONSOLE_COOKIE],
-      forwardedHost: req.host,
-      forwardedProto: deps.config.unitUrlScheme,
-    },
+    rules: unitUrlHeaderRules(req.host, deps.config.unitUrlScheme),
   };
 }
 
@@ -162,12 +156,6 @@ async function apiProxy(head: RequestHead, req: Plain, deps: AdmissionDeps, api:
     route: `/v1/${m[1]}/:name/*`,
     bodyLength: req.bodyLength,
     close: req.close,
-    rules: {
-      // The bearer token authenticated this request to ums; it is never the unit's business.
-      dropAuthorization: () => true,
-      dropCookies: [CONSOLE_COOKIE],
-      forwardedHost: req.host,
-      forwardedProto: deps.config.unitUrlScheme,
-    },
+    rules: apiProxyHeaderRules(req.host, deps.config.unitUrlScheme),
   };
 }

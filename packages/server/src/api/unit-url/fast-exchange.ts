@@ -62,6 +62,8 @@ export class Exchange {
   private bodyTimer: NodeJS.Timeout | undefined;
   private over = false;
   private waitingDrain = false;
+  /** The status of an error answered here (0 before; the unit's answer has its own). */
+  private status = 0;
   private readonly wake = new AbortController();
   private readonly startedAt = performance.now();
 
@@ -87,7 +89,7 @@ export class Exchange {
     }
     if (after) {
       const rest = this.body(after);
-      if (rest) this.conn.pushAhead(rest);
+      if (rest) this.conn.ahead(rest);
     }
     this.run()
       .catch((err: unknown) => this.fail(err))
@@ -404,22 +406,33 @@ export class Exchange {
   /** The exchange ended as it should (the response whole); `close` ends the client's connection. */
   private finish(close: boolean): void {
     if (this.over) return;
+    // A server that stops keeps no connection to a unit: it would hold the process for IDLE_MS.
+    const keep = this.reusable && this.bodyLeft === 0 && !this.waitingDrain && !this.conn.fast.stopping;
+    const up = this.end(keep);
+    if (up) {
+      const target = this.target as HttpTarget;
+      up.resume();
+      this.conn.fast.upstreams.put(target.host, target.port, up);
+    }
+    this.log(true);
+    this.conn.exchangeDone(close || this.bodyLeft > 0);
+  }
+
+  /**
+   * Ends the exchange: no more timers, the connection to the unit let go (destroyed, or returned
+   * for the caller to keep when `keep`), the unit released.
+   */
+  private end(keep: boolean): Socket | undefined {
     this.over = true;
     this.clearTimer();
     this.clearBodyTimer();
     const up = this.up;
     if (up) {
       this.detach(up);
-      const target = this.target as HttpTarget;
-      // A server that stops keeps no connection to a unit: it would hold the process for IDLE_MS.
-      if (this.reusable && this.bodyLeft === 0 && !this.waitingDrain && !this.conn.fast.stopping) {
-        up.resume();
-        this.conn.fast.upstreams.put(target.host, target.port, up);
-      } else up.destroy();
+      if (!keep) up.destroy();
     }
     this.lease?.release();
-    this.log(true);
-    this.conn.exchangeDone(close || this.bodyLeft > 0);
+    return keep ? up : undefined;
   }
 
   private detach(up: Socket): void {
@@ -450,30 +463,18 @@ export class Exchange {
       this.open(false);
       return;
     }
-    this.over = true;
-    this.clearTimer();
-    this.clearBodyTimer();
-    if (up) {
-      this.detach(up);
-      up.destroy();
-    }
-    this.lease?.release();
+    this.end(false);
     if (this.answered) {
       // Part of the answer left already: the client must not take it for a whole one.
       this.log(false);
       this.conn.socket.destroy();
       return;
     }
-    const answer = this.errorFor(err);
-    this.response = undefined;
-    this.status = answer instanceof ApiError ? answer.status : 500;
     const close = this.clientClose || this.bodyLeft > 0;
-    this.conn.answerError(answer, close);
+    this.status = this.conn.answerError(this.errorFor(err), close);
     this.log(true);
     this.conn.exchangeDone(close);
   }
-
-  private status = 0;
 
   private errorFor(err: unknown): unknown {
     const unit = this.admitted.unit;
@@ -494,15 +495,8 @@ export class Exchange {
   /** The client went away: nothing of this exchange is wanted any more. */
   clientGone(): void {
     if (this.over) return;
-    this.over = true;
-    this.clearTimer();
-    this.clearBodyTimer();
+    this.end(false);
     this.wake.abort();
-    if (this.up) {
-      this.detach(this.up);
-      this.up.destroy();
-    }
-    this.lease?.release();
     this.log(false);
   }
 

@@ -45,7 +45,8 @@ const MAX_AHEAD_BYTES = 2 * MAX_HEADER_BYTES;
 export class FastPath {
   readonly upstreams = new RawUpstreams();
   private readonly open = new Set<FastConnection>();
-  private closing = false;
+  /** The server stops: no connection starts here any more, none is kept for another request. */
+  stopping = false;
   /** Reads through `/v1/units/{name}/<path>` too, once the API's routes exist (set by app.ts). */
   api: ApiProxyAdmission | undefined;
 
@@ -78,7 +79,7 @@ export class FastPath {
   }
 
   accept(socket: Socket): void {
-    if (this.closing) {
+    if (this.stopping) {
       this.handOver(socket);
       return;
     }
@@ -91,13 +92,9 @@ export class FastPath {
     this.open.delete(conn);
   }
 
-  get stopping(): boolean {
-    return this.closing;
-  }
-
   /** The server stops: idle connections close, busy ones after their exchange (all: at once). */
   stop(all: boolean): void {
-    this.closing = true;
+    this.stopping = true;
     this.upstreams.close();
     for (const conn of [...this.open]) conn.stop(all);
   }
@@ -202,7 +199,7 @@ export class FastConnection {
   }
 
   /** Bytes of requests after the one in flight: kept for later, the client paused once they pile up. */
-  private ahead(d: Buffer): void {
+  ahead(d: Buffer): void {
     this.append(d);
     if ((this.buf as Buffer).length > MAX_AHEAD_BYTES) this.socket.pause();
   }
@@ -287,11 +284,6 @@ export class FastConnection {
     this.socket.resume();
   }
 
-  /** From the exchange: bytes past the end of its body. */
-  pushAhead(rest: Buffer): void {
-    this.ahead(rest);
-  }
-
   /** From the exchange: it is over; `close` when the connection cannot carry another request. */
   exchangeDone(close: boolean): void {
     this.exchange = undefined;
@@ -358,8 +350,8 @@ export class FastConnection {
     else this.stopAfter = true;
   }
 
-  /** Writes an error answer for a request that reached no unit (ApiError, spec section 7). */
-  answerError(err: unknown, close: boolean): void {
+  /** Writes an error answer for a request that reached no unit (spec section 7); returns its status. */
+  answerError(err: unknown, close: boolean): number {
     const answer = errorAnswer(err);
     if (answer.internal) this.fast.deps.logger.error({ err }, "internal error");
     const body = JSON.stringify(answer.body);
@@ -368,5 +360,6 @@ export class FastConnection {
     head += `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`;
     if (close) head += "Connection: close\r\n";
     this.socket.write(`${head}\r\n${body}`);
+    return answer.status;
   }
 }

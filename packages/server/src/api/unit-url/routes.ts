@@ -10,6 +10,7 @@ import { CONSOLE_COOKIE } from "../console/session.js";
 import { ApiError } from "../errors.js";
 import type { ApiInstance } from "../instance.js";
 import { type ProxyDeps, proxyToUnit } from "../proxy/forward.js";
+import type { RequestHeaderRules } from "../proxy/headers.js";
 import { PROXY_METHODS } from "../proxy/routes.js";
 import { readCookie, SESSION_COOKIE, SESSION_TTL_S, sessionCookie, signSession, verifySession } from "./cookie.js";
 import { loginPage } from "./login-page.js";
@@ -79,9 +80,50 @@ const isBrowser = (req: FastifyRequest) =>
   (req.method === "GET" || req.method === "HEAD") && /\btext\/html\b/i.test(req.headers.accept ?? "");
 
 /** A ums token in `Authorization` (ours to check and to strip), told apart from an app's own credentials. */
-export function umsBearer(value: string | undefined): string | undefined {
+function umsBearer(value: string | undefined): string | undefined {
   const token = parseBearer(value);
   return token?.startsWith("ums_") ? token : undefined;
+}
+
+/**
+ * The token a request for a unit's URL offers (a ums bearer token first, then the login's session
+ * cookie for this unit): the hash to look up, and whether it came as a bearer token (an unknown one
+ * is then answered 401). The API's path below and the fast path (fast-admission.ts) take the same.
+ */
+export function offeredToken(
+  authorization: string | undefined,
+  cookie: string | undefined,
+  cookieKey: Buffer,
+  unitId: string,
+): { readonly hash: string; readonly bearer: boolean } | undefined {
+  const bearer = umsBearer(authorization);
+  if (bearer) return { hash: hashToken(bearer), bearer: true };
+  const value = readCookie(cookie, SESSION_COOKIE);
+  const session = value ? verifySession(cookieKey, value, unitId) : undefined;
+  return session && { hash: session.tokenHash, bearer: false };
+}
+
+/**
+ * Why a live token may not reach the unit as its `url_settings` are now: another organization's
+ * (which learns nothing of the unit), or a member's where `private_access` asks for an admin's.
+ */
+export function unitUrlRefusal(
+  found: { readonly token: TokenRecord; readonly org: OrgRecord },
+  unit: UnitRecord,
+): "foreign" | "admins-only" | undefined {
+  if (found.org.id !== unit.orgId) return "foreign";
+  if (unit.privateAccess === "admins" && found.token.role !== "admin") return "admins-only";
+  return undefined;
+}
+
+/** What a request for a unit's URL carries to the unit: never its ums token or our cookies. */
+export function unitUrlHeaderRules(host: string, scheme: "http" | "https"): Omit<RequestHeaderRules, "upgrade"> {
+  return {
+    dropAuthorization: (value) => umsBearer(value) !== undefined,
+    dropCookies: [SESSION_COOKIE, CONSOLE_COOKIE],
+    forwardedHost: host,
+    forwardedProto: scheme,
+  };
 }
 
 async function readForm(req: IncomingMessage, limit = 8192): Promise<URLSearchParams> {
@@ -123,26 +165,22 @@ export function unitUrlRoutes(app: ApiInstance, deps: UnitUrlDeps): void {
 
   /** The credential of the request (bearer first, then the session cookie), if any. */
   async function credential(req: FastifyRequest, unit: UnitRecord): Promise<Credential | undefined> {
-    const bearer = umsBearer(req.headers.authorization);
-    if (bearer) {
-      const found = await authenticate(hashToken(bearer));
-      if (!found) {
-        throw new ApiError(401, ErrorCode.Unauthorized, "token is not valid (unknown or revoked)", undefined, {
-          "www-authenticate": 'Bearer realm="ums", error="invalid_token"',
-        });
-      }
-      return found;
+    const offered = offeredToken(req.headers.authorization, req.headers.cookie, deps.cookieKey, unit.id);
+    const found = offered && (await authenticate(offered.hash));
+    if (!found && offered?.bearer) {
+      throw new ApiError(401, ErrorCode.Unauthorized, "token is not valid (unknown or revoked)", undefined, {
+        "www-authenticate": 'Bearer realm="ums", error="invalid_token"',
+      });
     }
-    const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
-    const session = cookie ? verifySession(deps.cookieKey, cookie, unit.id) : undefined;
-    return session ? authenticate(session.tokenHash) : undefined;
+    return found;
   }
 
   /** `private_access` as it is now: the org's tokens, or only its admin tokens. */
   function admit(cred: Credential, unit: UnitRecord, host: string): void {
+    const refusal = unitUrlRefusal(cred, unit);
     // Another organization's token learns nothing about this unit.
-    if (cred.org.id !== unit.orgId) throw new ApiError(404, ErrorCode.UnitNotFound, `no unit at ${host}`);
-    if (unit.privateAccess === "admins" && cred.token.role !== "admin") {
+    if (refusal === "foreign") throw new ApiError(404, ErrorCode.UnitNotFound, `no unit at ${host}`);
+    if (refusal === "admins-only") {
       throw new ApiError(
         403,
         ErrorCode.Forbidden,
@@ -194,10 +232,9 @@ export function unitUrlRoutes(app: ApiInstance, deps: UnitUrlDeps): void {
       if (!(err instanceof ApiError && err.code === ErrorCode.TokenExpired)) throw err;
       return page(401, next, "That token has expired: mint a new one.");
     }
-    if (!cred || cred.org.id !== unit.orgId) return page(401, next, "That token is not valid for this unit.");
-    if (unit.privateAccess === "admins" && cred.token.role !== "admin") {
-      return page(403, next, "Only admin tokens may open this unit.");
-    }
+    const refusal = cred && unitUrlRefusal(cred, unit);
+    if (!cred || refusal === "foreign") return page(401, next, "That token is not valid for this unit.");
+    if (refusal === "admins-only") return page(403, next, "Only admin tokens may open this unit.");
     const exp = Math.floor(Date.now() / 1000) + SESSION_TTL_S;
     return reply
       .code(303)
@@ -248,12 +285,7 @@ export function unitUrlRoutes(app: ApiInstance, deps: UnitUrlDeps): void {
       org,
       unit,
       path,
-      headers: {
-        dropAuthorization: (value) => umsBearer(value) !== undefined,
-        dropCookies: [SESSION_COOKIE, CONSOLE_COOKIE],
-        forwardedHost: host,
-        forwardedProto: deps.config.unitUrlScheme,
-      },
+      headers: unitUrlHeaderRules(host, deps.config.unitUrlScheme),
     });
   };
 

@@ -9,17 +9,21 @@ interface Db {
   pets: { id: string; owner: string; kind: string; legs: number };
 }
 
+/** The table every test here queries. */
+const createPets = (db: Kysely<Db>) =>
+  db.schema
+    .createTable("pets")
+    .addColumn("id", "text", (c) => c.primaryKey())
+    .addColumn("owner", "text")
+    .addColumn("kind", "text")
+    .addColumn("legs", "integer")
+    .execute();
+
 describe("prepared queries", () => {
   let db: Kysely<Db>;
   before(async () => {
     db = new Kysely<Db>({ dialect: new SqliteDialect({ database: new SQLite(":memory:") }) });
-    await db.schema
-      .createTable("pets")
-      .addColumn("id", "text", (c) => c.primaryKey())
-      .addColumn("owner", "text")
-      .addColumn("kind", "text")
-      .addColumn("legs", "integer")
-      .execute();
+    await createPets(db);
     await db
       .insertInto("pets")
       .values([
@@ -81,13 +85,7 @@ describe("prepared queries", () => {
     const database = new SQLite(":memory:");
     const own = new Kysely<Db>({ dialect: new SqliteDialect({ database }) });
     try {
-      await own.schema
-        .createTable("pets")
-        .addColumn("id", "text", (c) => c.primaryKey())
-        .addColumn("owner", "text")
-        .addColumn("kind", "text")
-        .addColumn("legs", "integer")
-        .execute();
+      await createPets(own);
       await own.insertInto("pets").values({ id: "a", owner: "x", kind: "cat", legs: 4 }).execute();
       registerDirectReader(own, sqliteDirectReader(database));
       const legs = prepared(own, 1, (id: string) => own.selectFrom("pets").select("legs").where("id", "=", id));
