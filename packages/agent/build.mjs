@@ -9,6 +9,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { createRequire } from "node:module";
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -100,6 +101,34 @@ module.exports = new Proxy({}, {
   },
 };
 
+/**
+ * ws itself, for the agent's own imports of it (src/util/websocket-server.ts): a stand-in whose
+ * exports load the real package at their first use, i.e. at the agent's first websocket. ws and
+ * what it requires (node's crypto, events, streams: ~5-10 ms of a unit's boot on this kind of host)
+ * are then off the way to the agent's first answer; most boots never see a websocket (the host's
+ * exec is plain HTTP).
+ */
+const WS_ENTRY = createRequire(import.meta.url).resolve("ws");
+const WS_EXPORTS = ["WebSocket", "WebSocketServer", "createWebSocketStream", "Receiver", "Sender"];
+
+const lazyWs = {
+  name: "lazy-ws",
+  setup(b) {
+    b.onResolve({ filter: /^ws$/ }, (args) =>
+      args.importer.includes("/node_modules/") ? undefined : { path: "ws", namespace: "lazy-ws" },
+    );
+    b.onLoad({ filter: /.*/, namespace: "lazy-ws" }, () => ({
+      loader: "js",
+      resolveDir: here,
+      contents: `let real;
+const load = () => (real ??= require(${JSON.stringify(WS_ENTRY)}));
+for (const key of ${JSON.stringify(WS_EXPORTS)}) {
+  Object.defineProperty(module.exports, key, { enumerable: true, get: () => load()[key] });
+}`,
+    }));
+  },
+};
+
 export async function build() {
   const pkg = JSON.parse(readFileSync(join(here, "package.json"), "utf8"));
   const tmp = `${bundleFile}.${process.pid}.tmp`;
@@ -116,11 +145,11 @@ export async function build() {
     define: { __AGENT_VERSION__: JSON.stringify(pkg.version), "import.meta.url": "__umsAgentUrl" },
     legalComments: "none",
     logLevel: "warning",
-    plugins: [lazyBuiltins],
+    plugins: [lazyBuiltins, lazyWs],
   });
   // Each renamed in, never rewritten in place (atomic: concurrent builds never leave a half-written
   // file, and running units have them bound). A cache made from another bundle is never used (the
-  // loader compares its digest), so the order only matters for how soon the cache helps.
+  // loader compares its size and time), so the order only matters for how soon the cache helps.
   renameSync(tmp, bundleFile);
   copyFileSync(join(here, "loader.cjs"), `${outfile}.${process.pid}.tmp`);
   renameSync(`${outfile}.${process.pid}.tmp`, outfile);

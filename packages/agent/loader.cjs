@@ -6,13 +6,14 @@
 // on the way to its first answer, at each boot. The cache holds that code already compiled (build.mjs
 // makes it on the host by running the agent once and using it; V8 keeps the functions compiled then).
 // V8 checks the cache's version and flags but, of the source, only its length: the cache starts with
-// the SHA-256 of the bundle it was made from, and one made from any other bundle is not used. A cache
-// that is missing, stale or rejected by V8 only costs the compile; the agent behaves the same.
+// the size and modification time (in ns) of the bundle it was made from, and is not used with a bundle
+// of another size or time (build.mjs renames each new bundle in: a new file, a new time). Not a digest
+// of the bundle: node's crypto would be loaded for it at every boot (~5 ms here). A cache that is
+// missing, stale or rejected by V8 only costs the compile; the agent behaves the same.
 //
 // Plain CommonJS, not ESM: node 20 loads an ES module through its asynchronous loader, ~15-20 ms more
 // at start-up here, and vm.Script (the API that takes a code cache) runs scripts, not modules.
-const { createHash } = require("node:crypto");
-const { readFileSync, renameSync, writeFileSync } = require("node:fs");
+const { readFileSync, renameSync, statSync, writeFileSync } = require("node:fs");
 const { createRequire } = require("node:module");
 const { join } = require("node:path");
 const { pathToFileURL } = require("node:url");
@@ -21,13 +22,17 @@ const { Script } = require("node:vm");
 const bundle = join(__dirname, "agent-bundle.cjs");
 const cacheFile = join(__dirname, "agent-bundle.cache");
 const source = readFileSync(bundle);
-const digest = createHash("sha256").update(source).digest();
+const made = statSync(bundle, { bigint: true });
+const stamp = Buffer.alloc(16);
+stamp.writeBigUInt64LE(made.size, 0);
+stamp.writeBigUInt64LE(made.mtimeNs, 8);
 
 let cachedData;
 let unused;
 try {
   const cache = readFileSync(cacheFile);
-  if (cache.length > 32 && digest.equals(cache.subarray(0, 32))) cachedData = cache.subarray(32);
+  if (cache.length > stamp.length && stamp.equals(cache.subarray(0, stamp.length)))
+    cachedData = cache.subarray(stamp.length);
   else unused = "it was made from another bundle";
 } catch (err) {
   unused = err.code === "ENOENT" ? "there is none" : err.message;
@@ -53,7 +58,7 @@ function runAgent() {
   const out = process.env.UMS_AGENT_WRITE_CODE_CACHE;
   if (out) {
     process.on("exit", () => {
-      writeFileSync(`${out}.tmp`, Buffer.concat([digest, script.createCachedData()]));
+      writeFileSync(`${out}.tmp`, Buffer.concat([stamp, script.createCachedData()]));
       renameSync(`${out}.tmp`, out);
     });
   }

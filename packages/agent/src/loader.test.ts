@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -26,10 +25,22 @@ function status(entry: string, flags: string[] = []): { used: boolean; reason?: 
 /** Makes the bundle in `dir` another one than the cache there was made from. */
 const anotherBundle = (dir: string) => appendFileSync(join(dir, "agent-bundle.cjs"), "\n// another bundle\n");
 
-/** A copy of the agent's entry, bundle and cache in a temp dir, `change` applied to it. */
+/** The stamp a cache starts with: its bundle's size and modification time in ns (loader.cjs). */
+function stampOf(bundle: string): Buffer {
+  const st = statSync(bundle, { bigint: true });
+  const stamp = Buffer.alloc(16);
+  stamp.writeBigUInt64LE(st.size, 0);
+  stamp.writeBigUInt64LE(st.mtimeNs, 8);
+  return stamp;
+}
+
+/**
+ * A copy of the agent's entry, bundle and cache in a temp dir (timestamps kept, as `cp -p` and
+ * image layers keep them), `change` applied to it.
+ */
 function copy(change: (dir: string) => void): { entry: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), "ums-agent-loader-"));
-  for (const f of ["agent.cjs", "agent-bundle.cjs", "agent-bundle.cache"]) copyFileSync(join(dist, f), join(dir, f));
+  execFileSync("cp", ["-p", ...["agent.cjs", "agent-bundle.cjs", "agent-bundle.cache"].map((f) => join(dist, f)), dir]);
   change(dir);
   return { entry: join(dir, "agent.cjs"), dir };
 }
@@ -43,11 +54,8 @@ describe("agent loader and code cache", () => {
 
   it("the build's cache is of its bundle, and the agent uses it", async () => {
     const cache = readFileSync(join(dist, "agent-bundle.cache"));
-    const digest = createHash("sha256")
-      .update(readFileSync(join(dist, "agent-bundle.cjs")))
-      .digest();
     assert.ok(cache.length > 32 * 1024, `a cache of ${cache.length} bytes holds little compiled code`);
-    assert.deepEqual(cache.subarray(0, 32), digest);
+    assert.deepEqual(cache.subarray(0, 16), stampOf(join(dist, "agent-bundle.cjs")));
     const agent = await startAgent();
     try {
       await runs(agent);
@@ -62,9 +70,47 @@ describe("agent loader and code cache", () => {
     const rejected = status(join(dist, "agent.cjs"), ["--no-opt"]); // other V8 flags than the build's
     assert.equal(rejected.used, false);
     assert.match(String(rejected.reason), /V8 rejected it/);
+    const same = copy(() => {});
+    dirs.push(same.dir);
+    assert.deepEqual(status(same.entry), { used: true, file: join(same.dir, "agent-bundle.cache") });
     const { entry, dir } = copy(anotherBundle);
     dirs.push(dir);
     assert.equal(status(entry).reason, "it was made from another bundle");
+  });
+
+  it("the agent answers without loading ws or node's crypto, and its first websocket loads them", async () => {
+    // Node's built-in modules loaded by the time the agent says it is ready: ws (and with it node's
+    // crypto) is loaded at the first websocket only (build.mjs, lazyWs), and the loader's check of
+    // the cache needs no digest. Every unit's boot waits for this start.
+    const dir = mkdtempSync(join(tmpdir(), "ums-agent-loads-"));
+    dirs.push(dir);
+    const probe = join(dir, "probe.cjs");
+    writeFileSync(
+      probe,
+      `const write = process.stdout.write.bind(process.stdout);
+process.stdout.write = (chunk, ...rest) => {
+  if (String(chunk).includes('"ready":true')) process.stderr.write("loaded at ready: " + JSON.stringify(process.moduleLoadList) + "\\n");
+  return write(chunk, ...rest);
+};`,
+    );
+    const agent = await startAgent({ NODE_OPTIONS: `--require ${probe}` });
+    try {
+      const line = agent
+        .stderr()
+        .split("\n")
+        .find((l) => l.startsWith("loaded at ready: "));
+      assert.ok(line, agent.stderr());
+      const loaded: string[] = JSON.parse(line.slice("loaded at ready: ".length));
+      assert.ok(loaded.includes("NativeModule http"), "the list names node's modules");
+      assert.deepEqual(
+        loaded.filter((m) => /^NativeModule (crypto|zlib|tls|https)$/.test(m)),
+        [],
+        "loaded before the agent was ready",
+      );
+      await runs(agent); // an exec websocket: ws is loaded now, and works
+    } finally {
+      await agent.stop();
+    }
   });
 
   for (const [what, change, reason] of [

@@ -1,11 +1,12 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { decodeFrame, type PingMessage, type PortMessage, parseClientControl, StreamId } from "@ums/protocol/exec";
-import { type RawData, type WebSocket, WebSocketServer } from "ws";
+import type { RawData, WebSocket } from "ws";
 import type { AgentConfig } from "../config.js";
 import type { PortWatcher } from "../ports/watch.js";
 import { parseSignal } from "../util/signals.js";
 import type { SessionUser } from "../util/users.js";
+import { WebSocketEndpoint } from "../util/websocket-server.js";
 import type { SessionTable } from "./registry.js";
 import type { ExecRequest } from "./request.js";
 import type { Attachment, Session } from "./session.js";
@@ -21,7 +22,7 @@ export type ExecTarget =
   | { kind: "attach"; session: Session };
 
 export class ExecSockets {
-  private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 64 << 20 });
+  private readonly wss = new WebSocketEndpoint(64 << 20);
 
   constructor(
     private readonly config: AgentConfig,
@@ -30,7 +31,7 @@ export class ExecSockets {
   ) {}
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: ExecTarget): void {
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws, target));
+    this.wss.upgrade(req, socket, head, (ws) => this.connected(ws, target));
   }
 
   private connected(ws: WebSocket, target: ExecTarget): void {
@@ -92,7 +93,6 @@ export class ExecSockets {
   }
 
   close(): void {
-    for (const ws of this.wss.clients) ws.terminate();
     this.wss.close();
   }
 }

@@ -4,7 +4,8 @@ import { basename, isAbsolute, join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
 import type { FsWatchEvent } from "@ums/protocol";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
-import { type RawData, type WebSocket, WebSocketServer } from "ws";
+import type { RawData, WebSocket } from "ws";
+import { WebSocketEndpoint } from "../util/websocket-server.js";
 import { FsOpError } from "./errors.js";
 import { pinSync } from "./guard.js";
 import { isWriteTemp } from "./write.js";
@@ -219,12 +220,12 @@ function errorCode(err: unknown): string {
 }
 
 export class FsWatchSockets {
-  private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1 << 20 });
+  private readonly wss = new WebSocketEndpoint(1 << 20);
 
   constructor(private readonly pingIntervalMs: number) {}
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws));
+    this.wss.upgrade(req, socket, head, (ws) => this.connected(ws));
   }
 
   private connected(ws: WebSocket): void {
@@ -285,7 +286,6 @@ export class FsWatchSockets {
   }
 
   close(): void {
-    for (const ws of this.wss.clients) ws.terminate();
     this.wss.close();
   }
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { constants, readFileSync, type Stats } from "node:fs";
 import { type FileHandle, open, rename, unlink } from "node:fs/promises";
 import type { Readable } from "node:stream";
@@ -43,8 +42,15 @@ const NAME_MAX = 255;
 const S_ISUID = 0o4000;
 const S_ISGID = 0o2000;
 
-/** The temporary name of a write of `name`: `.<name>.ums-write-<random>`, shorter when `name` is long. */
-export function tempName(name: string, random: string = randomBytes(8).toString("hex")): string {
+/**
+ * The temporary name of a write of `name`: `.<name>.ums-write-<random>`, shorter when `name` is long.
+ * The random part comes from Web Crypto (node's global `crypto`), loaded at the first write: an
+ * import of node:crypto would be loaded at every start of the agent.
+ */
+export function tempName(
+  name: string,
+  random: string = Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex"),
+): string {
   const full = `.${name}${WRITE_TEMP_MARK}${random}`;
   return Buffer.byteLength(full) <= NAME_MAX ? full : `${WRITE_TEMP_MARK}${random}`;
 }

@@ -2,8 +2,9 @@ import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { PingMessage, PortMessage } from "@ums/protocol/exec";
 import type { PortsMessage } from "@ums/protocol/tunnel";
-import { type WebSocket, WebSocketServer } from "ws";
+import type { WebSocket } from "ws";
 import type { AgentConfig } from "../config.js";
+import { WebSocketEndpoint } from "../util/websocket-server.js";
 import type { PortEvent, PortWatcher } from "./watch.js";
 
 // The port watch (GET /ports/watch, upgrade; the host's `GET /v1/units/{name}/ports/watch`): a websocket
@@ -14,7 +15,7 @@ import type { PortEvent, PortWatcher } from "./watch.js";
 const PING = JSON.stringify({ type: "ping" } satisfies PingMessage);
 
 export class PortSockets {
-  private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 4096 });
+  private readonly wss = new WebSocketEndpoint(4096);
 
   constructor(
     private readonly config: AgentConfig,
@@ -22,7 +23,7 @@ export class PortSockets {
   ) {}
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.connected(ws));
+    this.wss.upgrade(req, socket, head, (ws) => this.connected(ws));
   }
 
   /** Spec 6.5's `address`: the unit's URL (as on exec websockets). */
@@ -67,7 +68,6 @@ export class PortSockets {
   }
 
   close(): void {
-    for (const ws of this.wss.clients) ws.terminate();
     this.wss.close();
   }
 }
