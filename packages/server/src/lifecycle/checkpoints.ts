@@ -1,5 +1,5 @@
 import { failpoint } from "../failpoints/failpoints.js";
-import type { UnitRuntime } from "../runtime/runtime.js";
+import type { StopOpts, UnitRuntime } from "../runtime/runtime.js";
 import type { CheckpointRecord, ImageRecord, OrgRecord, UnitRecord } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import { ActiveCheckpointError, UpgradeRefusedError } from "./errors.js";
@@ -15,7 +15,7 @@ export interface CheckpointResult {
 /** What checkpoint work needs of the state machine (lifecycle.ts), called under the unit's lock. */
 export interface UnitControl {
   /** Stops the unit's processes and forgets it as running (it is cold). */
-  stopLocked(unit: UnitRecord): Promise<void>;
+  stopLocked(unit: UnitRecord, opts?: StopOpts): Promise<void>;
   /** Boots the unit (or resumes it) and records it as running. */
   ensureRunningLocked(org: OrgRecord, unit: UnitRecord): Promise<void>;
 }
@@ -119,13 +119,21 @@ export class CheckpointWork {
       }
       progress(`saved the current state as ${backup.checkpoint.id}; stopping the unit`);
       failpoint("restore.backed-up");
-      await this.control.stopLocked(unit);
-      failpoint("restore.stopped");
-      progress(`restoring the files of checkpoint ${cp.id}`);
-      await this.runtime.restoreDisk(unit.id, cp.id);
-      failpoint("restore.swapped");
-      await this.recordRestore(unit, cp);
-      failpoint("restore.recorded");
+      // The unit boots again at once: its link stays for that boot (StopOpts.keepLink).
+      await this.control.stopLocked(unit, { keepLink: true });
+      try {
+        failpoint("restore.stopped");
+        progress(`restoring the files of checkpoint ${cp.id}`);
+        await this.runtime.restoreDisk(unit.id, cp.id);
+        failpoint("restore.swapped");
+        await this.recordRestore(unit, cp);
+        failpoint("restore.recorded");
+      } catch (err) {
+        // No boot follows: the kept link goes (the unit is stopped already; what its stop reports
+        // again of the container is not this failure).
+        await this.runtime.stop(unit.id).catch(() => {});
+        throw err;
+      }
       progress("booting the unit");
       const fresh = (await this.store.units.getById(unit.id)) ?? unit;
       // The replaced files (a subvolume delete) go while the unit boots on the new ones: a crash

@@ -4,7 +4,7 @@ import type { AgentTimeouts } from "../agent/deadline.js";
 import type { EmitEvent } from "../events/event-log.js";
 import { failpoint } from "../failpoints/failpoints.js";
 import { DOWN_AFTER_MS } from "../node/registry/liveness.js";
-import type { BootSpec, UnitRuntime } from "../runtime/runtime.js";
+import type { BootSpec, StopOpts, UnitRuntime } from "../runtime/runtime.js";
 import type { OrgRecord, UnitRecord, UnitStatus } from "../store/records.js";
 import type { Store } from "../store/store.js";
 import type { Activity } from "./activity.js";
@@ -97,8 +97,8 @@ export class Lifecycle {
       store,
       runtime,
       {
-        stopLocked: async (unit) => {
-          await this.stopTracked(unit.id);
+        stopLocked: async (unit, opts) => {
+          await this.stopTracked(unit.id, opts);
           await this.table.persist(unit, "cold");
         },
         ensureRunningLocked: (org, unit) => this.ensureRunning(org, unit),
@@ -316,8 +316,8 @@ export class Lifecycle {
   }
 
   /** Stops the unit's processes and forgets it as running (the caller records it cold). */
-  private async stopTracked(unitId: string): Promise<void> {
-    await this.runtime.stop(unitId);
+  private async stopTracked(unitId: string, opts?: StopOpts): Promise<void> {
+    await this.runtime.stop(unitId, opts);
     await this.hooks.stopped(unitId);
     this.table.untrack(unitId);
   }

@@ -4,6 +4,16 @@ import type { ImportedImage } from "./runc/imported-images.js";
 
 export type { ImportedImage, PrivilegesPolicy, ResourcesPolicy };
 
+export interface StopOpts {
+  /**
+   * A boot of the unit follows at once (a restore): its network namespace and link stay, and that
+   * boot takes them with their rules reset. Removing a link waits for the kernel (~30-50 ms here:
+   * a veth's deletion waits for RCU), and making one again costs the boot a namespace. A failure
+   * before that boot stops the unit again without the option.
+   */
+  readonly keepLink?: boolean;
+}
+
 export interface BootSpec {
   readonly unitId: string;
   readonly name: string;
@@ -81,7 +91,7 @@ export interface UnitRuntime {
   pause(unitId: string): Promise<void>;
   resume(unitId: string): Promise<void>;
   /** Stops every process of the unit; its disk stays. */
-  stop(unitId: string): Promise<void>;
+  stop(unitId: string, opts?: StopOpts): Promise<void>;
   /**
    * Removes the unit and every host resource it had but a tombstone, written first, that says it is
    * being deleted (idempotent). `forget` removes the tombstone once the unit's record is gone; a

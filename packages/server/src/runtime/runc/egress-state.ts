@@ -59,6 +59,11 @@ export class EgressState {
     await enableForwarding(net);
   }
 
+  /** A kept link's chain back to how `attach` leaves a new one: mode `enforced`, an empty allow set. */
+  async reset(net: UnitNetwork, enforced: boolean): Promise<void> {
+    await setEgress(this.rid, net, this.mode(enforced), []);
+  }
+
   /** The unit's chain has the mode `enforced` and an empty allow set, as attached. */
   markFresh(unitId: string, enforced: boolean): void {
     this.fresh.set(unitId, enforced);

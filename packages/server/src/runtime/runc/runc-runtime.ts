@@ -12,6 +12,7 @@ import type {
   ResourceLimits,
   ResourcesPolicy,
   RuntimeState,
+  StopOpts,
   UnitLink,
   UnitRuntime,
   UnitStats,
@@ -246,14 +247,18 @@ export class RuncRuntime implements UnitRuntime {
     if (!(await setFrozen(this.paths.unit(id).cgroup, false))) await this.runc.resume(id);
   }
 
-  async stop(id: string): Promise<void> {
+  async stop(id: string, opts: StopOpts = {}): Promise<void> {
     // `runc delete --force` sleeps 100 ms before it looks again; killing the cgroup's tasks here
     // first makes the delete immediate.
     const container = killCgroup(this.paths.unit(id).cgroup).then(() => this.runc.delete(id));
     await container.catch(() => {});
     // Whatever came of that: its mounts and its link go, both at once (they have nothing to do with
     // each other); the first failure is reported.
-    await settled([container, this.paths.checkpointView(id).teardown(), this.links.detach(id)]);
+    await settled([
+      container,
+      this.paths.checkpointView(id).teardown(),
+      opts.keepLink ? Promise.resolve() : this.links.detach(id),
+    ]);
   }
 
   async destroy(id: string): Promise<void> {

@@ -73,16 +73,25 @@ export class UnitLinks {
     return net;
   }
 
-  /** The unit's link, made if it has none; `policy` is its network policy (spec 2.10) as JSON. */
+  /**
+   * The unit's link for its boot, made if it has none; `policy` is its network policy (spec 2.10)
+   * as JSON. A link kept through the stop before (`RuncRuntime.stop`'s keepLink) gets the rules a
+   * new one gets: this policy's mode, nothing allowed yet.
+   */
   async attach(id: string, policy: string): Promise<UnitNetwork> {
+    const enforced = ((JSON.parse(policy) as { rules?: unknown[] }).rules ?? []).length > 0;
     const existing = this.networks.get(id);
-    if (existing) return existing;
+    if (existing) {
+      this.egress.forget(id);
+      await this.egress.reset(existing, enforced);
+      this.egress.markFresh(id, enforced);
+      return existing;
+    }
     const net = await this.prepare(id);
     try {
       // The policy holds from the unit's first packet: its rules are in place before forwarding is
       // on. The link (ip) and the rules (nft) are made at once: the rules name the interface by
       // its name, and an interface without rules matches the firewall's final drop.
-      const enforced = ((JSON.parse(policy) as { rules?: unknown[] }).rules ?? []).length > 0;
       const [link, rules] = await Promise.allSettled([linkUnitNetns(net), this.egress.attachRules(net, enforced)]);
       try {
         if (link.status === "rejected") throw link.reason;
