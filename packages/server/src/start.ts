@@ -200,6 +200,9 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     const placement = new NodePlacement(
       store,
       (n) => n.id === localNodeId || (n.address !== "" && !directory.recentlyUnreachable(n.id)),
+      Date.now,
+      Math.random,
+      localNodeId,
     );
     const apiHost = ["0.0.0.0", "::"].includes(config.listenHost)
       ? "127.0.0.1"

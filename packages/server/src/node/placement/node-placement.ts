@@ -32,6 +32,8 @@ export class NodePlacement {
     private readonly reachable: (node: NodeRecord) => boolean,
     private readonly now: () => number = Date.now,
     private readonly random: () => number = Math.random,
+    /** The id of the node in this process, if any (PlacementCandidate.local). */
+    private readonly localId?: string,
   ) {}
 
   /** The id of the node the organization's new unit goes to; `NoNodeError` says why none can take it. */
@@ -42,7 +44,7 @@ export class NodePlacement {
     const all = await this.store.nodes.usage(org.id);
     const nodes = (opts.on ? all.filter((u) => u.node.id === opts.on) : all).filter((u) => u.node.id !== opts.not);
     const r = place(
-      nodes.map((u) => ({ ...u, reachable: this.reachable(u.node) })),
+      nodes.map((u) => ({ ...u, reachable: this.reachable(u.node), local: u.node.id === this.localId })),
       req,
       this.random,
     );
@@ -69,7 +71,10 @@ export class NodePlacement {
       (node) =>
         (!opts.on || node.id === opts.on) &&
         node.id !== opts.not &&
-        excluded({ node, units: 0, orgUnits: 0, reachable: this.reachable(node) }, req) === undefined,
+        excluded(
+          { node, units: 0, orgUnits: 0, reachable: this.reachable(node), local: node.id === this.localId },
+          req,
+        ) === undefined,
     );
     const [node] = able;
     return able.length === 1 && node && node.capacity.unitSlots === null ? node.id : undefined;

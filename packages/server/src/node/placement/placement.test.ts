@@ -80,6 +80,15 @@ describe("placement (issue #15 part 3)", () => {
     assert.equal(place(at(15_001), req).ok, false);
   });
 
+  it("the node in this process is up whatever its heartbeat's age; it is still refused for what else it lacks", () => {
+    const late = node("n", { heartbeatAt: new Date(NOW - 60_000).toISOString() });
+    assert.equal(place([cand(late)], req).ok, false);
+    assert.equal(place([{ ...cand(late), local: true }], req).ok, true);
+    const r = place([{ ...cand(node("n", { ...late, state: "cordoned" })), local: true }], req);
+    assert.equal(r.ok, false);
+    assert.match(r.ok ? "" : r.reason, /cordoned/);
+  });
+
   it("a unit's disk quota must fit in what the node has free", () => {
     const cands = [cand(node("small", { free: { memoryBytes: 16 * GiB, diskBytes: 5 * GiB } }))];
     assert.equal(place(cands, { ...req, diskBytes: 4 * GiB }).ok, true);
@@ -197,6 +206,24 @@ describe("NodePlacement: counting units only where they can change the choice (i
       return true;
     });
     assert.equal(calls.usage, 1);
+  });
+
+  it("this process's own node with a late heartbeat (its timer held up) still takes units; another's does not", async () => {
+    const late = { heartbeatAt: new Date(NOW - 60_000).toISOString(), capacity: unlimited };
+    const local = (store: Store) =>
+      new NodePlacement(
+        store,
+        () => true,
+        () => NOW,
+        Math.random,
+        "node-a",
+      );
+    assert.equal(await local(storeOf([node("a", late)]).store).choose(org), "node-a");
+    await assert.rejects(local(storeOf([node("b", late)]).store).choose(org), /1 is down/);
+    await assert.rejects(placement(storeOf([node("a", late)]).store).choose(org), /1 is down/);
+    const counted = storeOf([node("a", { ...late, capacity: { ...unlimited, unitSlots: 10 } })], { "node-a": 3 });
+    assert.equal(await local(counted.store).choose(org), "node-a");
+    assert.equal(counted.calls.usage, 1);
   });
 
   it("two nodes that can: counted and scored, and `on` still binds the choice to one", async () => {

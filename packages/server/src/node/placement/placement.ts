@@ -24,6 +24,12 @@ export interface PlacementCandidate {
   readonly orgUnits: number;
   /** Whether this API process can reach the node. */
   readonly reachable: boolean;
+  /**
+   * The node in this process (`--role all`): up while this process answers, whatever its
+   * heartbeat's age. Its heartbeat is a timer of this very process, and a late one says only that
+   * the process was busy (seen: a fork bomb's kill held it past DOWN_AFTER_MS, and creates failed).
+   */
+  readonly local?: boolean;
 }
 
 export interface PlacementRequest {
@@ -66,7 +72,7 @@ const WHY: Record<Excluded, string> = {
 /** Why `c` cannot take the unit, or undefined when it can. */
 export function excluded(c: PlacementCandidate, req: PlacementRequest): Excluded | undefined {
   const { node } = c;
-  if (!(req.now - Date.parse(node.heartbeatAt) <= req.downAfterMs)) return "down"; // an unreadable time too
+  if (!c.local && !(req.now - Date.parse(node.heartbeatAt) <= req.downAfterMs)) return "down"; // an unreadable time too
   if (node.state !== "active") return node.state;
   if (!c.reachable) return "unreachable";
   for (const [k, v] of Object.entries(req.labels ?? {})) if (node.labels[k] !== v) return "labels";
