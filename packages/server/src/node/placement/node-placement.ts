@@ -2,7 +2,7 @@ import type { NodeRecord, OrgRecord } from "../../store/records.js";
 import type { Store } from "../../store/store.js";
 import { NoNodeError } from "../errors.js";
 import { DOWN_AFTER_MS } from "../registry/liveness.js";
-import { excluded, place } from "./placement.js";
+import { excluded, type PlacementCandidate, place } from "./placement.js";
 
 export interface PlaceOpts {
   /** Labels the node must have (placement.ts). */
@@ -44,7 +44,7 @@ export class NodePlacement {
     const all = await this.store.nodes.usage(org.id);
     const nodes = (opts.on ? all.filter((u) => u.node.id === opts.on) : all).filter((u) => u.node.id !== opts.not);
     const r = place(
-      nodes.map((u) => ({ ...u, reachable: this.reachable(u.node), local: u.node.id === this.localId })),
+      nodes.map((u) => this.candidate(u.node, u.units, u.orgUnits)),
       req,
       this.random,
     );
@@ -54,6 +54,11 @@ export class NodePlacement {
     throw new NoNodeError(
       `${r.reason}${opts.on ? " (the unit's data is on that node alone)" : ""}; nothing was created: try again later`,
     );
+  }
+
+  /** `node` as placement sees it from this process: whether it reaches it, whether it is its own. */
+  private candidate(node: NodeRecord, units: number, orgUnits: number): PlacementCandidate {
+    return { node, units, orgUnits, reachable: this.reachable(node), local: node.id === this.localId };
   }
 
   /**
@@ -71,10 +76,7 @@ export class NodePlacement {
       (node) =>
         (!opts.on || node.id === opts.on) &&
         node.id !== opts.not &&
-        excluded(
-          { node, units: 0, orgUnits: 0, reachable: this.reachable(node), local: node.id === this.localId },
-          req,
-        ) === undefined,
+        excluded(this.candidate(node, 0, 0), req) === undefined,
     );
     const [node] = able;
     return able.length === 1 && node && node.capacity.unitSlots === null ? node.id : undefined;
