@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { finalMode, isWriteTemp, planWrite, tempName } from "./write.js";
+import { FlushBehind, finalMode, isWriteTemp, planWrite, tempName } from "./write.js";
 
 // The pure parts of the atomic file write (write.ts); the write itself: fs.test.ts here, and the
 // server's api/fs/fs.test.ts against a real unit.
@@ -82,5 +82,57 @@ describe("atomic write: mode", () => {
   it("is 0644 less the umask for a new file", () => {
     assert.equal(finalMode(null, null, 0o022, false), 0o644);
     assert.equal(finalMode(null, null, 0o077, true), 0o600);
+  });
+});
+
+describe("atomic write: flushes behind the write", () => {
+  /** A file handle whose datasync calls wait until released, counted. */
+  const fakeFile = () => {
+    const pending: { resolve: () => void; reject: (e: Error) => void }[] = [];
+    return {
+      pending,
+      datasync: () => new Promise<void>((resolve, reject) => pending.push({ resolve, reject })),
+    };
+  };
+
+  it("starts one every so many bytes, never two at once", async () => {
+    const fh = fakeFile();
+    const flush = new FlushBehind(fh, 100);
+    flush.wrote(60);
+    assert.equal(fh.pending.length, 0, "none before 100 bytes");
+    flush.wrote(60);
+    assert.equal(fh.pending.length, 1, "one at 120 bytes");
+    flush.wrote(90);
+    assert.equal(fh.pending.length, 1, "none while one is under way");
+    fh.pending[0]?.resolve();
+    await flush.settle();
+    flush.wrote(9);
+    assert.equal(fh.pending.length, 1, "counted from the one that started: 99 bytes since");
+    flush.wrote(1);
+    assert.equal(fh.pending.length, 2, "the bytes written during a flush count toward the next");
+    const settled = flush.settle();
+    let done = false;
+    void settled.then(() => {
+      done = true;
+    });
+    await new Promise((r) => setImmediate(r));
+    assert.equal(done, false, "settle waits for the flush under way");
+    fh.pending[1]?.resolve();
+    await settled;
+  });
+
+  it("fails the write with a flush's error, and starts none after it", async () => {
+    const fh = fakeFile();
+    const flush = new FlushBehind(fh, 10);
+    flush.wrote(10);
+    fh.pending[0]?.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    await assert.rejects(flush.settle(), { code: "EIO" });
+    flush.wrote(100);
+    assert.equal(fh.pending.length, 1, "no flush after a failed one");
+    await assert.rejects(flush.settle(), { code: "EIO" }, "still failed at the fsync");
+  });
+
+  it("settles at once when none was started", async () => {
+    await new FlushBehind(fakeFile(), 100).settle();
   });
 });

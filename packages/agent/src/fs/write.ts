@@ -118,6 +118,50 @@ const O_TEMP = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | const
 /** Bytes of the body gathered while a write is under way; above this the body is paused. */
 const GATHER_BYTES = 2 * 1024 * 1024;
 
+/** Bytes written between two flushes started behind a replacement's write (see `FlushBehind`). */
+export const FLUSH_BEHIND_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The flushes behind a replacement's write: every FLUSH_BEHIND_BYTES written, an fdatasync(2) of the
+ * file starts on the thread pool while the body goes on being received and written (one at a time:
+ * none starts while one is under way). The fsync before the rename then finds little left to write:
+ * the disk works while the network does, instead of after it (1 GiB on this host's btrfs: a final
+ * fsync of 0.9-1.8 s alone, 0.05 s after flushes behind). `settle` waits for the one under way and
+ * throws its error: a failed flush fails the write like a failed fsync.
+ */
+export class FlushBehind {
+  #since = 0;
+  #running: Promise<void> | null = null;
+  #error: { error: unknown } | null = null;
+
+  constructor(
+    private readonly fh: Pick<FileHandle, "datasync">,
+    private readonly every: number = FLUSH_BEHIND_BYTES,
+  ) {}
+
+  /** After `bytes` more were written. */
+  wrote(bytes: number): void {
+    this.#since += bytes;
+    if (this.#since < this.every || this.#running || this.#error) return;
+    this.#since = 0;
+    this.#running = this.fh.datasync().then(
+      () => {
+        this.#running = null;
+      },
+      (error: unknown) => {
+        this.#running = null;
+        this.#error = { error };
+      },
+    );
+  }
+
+  /** Waits for the flush under way, if any; throws the error of any that failed. */
+  async settle(): Promise<void> {
+    await this.#running;
+    if (this.#error) throw this.#error.error;
+  }
+}
+
 /**
  * Streams `body` into `fh` (at its offset 0 onwards); fails unless the body ended complete. The body
  * keeps being read while a write is under way, and what arrived meanwhile goes into the file with the
@@ -128,7 +172,7 @@ const GATHER_BYTES = 2 * 1024 * 1024;
  * owns or closes the descriptor, and its close waits for a write under way. A failure leaves the body
  * paused and undestroyed: the error can still be answered (the rest is discarded).
  */
-async function receive(body: Readable, fh: FileHandle): Promise<void> {
+async function receive(body: Readable, fh: FileHandle, flush?: FlushBehind): Promise<void> {
   let gathered: Buffer[] = [];
   let bytes = 0;
   let over = null as { error?: unknown } | null;
@@ -181,9 +225,12 @@ async function receive(body: Readable, fh: FileHandle): Promise<void> {
       if (!over) body.resume(); // the next bytes arrive while these are written
       await writeAll(fh, batch, size, at);
       at += size;
+      flush?.wrote(size);
     }
     if (over?.error !== undefined) throw over.error;
   } finally {
+    // Before the caller unlinks or closes the file (a flush under way holds its descriptor's use).
+    await flush?.settle().catch(() => {});
     body.off("data", onData);
     body.off("end", onEnd);
     body.off("error", onError);
@@ -273,7 +320,9 @@ async function replace(
         }
       }
     }
-    await at(shown, "write", () => receive(body, tmp.fh));
+    const flush = new FlushBehind(tmp.fh);
+    await at(shown, "write", () => receive(body, tmp.fh, flush));
+    await at(shown, "fsync", () => flush.settle());
     // After the chown (which clears set-ID bits), and only now: 0600 while the content is incomplete.
     await at(shown, "chmod", () => tmp.fh.chmod(finalMode(mode, target, umask(), process.getuid?.() === 0)));
     await at(shown, "fsync", () => tmp.fh.sync());
