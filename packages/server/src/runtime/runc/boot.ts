@@ -7,6 +7,7 @@ import { settled } from "../../util/settled.js";
 import type { BootSpec, RuntimeState } from "../runtime.js";
 import { withAgentListener } from "./agent-listener.js";
 import { protectAgent } from "./agent-protection.js";
+import { attachWarmer } from "./attach-warmer.js";
 import type { RuncRuntimeConfig } from "./config.js";
 import { ALLOWED_DEVICES, buildOciSpec, UNIT_PATHS } from "./oci-spec.js";
 import { policyDir, prepareRunDir, publishDiskGroup, publishNetworkPolicy, writeResolvConf } from "./run-dir.js";
@@ -31,11 +32,6 @@ export interface BootContext {
   stop(id: string): Promise<void>;
 }
 
-/**
- * Boots a stopped unit that has its disk: its run dir, link and policy files, then the container
- * (an OCI bundle for runc, the agent's listening socket handed to PID 1 as fd 3); returns once the
- * agent answers. A failure after the container's pieces were set up stops the unit again.
- */
 /** Issue #18: an organization image's config, as the agent reads it (agent/src/config.ts). */
 export function imageAgentEnv(config: ImageConfig): Record<string, string> {
   return {
@@ -48,7 +44,22 @@ export function imageAgentEnv(config: ImageConfig): Record<string, string> {
   };
 }
 
+/**
+ * Boots a stopped unit that has its disk: its run dir, link and policy files, then the container
+ * (an OCI bundle for runc, the agent's listening socket handed to PID 1 as fd 3); returns once the
+ * agent answers. A failure after the container's pieces were set up stops the unit again.
+ */
 export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> {
+  // Until `runc run` has returned: its cgroup attach then skips a wait (attach-warmer.ts).
+  const warmed = attachWarmer.hold();
+  try {
+    await bootContainer(ctx, spec, warmed);
+  } finally {
+    warmed();
+  }
+}
+
+async function bootContainer(ctx: BootContext, spec: BootSpec, warmed: () => void): Promise<void> {
   const { cfg, paths } = ctx;
   const id = spec.unitId;
   const unit = paths.unit(id);
@@ -126,6 +137,7 @@ export async function bootUnit(ctx: BootContext, spec: BootSpec): Promise<void> 
         // runc's process is started first: it is the longer way, and a process start holds this
         // thread for milliseconds (ip, nft and btrfs are started right after it).
         const started = ctx.runc.start(id, bundle, log.fd, pidFile, [fd], { gate: true });
+        started.finally(warmed).catch(() => {}); // its failure is the boot's, awaited below
         setUp();
         return started;
       });
