@@ -31,6 +31,7 @@ import { openStore } from "./store/open.js";
 import type { Store } from "./store/store.js";
 import { closeTracing, openTracing } from "./tracing/tracing.js";
 import { type OnLimitReached, UsageSampler } from "./usage/sampler.js";
+import { watchLoopStalls } from "./util/loop-stall.js";
 
 export interface RunningServer {
   /** Base URL of the API, e.g. http://127.0.0.1:7070 */
@@ -132,6 +133,9 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   await secureDataDir(config.dataDir);
   // Host commands from a helper process, not forks of this one (runtime/exec/spawner.ts).
   const releaseHelper = runFromHelper();
+  const stopStallWatch = watchLoopStalls((ms) =>
+    logger.warn({ ms }, "the event loop was blocked (or the process got no CPU) for this long: every request waited"),
+  );
   const store =
     opts.store ??
     (await openStore({
@@ -260,6 +264,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     await connectors?.close();
     await closeTracing();
     if (!opts.store) await store.close();
+    stopStallWatch();
     releaseHelper();
     throw err;
   }
@@ -360,6 +365,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         try {
           await closeAll();
         } finally {
+          stopStallWatch();
           releaseHelper();
         }
       })();
