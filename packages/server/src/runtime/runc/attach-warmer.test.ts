@@ -57,6 +57,18 @@ describe("attach warmer: on this host's cgroups", { skip: !root && "needs root" 
     assert.equal(readFileSync("/proc/self/cgroup", "utf8"), before, "this process was not moved");
   });
 
+  it("ends a hold that is never released by itself", async (t) => {
+    if (!pidsOwn) return t.skip("no v1 pids hierarchy here");
+    const warmer = new AttachWarmer(CGROUP_ROOT, 2, 80);
+    warmer.hold(); // never released
+    await new Promise((r) => setTimeout(r, 150));
+    await warmer.idle();
+    const after = warmer.writes;
+    assert.ok(after >= 2, `it warmed first: ${after}`);
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(warmer.writes, after, "no write after the hold's cap");
+  });
+
   it("turns itself off where it cannot write, and boots go on", async () => {
     // A cgroup root that is not one: no procs file to open.
     const dir = mkdtempSync(join(tmpdir(), "ums-warm-"));

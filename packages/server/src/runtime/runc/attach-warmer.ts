@@ -23,6 +23,9 @@ import { CGROUP_ROOT } from "./cgroups.js";
 /** Between one warming write's end and the next: shorter than a grace period (7-12 ms here). */
 export const WARM_INTERVAL_MS = 4;
 
+/** A hold ends by itself after this long (a `runc run` that hangs is not warmed for its duration). */
+export const HOLD_MAX_MS = 2000;
+
 /**
  * The `cgroup.procs` file of the cgroup this process is in, from its /proc/self/cgroup: the v1
  * `pids` hierarchy's where there is one (cgroup v1 or hybrid), else the unified hierarchy's when
@@ -51,6 +54,7 @@ export class AttachWarmer {
   constructor(
     private readonly root: string = CGROUP_ROOT,
     private readonly intervalMs: number = WARM_INTERVAL_MS,
+    private readonly holdMaxMs: number = HOLD_MAX_MS,
   ) {}
 
   /** Whether a failed write has turned warming off for good. */
@@ -58,7 +62,7 @@ export class AttachWarmer {
     return this.#off;
   }
 
-  /** Warms while held; the returned function releases this hold (once). */
+  /** Warms while held; the returned function releases this hold (once; by itself after holdMaxMs). */
   hold(): () => void {
     this.#holders++;
     if (!this.#running && !this.#off) {
@@ -71,11 +75,15 @@ export class AttachWarmer {
         });
     }
     let released = false;
-    return () => {
+    const release = () => {
       if (released) return;
       released = true;
+      clearTimeout(cap);
       this.#holders--;
     };
+    const cap = setTimeout(release, this.holdMaxMs);
+    cap.unref();
+    return release;
   }
 
   /** Resolves once no warming write is under way (after the last hold's release). */
