@@ -58,7 +58,13 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
     handleRequest(req, res).catch((err) => {
       if (!res.headersSent)
         sendJson(res, 500, { error: `internal error: ${(err as Error).message}`, code: AgentErrorCode.Internal });
-      else res.destroy();
+      else {
+        // The answer had begun: it can only be cut short, and the host sees no reason. The log (the
+        // unit's agent.log on the host) has it.
+        const line = { time: new Date().toISOString(), msg: "a request failed after its answer began", url: req.url };
+        process.stderr.write(`${JSON.stringify({ ...line, error: (err as Error).stack ?? String(err) })}\n`);
+        res.destroy();
+      }
     });
   });
 

@@ -1,9 +1,12 @@
 // The agent's plain HTTP exec (`POST /exec`, http-run.ts) against the real bundled agent.
 import assert from "node:assert/strict";
-import { request } from "node:http";
+import { createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { FrameReader, StreamId } from "@ums/protocol/exec";
 import { eventually, httpJson, query, type RunningAgent, startAgent } from "../testing/harness.js";
+import { serveHttpExec } from "./http-run.js";
+import type { SessionTable } from "./registry.js";
 
 interface Answer {
   status: number;
@@ -90,5 +93,45 @@ describe("agent exec as one HTTP request (POST /exec)", () => {
     assert.equal(await running(), 1);
     req.destroy();
     await eventually(async () => (await running()) === 0, "the session to end", 5000);
+  });
+});
+
+describe("agent exec as one HTTP request: a session that cannot be made", () => {
+  test("is an error answer with its reason, not a 200 cut short", async () => {
+    // The agent's request handler answers a throw with a 500 while no head was sent (server.ts).
+    const table = {
+      create: () => {
+        throw new Error("no session today");
+      },
+    } as unknown as SessionTable;
+    const server = createServer((req, res) => {
+      try {
+        serveHttpExec(table, { stdin: false } as never, {} as never, req, res);
+      } catch (err) {
+        assert.equal(res.headersSent, false, "nothing was sent before the session existed");
+        res
+          .writeHead(500, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: (err as Error).message }));
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request({ host: "127.0.0.1", port, method: "POST", path: "/exec?cmd=true" }, (res) => {
+          let body = "";
+          res.on("data", (d: Buffer) => {
+            body += d.toString();
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+      assert.equal(answer.status, 500);
+      assert.match(answer.body, /no session today/);
+    } finally {
+      server.close();
+    }
   });
 });

@@ -20,11 +20,18 @@ export function serveHttpExec(
   req: IncomingMessage,
   res: ServerResponse,
 ): void {
-  res.writeHead(200, { "content-type": "application/octet-stream", "cache-control": "no-store" });
-  res.flushHeaders();
+  // The 200 goes once the session exists (or with its first frame): a session that cannot be made
+  // (thrown) is then the server's 500 with its reason, not a 200 answer cut short, which the host can
+  // only report as "the agent closed the session before the process exited".
+  const head = () => {
+    if (res.headersSent) return;
+    res.writeHead(200, { "content-type": "application/octet-stream", "cache-control": "no-store" });
+    res.flushHeaders();
+  };
   const client: Attachment = {
     sendBinary: (frame) => {
       if (res.writableEnded || res.destroyed) return;
+      head();
       res.cork();
       res.write(frameLength(frame));
       res.write(frame);
@@ -32,7 +39,9 @@ export function serveHttpExec(
     },
     sendText: () => {},
     close: () => {
-      if (!res.writableEnded) res.end();
+      if (res.writableEnded) return;
+      head();
+      res.end();
     },
     get bufferedAmount() {
       return res.writableLength;
@@ -41,6 +50,7 @@ export function serveHttpExec(
     resumeInput: () => req.resume(),
   };
   const session = table.create(request, user, client);
+  head();
   res.on("close", () => session.detach(client));
   req.on("error", () => {});
   if (!request.stdin) {
