@@ -8,14 +8,11 @@ import { createAgent, listen } from "./server.js";
 import { openSupervisor } from "./services/boot.js";
 import type { Supervisor } from "./services/supervisor.js";
 import { startGate } from "./start-gate.js";
+import { log } from "./util/log.js";
 import { AGENT_VERSION } from "./version.js";
 
 // Entry point of the unit agent (docs/ARCHITECTURE.md section 1): runs inside every unit as the child of PID 1
 // (catatonit), serves the host on a Unix socket, and owns the unit's exec sessions.
-
-function log(msg: string, fields: Record<string, unknown> = {}): void {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`);
-}
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;

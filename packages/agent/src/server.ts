@@ -18,6 +18,7 @@ import { serveServiceEvents } from "./services/events.js";
 import { serveServices } from "./services/http.js";
 import type { Supervisor } from "./services/supervisor.js";
 import { Tunnels } from "./tunnel/tunnel.js";
+import { log } from "./util/log.js";
 import { resolveUser } from "./util/users.js";
 import { AGENT_VERSION } from "./version.js";
 
@@ -61,8 +62,7 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
       else {
         // The answer had begun: it can only be cut short, and the host sees no reason. The log (the
         // unit's agent.log on the host) has it.
-        const line = { time: new Date().toISOString(), msg: "a request failed after its answer began", url: req.url };
-        process.stderr.write(`${JSON.stringify({ ...line, error: (err as Error).stack ?? String(err) })}\n`);
+        log("a request failed after its answer began", { url: req.url, error: (err as Error).stack ?? String(err) });
         res.destroy();
       }
     });

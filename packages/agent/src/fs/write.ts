@@ -229,13 +229,13 @@ async function receive(body: Readable, fh: FileHandle, flush?: FlushBehind): Pro
     }
     if (over?.error !== undefined) throw over.error;
   } finally {
-    // Before the caller unlinks or closes the file (a flush under way holds its descriptor's use).
-    await flush?.settle().catch(() => {});
     body.off("data", onData);
     body.off("end", onEnd);
     body.off("error", onError);
     body.off("close", onClose);
     body.pause();
+    // Before the caller unlinks or closes the file (a flush under way holds its descriptor's use).
+    await flush?.settle().catch(() => {});
   }
   if ((body as { complete?: boolean }).complete === false) {
     throw Object.assign(new Error("the request body ended before its end"), { code: "ECONNRESET" });
