@@ -202,6 +202,11 @@ for (const dialect of testDialects) {
         ["a", "b"],
       );
       assert.equal((await store.units.getByUrlLabel("b-x"))?.name, "b");
+      // The gateway's caller: read afresh, so a label change shows at the next call.
+      assert.deepEqual(await store.units.callerById("unit-b"), { id: "unit-b", orgId: org.id, name: "b", labels: [] });
+      await store.units.update(org.id, "b", { labels: ["ci", "gpu"], updatedAt: "2030-01-01T00:00:00.000Z" });
+      assert.deepEqual((await store.units.callerById("unit-b"))?.labels, ["ci", "gpu"]);
+      assert.equal(await store.units.callerById("unit-nope"), undefined);
       const patched = await store.units.update(org.id, "a", {
         status: "running",
         updatedAt: "2030-01-01T00:00:00.000Z",

@@ -282,11 +282,24 @@ export interface ImageStore {
   delete(id: string): Promise<boolean>;
 }
 
+/** The part of a unit's row the connector gateway checks a call against (its policy: spec 2.11). */
+export interface UnitCaller {
+  readonly id: string;
+  readonly orgId: string;
+  readonly name: string;
+  readonly labels: readonly string[];
+}
+
 export interface UnitStore {
   /** Inserts the unit unless the org already has `maxUnits` units (UnitLimitError) or the name exists (UnitExistsError). */
   create(unit: NewUnit, maxUnits: number): Promise<UnitRecord>;
   get(orgId: string, name: string): Promise<UnitRecord | undefined>;
   getById(id: string): Promise<UnitRecord | undefined>;
+  /**
+   * Issue #16 part 3: what the connector gateway asks of its caller on every call (its organization,
+   * name and labels), read afresh each time but without the rest of the row.
+   */
+  callerById(id: string): Promise<UnitCaller | undefined>;
   /**
    * Units of every organization with one of these statuses (for reconciling after a restart); with
    * `nodeId`, only the units that node works on: those naming it, and those naming none (records.ts `onNode`).

@@ -39,33 +39,45 @@ export function credentialHeaders(p: ResolvedProvider, s: Secrets, req: Upstream
 }
 
 /** Header names a caller may not send on: its own credentials and hop-by-hop fields (RFC 9110 §7.6.1). */
-export function strippedHeaders(p: ResolvedProvider, connection: string | undefined): Set<string> {
-  const names = new Set([
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    // The gateway answered any 100-continue itself and sends the body at once.
-    "expect",
-    "authorization",
-    "cookie",
-    "x-api-key",
-    "api-key",
-    "x-auth-token",
-    "private-token",
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-real-ip",
-  ]);
-  if (p.auth.kind === "header") names.add(p.auth.name.toLowerCase());
-  for (const n of (connection ?? "").split(",")) if (n.trim()) names.add(n.trim().toLowerCase());
-  return names;
+const STRIPPED: ReadonlySet<string> = new Set([
+  "host",
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  // The gateway answered any 100-continue itself and sends the body at once.
+  "expect",
+  "authorization",
+  "cookie",
+  "x-api-key",
+  "api-key",
+  "x-auth-token",
+  "private-token",
+  "forwarded",
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-forwarded-proto",
+  "x-real-ip",
+]);
+
+/**
+ * Whether a header (by its lower-case name) is kept from the provider: the fixed list above, the
+ * provider's own credential header, and the names the caller's `Connection` lists (hop-by-hop).
+ * A test per call, not a set built per call (issue #16 part 3: every gateway call asks it).
+ */
+export function strippedHeader(p: ResolvedProvider, connection: string | undefined): (name: string) => boolean {
+  const own = p.auth.kind === "header" ? p.auth.name.toLowerCase() : undefined;
+  const listed =
+    connection === undefined
+      ? undefined
+      : connection
+          .split(",")
+          .map((n) => n.trim().toLowerCase())
+          .filter((n) => n !== "");
+  return (name) => STRIPPED.has(name) || name === own || listed?.includes(name) === true;
 }

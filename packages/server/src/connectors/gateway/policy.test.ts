@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { normalizeGatewayPath } from "./path.js";
+import { normalizeBySegments, normalizeGatewayPath } from "./path.js";
 import { evaluatePolicy, ruleMatches } from "./policy.js";
 
 const unit = (name = "web-1", labels: string[] = []) => ({ name, labels });
@@ -90,6 +90,20 @@ describe("gateway path normalisation", () => {
     assert.equal(n.ok && n.forward, "/repos/a/b%20c/");
     const root = norm("");
     assert.equal(root.ok && root.forward, "/");
+  });
+
+  // Issue #16 part 3: plain paths skip the segment by segment way; the answer must be the same.
+  it("fuzz: the shortcut for plain paths answers exactly what the segment by segment way does", () => {
+    const plain = ["/", "/a", "/a/", "/repos/o/r/issues", "/x:y@z/~a-b_c.d/", "/v1/a.b/c!$&'()*+,;="];
+    for (const p of plain) assert.deepEqual(normalizeGatewayPath(p), normalizeBySegments(p), p);
+    const chars = fc.constantFrom(..."/./a%2eZ09-_~!$&'()*+,;=:@ \\?#".split(""));
+    fc.assert(
+      fc.property(fc.array(chars, { maxLength: 24 }), (cs) => {
+        const raw = `/${cs.join("")}`;
+        assert.deepEqual(normalizeGatewayPath(raw), normalizeBySegments(raw), raw);
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   // Fuzz: whatever path a unit sends, the forwarded path re-normalises to the same match path, has

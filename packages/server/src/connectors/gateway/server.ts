@@ -10,7 +10,7 @@ import { TokenEndpointError } from "../oauth/token.js";
 import type { ProviderRegistry } from "../registry/registry.js";
 import type { Credentials } from "../secrets/secrets.js";
 import type { TtlCache } from "./cache.js";
-import { credentialHeaders, strippedHeaders } from "./credential.js";
+import { credentialHeaders, strippedHeader } from "./credential.js";
 import { forward } from "./forward.js";
 import { normalizeGatewayPath } from "./path.js";
 import { type PinnedAddress, pinnedLookup, pinTarget, type TargetPolicy, TargetRefused } from "./pinned-target.js";
@@ -45,6 +45,27 @@ function fail(
   writeError(res, new ApiError(status, code, error, undefined, undefined, { details }));
 }
 
+/** What every call reads of its connector's JSON columns, parsed once per record read from the store. */
+interface ParsedConnector {
+  readonly policy: AccessPolicy;
+  /** The connection's own base URL (`provider_info.base_api_url`), if it has one. */
+  readonly userBase: string | undefined;
+}
+
+// Keyed by the record itself: the connector cache (cache.ts) hands out the same object until it
+// reads the row again, and a record that changed is a new object.
+const parsedConnectors = new WeakMap<ConnectorRecord, ParsedConnector>();
+
+function parsedConnector(conn: ConnectorRecord): ParsedConnector {
+  let parsed = parsedConnectors.get(conn);
+  if (!parsed) {
+    const info = JSON.parse(conn.providerInfo) as { base_api_url?: string };
+    parsed = { policy: JSON.parse(conn.accessPolicy) as AccessPolicy, userBase: info.base_api_url };
+    parsedConnectors.set(conn, parsed);
+  }
+  return parsed;
+}
+
 /** sprites_admin reaches only the units resource of this API (never tokens, connectors or policies of connectors). */
 const ADMIN_PATH = /^\/v1\/units(?:\/|$)/;
 
@@ -71,7 +92,7 @@ export function gatewayHandler(d: GatewayDeps) {
     const [, providerKey = "", connId = "", rest = "/"] = m;
     const [unit, conn] = await Promise.all([
       // Not cached: labels and names change through the units API, and policy must see them at once.
-      d.store.units.getById(unitId),
+      d.store.units.callerById(unitId),
       d.cache.connectors.get(connId, () => d.store.connectors.getById(connId)),
     ]);
     const provider = d.registry.get(providerKey);
@@ -88,7 +109,8 @@ export function gatewayHandler(d: GatewayDeps) {
     if (provider.internal && !ADMIN_PATH.test(path.match)) {
       return fail(res, 403, ErrorCode.ConnectorPolicyDenied, "sprites_admin connectors reach only /v1/units");
     }
-    const decision = evaluatePolicy(JSON.parse(conn.accessPolicy) as AccessPolicy, unit, path.match);
+    const { policy, userBase } = parsedConnector(conn);
+    const decision = evaluatePolicy(policy, unit, path.match);
     if (!decision.allowed) {
       return fail(res, 403, ErrorCode.ConnectorPolicyDenied, decision.reason, {
         ...(decision.missingLabels && { missing_labels: decision.missingLabels }),
@@ -101,14 +123,14 @@ export function gatewayHandler(d: GatewayDeps) {
       if (err instanceof TokenEndpointError) return fail(res, 502, ErrorCode.ProviderFailed, err.message);
       throw err;
     }
-    const info = JSON.parse(conn.providerInfo) as { base_api_url?: string };
-    const userBase = info.base_api_url;
     const base = provider.internal ? d.apiBase() : (userBase ?? provider.apiBaseUrl);
     const url = new URL(base.replace(/\/+$/, "") + path.forward + query);
-    const drop = strippedHeaders(provider, req.headers.connection);
+    const dropped = strippedHeader(provider, req.headers.connection);
+    const sigv4 = provider.auth.kind === "sigv4";
     const headers: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(req.headers)) {
-      if (v === undefined || drop.has(k) || (provider.auth.kind === "sigv4" && k.startsWith("x-amz-"))) continue;
+    for (const k in req.headers) {
+      const v = req.headers[k];
+      if (v === undefined || dropped(k) || (sigv4 && k.startsWith("x-amz-"))) continue;
       headers[k] = v;
     }
     Object.assign(

@@ -313,6 +313,11 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     db.selectFrom("units").selectAll().where("org_id", "=", orgId).where("name", "=", name),
   );
   const byId = prepared(db, 1, (id: string) => db.selectFrom("units").selectAll().where("id", "=", id));
+  // Every gateway call: four columns instead of the row's 24 (a third of the read's time, and no
+  // JSON of the unit's policies to parse).
+  const callerOf = prepared(db, 1, (id: string) =>
+    db.selectFrom("units").select(["id", "org_id", "name", "labels"]).where("id", "=", id),
+  );
   const byLabel = prepared(db, 1, (label: string) => db.selectFrom("units").selectAll().where("url_label", "=", label));
   const get = async (orgId: string, name: string) => {
     const [row] = await byName(orgId, name);
@@ -337,6 +342,17 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     async getById(id) {
       const [row] = await byId(id);
       return row && unitFromRow(row);
+    },
+    async callerById(id) {
+      const [row] = await callerOf(id);
+      return (
+        row && {
+          id: row.id,
+          orgId: row.org_id,
+          name: row.name,
+          labels: Object.freeze(JSON.parse(row.labels) as string[]),
+        }
+      );
     },
     async withStatus(statuses, nodeId) {
       if (statuses.length === 0) return [];
