@@ -1,9 +1,7 @@
 import type { Socket } from "node:net";
 import { ErrorCode } from "@ums/protocol";
 import { MAX_HEADER_BYTES } from "../../http/limits.js";
-import { ChunkedScanner } from "../../http/wire/chunked.js";
 import {
-  contentLength,
   fieldValues,
   HeadError,
   listsToken,
@@ -12,6 +10,7 @@ import {
   type RequestHead,
   type ResponseHead,
 } from "../../http/wire/head.js";
+import { BadResponse, ResponseBody } from "../../http/wire/response-body.js";
 import type { HttpTarget, UnitLease } from "../../node/unit-node.js";
 import { ApiError } from "../errors.js";
 import { CONNECT_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, UpstreamTimeout, upstreamFailure } from "../proxy/forward.js";
@@ -22,15 +21,6 @@ import type { FastConnection } from "./fast-path.js";
 
 /** Body bytes held while the unit wakes or its connection opens, before the client is paused. */
 const MAX_PENDING_BODY = 64 * 1024;
-
-type Framing =
-  | { readonly kind: "none" }
-  | { kind: "length"; left: number }
-  | { readonly kind: "chunked"; readonly scanner: ChunkedScanner }
-  | { readonly kind: "close" };
-
-/** The unit's response broke HTTP: the client gets 502 (if nothing was sent yet), the connections close. */
-class BadResponse extends Error {}
 
 /**
  * One request of the fast path (fast-path.ts) forwarded to the unit's HTTP target on a raw
@@ -52,7 +42,8 @@ export class Exchange {
   private upBytes = 0;
   private ubuf: Buffer | undefined;
   private response: ResponseHead | undefined;
-  private framing: Framing | undefined;
+  /** The response's body, once its head is read. */
+  private answerBody: ResponseBody | undefined;
   /** Whether the client got anything of the answer. */
   private answered = false;
   private reusable = false;
@@ -239,7 +230,7 @@ export class Exchange {
     if (this.over) return;
     this.upBytes += d.length;
     try {
-      if (!this.framing) this.readResponseHead(d);
+      if (!this.answerBody) this.readResponseHead(d);
       else this.responseBody(d);
     } catch (err) {
       this.failSafely(err);
@@ -257,7 +248,7 @@ export class Exchange {
 
   private readonly onUpEnd = (): void => {
     if (this.over) return;
-    if (this.framing?.kind === "close") {
+    if (this.answerBody?.kind === "close") {
       this.finish(true);
       return;
     }
@@ -298,51 +289,26 @@ export class Exchange {
     }
   }
 
-  /** RFC 9112 §6.3: how the response's body is delimited. */
-  private framingOf(head: ResponseHead): Framing {
-    const raw = head.rawHeaders;
-    if (this.head.method === "HEAD" || head.status === 204 || head.status === 304) return { kind: "none" };
-    const te = fieldValues(raw, "transfer-encoding");
-    if (te.length > 0) {
-      if (te.join(",").trim().toLowerCase() !== "chunked") {
-        throw new BadResponse(`its response uses a transfer coding other than chunked (${te.join(", ")})`);
-      }
-      return { kind: "chunked", scanner: new ChunkedScanner() };
-    }
-    let length: number | undefined;
-    try {
-      length = contentLength(raw);
-    } catch (err) {
-      if (err instanceof HeadError) throw new BadResponse(`its response's ${err.message}`);
-      throw err;
-    }
-    return length === undefined
-      ? { kind: "close" }
-      : length === 0
-        ? { kind: "none" }
-        : { kind: "length", left: length };
-  }
-
   private startBody(head: ResponseHead, rest: Buffer | undefined): void {
-    const framing = this.framingOf(head);
+    const body = ResponseBody.of(this.head.method, head);
     this.response = head;
-    this.framing = framing;
+    this.answerBody = body;
     this.reusable =
       head.minorVersion === 1 &&
-      framing.kind !== "close" &&
+      body.kind !== "close" &&
       !listsToken(fieldValues(head.rawHeaders, "connection"), "close") &&
       this.target?.connect === undefined;
     // The client's connection ends with this answer when the answer ends by the close, when the
     // client asked, or when the server stops. (One whose request body is still coming when the
     // answer ends is closed then too: `finish`.)
-    if (framing.kind === "close" || this.conn.fast.stopping) this.clientClose = true;
-    let extra = framing.kind === "chunked" ? "Transfer-Encoding: chunked\r\n" : "";
+    if (body.kind === "close" || this.conn.fast.stopping) this.clientClose = true;
+    let extra = body.kind === "chunked" ? "Transfer-Encoding: chunked\r\n" : "";
     if (this.clientClose) extra += "Connection: close\r\n";
     const socket = this.conn.socket;
     socket.cork();
-    this.toClient(this.clientHead(head, extra, framing.kind === "chunked"));
+    this.toClient(this.clientHead(head, extra, body.kind === "chunked"));
     this.answered = true;
-    if (framing.kind === "none") {
+    if (body.kind === "none") {
       socket.uncork();
       if (rest) this.reusable = false;
       this.finish(this.clientClose);
@@ -364,30 +330,16 @@ export class Exchange {
   }
 
   private responseBody(d: Buffer): void {
-    const framing = this.framing as Framing;
-    switch (framing.kind) {
-      case "close":
-        this.toClient(d);
-        return;
-      case "length": {
-        const take = Math.min(framing.left, d.length);
-        framing.left -= take;
-        this.toClient(take === d.length ? d : d.subarray(0, take));
-        if (take < d.length) this.reusable = false;
-        if (framing.left === 0) this.finish(this.clientClose);
-        return;
-      }
-      case "chunked": {
-        const take = framing.scanner.scan(d);
-        this.toClient(take === d.length ? d : d.subarray(0, take));
-        if (take < d.length) this.reusable = false;
-        if (framing.scanner.done) this.finish(this.clientClose);
-        return;
-      }
-      case "none":
-        this.reusable = false;
-        return;
+    const body = this.answerBody as ResponseBody;
+    if (body.kind === "none") {
+      // Bytes after a response without a body: the connection is not the unit's to reuse.
+      this.reusable = false;
+      return;
     }
+    const take = body.take(d);
+    this.toClient(take === d.length ? d : d.subarray(0, take));
+    if (take < d.length) this.reusable = false;
+    if (body.done) this.finish(this.clientClose);
   }
 
   private toClient(chunk: string | Buffer): void {
