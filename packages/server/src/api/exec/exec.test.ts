@@ -138,6 +138,32 @@ describe("exec over HTTP", () => {
     }
   });
 
+  it("answers a silent command's head while it runs; a short one's whole answer comes in one piece", async () => {
+    // The head waits for the first frame (to leave in the same write), but not for the process's end.
+    const url = new URL(`${s.url}/v1/units/ex/exec?cmd=sleep&cmd=3`);
+    const req = request(url, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+    req.on("error", () => {});
+    const started = performance.now();
+    try {
+      const status = await new Promise<number | undefined>((resolve, reject) => {
+        req.on("response", (res) => resolve(res.statusCode));
+        req.on("error", reject);
+        req.end();
+      });
+      assert.equal(status, 200);
+      const ms = performance.now() - started;
+      assert.ok(ms < 2000, `the head came ${ms.toFixed(0)} ms after the request, not with the exit 3 s later`);
+    } finally {
+      req.destroy();
+    }
+    const r = await run(["true"]);
+    assert.equal(r.exitCode, 0);
+    assert.deepEqual(
+      r.chunks.map((c) => [...c]),
+      [[3, 0]],
+    );
+  });
+
   it("validates the query before touching the unit", async () => {
     const q = (qs: string) => s.api("POST", `/v1/units/ex/exec?${qs}`, { token });
     assert.equal((await q("")).status, 400);
