@@ -25,6 +25,9 @@ import { pgCluster } from "./lib.mjs";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const UMS = join(ROOT, "bin", "ums");
 const JSON_OUT = process.argv.includes("--json");
+// Loaded before a --postgres cluster is started: a server build that cannot load (a module missing)
+// stops the run here, with nothing started yet to stop.
+const testing = await import("@ums/server/testing");
 // A private cluster for --postgres, stopped by cleanup().
 const privatePg = process.argv.includes("--postgres") && !process.env.UMS_BENCH_DATABASE_URL ? pgCluster() : undefined;
 const PG_URL = process.env.UMS_BENCH_DATABASE_URL || privatePg?.url || undefined;
@@ -56,8 +59,7 @@ delete childEnv.UMS_DATABASE_URL;
 delete childEnv.UMS_LISTEN;
 if (PG_URL) childEnv.UMS_DATABASE_URL = PG_URL;
 // Units get their disks on the shared test pool and image (built once, cached in
-// /var/tmp/ums-test-pool), in an address range of this run's own.
-const testing = await import("@ums/server/testing");
+// /var/tmp/ums-test-pool), in an address range of this run's own (`testing` is loaded above).
 const subnet = await testing.lockSubnet();
 Object.assign(childEnv, await testing.testServeEnv(subnet.n));
 
