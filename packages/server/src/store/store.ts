@@ -282,13 +282,8 @@ export interface ImageStore {
   delete(id: string): Promise<boolean>;
 }
 
-/** The part of a unit's row the connector gateway checks a call against (its policy: spec 2.11). */
-export interface UnitCaller {
-  readonly id: string;
-  readonly orgId: string;
-  readonly name: string;
-  readonly labels: readonly string[];
-}
+/** The part of a unit's record the connector gateway checks a call against (its policy: spec 2.11). */
+export type UnitCaller = Pick<UnitRecord, "id" | "orgId" | "name" | "labels">;
 
 export interface UnitStore {
   /** Inserts the unit unless the org already has `maxUnits` units (UnitLimitError) or the name exists (UnitExistsError). */

@@ -11,6 +11,7 @@ import type {
   UnitStatus,
   UrlAuth,
 } from "../records.js";
+import type { UnitCaller } from "../store.js";
 import type { CheckpointsTable, OrgsTable, TokensTable, UnitsTable } from "./schema.js";
 
 /**
@@ -72,6 +73,16 @@ export function tokenFromRow(r: TokensTable & { org_slug: string }): TokenRecord
   });
 }
 
+/** A unit's `labels` column (a JSON array of strings), frozen. */
+function labelsFromColumn(labels: string): readonly string[] {
+  return Object.freeze(JSON.parse(labels) as string[]);
+}
+
+/** The gateway's caller (`units.callerById`) from the four columns it reads. */
+export function callerFromRow(r: Pick<UnitsTable, "id" | "org_id" | "name" | "labels">): UnitCaller {
+  return { id: r.id, orgId: r.org_id, name: r.name, labels: labelsFromColumn(r.labels) };
+}
+
 export function unitFromRow(r: UnitsTable): UnitRecord {
   return Object.freeze({
     id: r.id,
@@ -81,7 +92,7 @@ export function unitFromRow(r: UnitsTable): UnitRecord {
     status: r.status as UnitStatus,
     urlAuth: r.url_auth as UrlAuth,
     privateAccess: r.private_access as PrivateAccess | null,
-    labels: Object.freeze(JSON.parse(r.labels) as string[]),
+    labels: labelsFromColumn(r.labels),
     version: r.version,
     environmentVersion: r.environment_version,
     createdAt: r.created_at,

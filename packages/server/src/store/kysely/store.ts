@@ -15,6 +15,7 @@ import { nodeStore } from "./nodes.js";
 import { oauthStateStore } from "./oauth-states.js";
 import { prepared } from "./prepared.js";
 import {
+  callerFromRow,
   checkpointFromRow,
   first,
   JOINED_ORG_COLUMNS,
@@ -345,14 +346,7 @@ function unitStore(db: Kysely<Database>, adapter: DialectAdapter): UnitStore {
     },
     async callerById(id) {
       const [row] = await callerOf(id);
-      return (
-        row && {
-          id: row.id,
-          orgId: row.org_id,
-          name: row.name,
-          labels: Object.freeze(JSON.parse(row.labels) as string[]),
-        }
-      );
+      return row && callerFromRow(row);
     },
     async withStatus(statuses, nodeId) {
       if (statuses.length === 0) return [];
