@@ -173,11 +173,11 @@ export async function openPool(opts: OpenPoolOptions): Promise<Pool> {
  * away); then detached lazily (it goes once its last user does), with a warning: a pool a stray
  * shell sits in must not fail a test run that passed.
  */
-async function unmountPool(path: string): Promise<void> {
+async function unmountPool(path: string): Promise<"unmounted" | "lazily"> {
   for (let i = 0; ; i++) {
     try {
       await run("umount", [path]);
-      return;
+      return "unmounted";
     } catch (err) {
       if (!(err instanceof CommandError) || !/target is busy/.test(err.stderr)) throw err;
       if (i >= 10) break;
@@ -186,6 +186,20 @@ async function unmountPool(path: string): Promise<void> {
   }
   process.stderr.write(`warning: ${path} is still in use (fuser -vm ${path} names who); detached lazily\n`);
   await run("umount", ["--lazy", path]);
+  return "lazily";
+}
+
+/**
+ * Waits up to `ms` until no loop device is backed by `file`. `losetup --detach` of a device the
+ * kernel still holds (a mount just let go of it) only marks it autoclear: it goes a moment later,
+ * and a caller that reuses or deletes the file right away must not see it still listed.
+ */
+async function loopDevicesGone(file: string, ms: number): Promise<boolean> {
+  for (const t0 = performance.now(); ; ) {
+    if ((await loopDevicesFor(file)).length === 0) return true;
+    if (performance.now() - t0 >= ms) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /**
@@ -199,16 +213,28 @@ export async function closePool(pool: Pick<Pool, "dataDir"> & Partial<Pool>): Pr
   await withFileLock(join(dataDir, "pool.lock"), async () => {
     // Without a loop file or a known device, the btrfs mounted at <dataDir>/pool is taken as the pool.
     const ours = backingFile ? await loopDevicesFor(backingFile) : pool.device ? [pool.device] : undefined;
+    let lazily = false;
     for (let i = 0; i < 8; i++) {
       const m = await mountAt(path);
       if (!m) break;
       if (ours ? !ours.includes(m.source) : m.fsType !== "btrfs") {
         throw new Error(`${path} is mounted from ${m.source} (${m.fsType}), which is not this pool`);
       }
-      await unmountPool(path);
+      if ((await unmountPool(path)) === "lazily") lazily = true;
     }
     if (backingFile) {
-      for (const dev of await loopDevicesFor(backingFile)) await run("losetup", ["--detach", dev]);
+      for (const dev of await loopDevicesFor(backingFile)) {
+        // The kernel may clear it between the listing and the detach: only one still there is an error.
+        await run("losetup", ["--detach", dev]).catch(async (err) => {
+          if ((await loopDevicesFor(backingFile)).includes(dev)) throw err;
+        });
+      }
+      // A pool detached lazily keeps its device until its last user goes; that may be long.
+      if (!lazily && !(await loopDevicesGone(backingFile, 5000))) {
+        process.stderr.write(
+          `warning: a loop device of ${backingFile} is still attached (losetup -j ${backingFile})\n`,
+        );
+      }
     }
   }).catch(async (err) => {
     // The data dir may already be gone; nothing then to unlock.
