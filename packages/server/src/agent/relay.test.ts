@@ -23,6 +23,8 @@ describe("relayPair: a child's stdout read into the server's own buffers (issue 
     assert.ok(nonBlocking(fd));
     // 5 MB of numbered lines, so that order and completeness show.
     const child = spawn("sh", ["-c", "seq 1 600000"], { stdio: ["ignore", peer, "ignore"] });
+    // Listened for at once: the child may be gone before the transfer's last bytes are written.
+    const closed = new Promise((r) => child.once("close", r));
     peer.destroy();
     relay.beginRaw();
     const chunks: Buffer[] = [];
@@ -40,8 +42,7 @@ describe("relayPair: a child's stdout read into the server's own buffers (issue 
       if (flags.length < 3) flags.push(nonBlocking(fd));
     });
     assert.deepEqual(flags, [true, true, true]);
-    const code = await new Promise((r) => child.once("close", r));
-    assert.equal(code, 0);
+    assert.equal(await closed, 0);
     const text = Buffer.concat(chunks).toString();
     const expected = `${Array.from({ length: 600000 }, (_, i) => i + 1).join("\n")}\n`;
     assert.equal(text.length, expected.length);
@@ -52,6 +53,7 @@ describe("relayPair: a child's stdout read into the server's own buffers (issue 
   it("a reader's `look` that throws stops the transfer", async () => {
     const { relay, peer } = await relayPair();
     const child = spawn("sh", ["-c", "head -c 3000000 /dev/zero"], { stdio: ["ignore", peer, "ignore"] });
+    const closed = new Promise((r) => child.once("close", r));
     peer.destroy();
     relay.beginRaw();
     let seen = 0;
@@ -64,6 +66,6 @@ describe("relayPair: a child's stdout read into the server's own buffers (issue 
       /enough/,
     );
     assert.ok(relay.socket.destroyed);
-    await new Promise((r) => child.once("close", r));
+    await closed;
   });
 });
