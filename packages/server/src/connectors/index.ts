@@ -60,6 +60,8 @@ export async function openConnectors(o: ConnectorsOpts): Promise<Connectors> {
       resolve: o.config.dnsUpstream ? upstreamResolver(parseDnsServer(o.config.dnsUpstream)) : systemResolver,
       allowed: registry.allowedBaseUrlRanges,
     },
+    ...(registry.ca && { ca: registry.ca }),
+    limits: o.config.connectionLimits,
   });
   const gatewayPort = () => {
     const a = gateway.address();

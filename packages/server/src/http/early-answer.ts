@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 /** The most of a request body read and dropped after an early answer, to keep the connection. */
 export const DRAIN_MAX_BYTES = 16 * 1024 * 1024;
 /** How long dropping it may take before the connection is closed. */
-const DRAIN_MAX_MS = 30_000;
+export const DRAIN_MAX_MS = 30_000;
 
 /**
  * For an answer given before the request's body was read (issue #19 finding 10: the unit or the

@@ -1,8 +1,11 @@
+import { execFile } from "node:child_process";
 import { createHash, createHmac, randomBytes } from "node:crypto";
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { promisify } from "node:util";
 
 /** Test edge only: fake providers on loopback (issue #7 tests). */
 export interface Fake {
@@ -10,17 +13,38 @@ export interface Fake {
   close(): Promise<void>;
 }
 
-async function listen(handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void): Promise<{
+/** A fake's own certificate and key (PEM): it serves HTTPS. */
+export interface FakeTls {
+  readonly key: string;
+  readonly cert: string;
+}
+
+async function listen(
+  handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void,
+  tls?: FakeTls,
+): Promise<{
   server: Server;
   url: string;
 }> {
-  const server = createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const parts: Buffer[] = [];
     req.on("data", (d) => parts.push(d));
     req.on("end", () => handler(req, res, Buffer.concat(parts)));
-  });
+  };
+  const server = tls ? createHttpsServer(tls, onRequest) : createServer(onRequest);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  return { server, url: `${tls ? "https" : "http"}://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+/** A self-signed certificate for 127.0.0.1 (openssl; a day long): a fake's TLS, and what trusts it. */
+export async function selfSignedCert(dir: string, name: string): Promise<FakeTls & { certFile: string }> {
+  const keyFile = join(dir, `${name}.key`);
+  const certFile = join(dir, `${name}.pem`);
+  await promisify(execFile)("openssl", [
+    ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"],
+    ...["-keyout", keyFile, "-out", certFile, "-subj", `/CN=${name}`, "-addext", "subjectAltName=IP:127.0.0.1"],
+  ]);
+  return { key: await readFile(keyFile, "utf8"), cert: await readFile(certFile, "utf8"), certFile };
 }
 
 const close = (s: Server) => () =>
@@ -108,7 +132,7 @@ export interface Seen {
 }
 
 /** A bearer API that echoes what it received; `tokens` (when given) are the only ones it accepts. */
-export async function fakeBearerApi(valid?: Set<string>): Promise<Fake & { seen: Seen[] }> {
+export async function fakeBearerApi(valid?: Set<string>, tls?: FakeTls): Promise<Fake & { seen: Seen[] }> {
   const seen: Seen[] = [];
   const { server, url } = await listen((req, res, body) => {
     const s: Seen = {
@@ -125,7 +149,7 @@ export async function fakeBearerApi(valid?: Set<string>): Promise<Fake & { seen:
     // What arrived, but never the credential (the caller must not learn it from an echo).
     const { method, url: path, bodyLength, bodySha } = s;
     res.end(JSON.stringify({ method, url: path, bodyLength, bodySha, authorized: true }));
-  });
+  }, tls);
   return { url, seen, close: close(server) };
 }
 

@@ -4,6 +4,7 @@ import type {} from "@fastify/websocket";
 import { ErrorCode } from "@ums/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { dropUnreadBody } from "../../http/early-answer.js";
+import { UpstreamTimeout } from "../../http/upstream-timeout.js";
 import type { HttpTarget, UnitNode } from "../../node/unit-node.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { once } from "../../util/once.js";
@@ -52,8 +53,6 @@ interface Exchange {
   /** Ends the hold on the unit (once the exchange is over). */
   readonly release: () => void;
 }
-
-export class UpstreamTimeout extends Error {}
 
 /** What a failed connection to the unit's port means for the client. */
 export function upstreamFailure(err: unknown, unit: UnitRecord, port: number): ApiError {

@@ -15,6 +15,8 @@ export interface ForwardOpts {
   readonly headers: Record<string, string | string[]>;
   /** How the connection finds its address (a user-given base URL's: the pinned one, pinned-target.ts). */
   readonly lookup?: LookupFunction;
+  /** Certificates a TLS provider is checked against (else Node's bundled roots). */
+  readonly ca?: readonly string[];
   readonly idleTimeoutMs?: number;
   /** Called once with the provider's status, or with an error before any response. */
   readonly done: (status: number | Error) => void;
@@ -28,6 +30,7 @@ export function forward(req: IncomingMessage, res: ServerResponse, o: ForwardOpt
     headers: o.headers,
     agent: https ? agents.https : agents.http,
     ...(o.lookup && { lookup: o.lookup }),
+    ...(https && o.ca && { ca: [...o.ca] }),
   });
   let answered = false;
   upstream.on("response", (r) => {

@@ -16,6 +16,7 @@ import {
   fakeGithub,
   fakeOAuth,
   fakeS3,
+  selfSignedCert,
   writeConnectorsConfig,
 } from "../../testing/fake-providers.js";
 import { GATEWAY_CLIENT } from "../../testing/gateway-client.js";
@@ -50,6 +51,9 @@ describe("connector gateway from inside units", () => {
   let api: Awaited<ReturnType<typeof fakeBearerApi>>;
   let s3: Awaited<ReturnType<typeof fakeS3>>;
   let plain: Awaited<ReturnType<typeof fakeBearerApi>>;
+  /** HTTPS providers: one whose certificate the connectors config trusts (caFile), one it does not. */
+  let trusted: Awaited<ReturnType<typeof fakeBearerApi>>;
+  let untrusted: Awaited<ReturnType<typeof fakeBearerApi>>;
   let dir: string;
   const logs: string[] = [];
   const secrets: string[] = [];
@@ -81,13 +85,17 @@ describe("connector gateway from inside units", () => {
     s3 = await fakeS3("AKIDEXAMPLE", s3Secret);
     plain = await fakeBearerApi();
     dir = await mkdtemp(join(tmpdir(), "ums-gw-"));
+    const ca = await selfSignedCert(dir, "trusted-provider");
+    trusted = await fakeBearerApi(undefined, ca);
+    untrusted = await fakeBearerApi(undefined, await selfSignedCert(dir, "unknown-provider"));
     const cfg = await writeConnectorsConfig(dir, {
       allowPrivateBaseUrls: true,
+      caFile: ca.certFile,
       providers: { github: fakeGithub(oauth, api), s3_object_store: { region: "eu-west-1" } },
     });
     const logStream = new PassThrough();
     logStream.on("data", (d) => logs.push(d.toString()));
-    s = await startTestServer(sqlite, { connectorsConfig: cfg, logStream });
+    s = await startTestServer(sqlite, { connectorsConfig: cfg, logStream, bodyIdleTimeout: "2s" });
     token = await s.token("acme");
     secrets.push(s3Secret, customKey, oauth.clientSecret);
     for (const [name, labels] of [
@@ -119,6 +127,17 @@ describe("connector gateway from inside units", () => {
       return r.body.connection.id as string;
     };
     conn.custom = await mk({ provider: "custom_api", api_key: customKey, base_api_url: plain.url });
+    for (const [key, fake] of [
+      ["trusted", trusted],
+      ["untrusted", untrusted],
+    ] as const) {
+      conn[key] = await mk({
+        provider: "custom_api",
+        api_key: customKey,
+        base_api_url: fake.url,
+        access_policy: { allow_all: true },
+      });
+    }
     conn.s3 = await mk({
       provider: "s3_object_store",
       api_key: `AKIDEXAMPLE:${s3Secret}`,
@@ -137,6 +156,8 @@ describe("connector gateway from inside units", () => {
     await api?.close();
     await s3?.close();
     await plain?.close();
+    await trusted?.close();
+    await untrusted?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -175,6 +196,59 @@ describe("connector gateway from inside units", () => {
     assert.equal(seen?.bodyLength, n);
     assert.equal(seen?.bodySha, createHash("sha256").update(Buffer.alloc(n, 7)).digest("hex"));
     assert.equal(seen?.method, "POST");
+  });
+
+  it("TLS providers: the certificate is checked (the config's caFile trusted), the credential applied", async () => {
+    const from = logs.length;
+    const [first, second, refused] = await inUnit("web", [
+      { path: gwPath("custom_api", "trusted", "/tls?x=1"), headers: { authorization: "Bearer caller" } },
+      { path: gwPath("custom_api", "trusted", "/tls-again"), method: "POST", body: "hello" },
+      { path: gwPath("custom_api", "untrusted", "/tls") },
+    ]);
+    assert.equal(first?.status, 200, first?.text);
+    assert.equal(second?.status, 200, second?.text);
+    assert.deepEqual(
+      trusted.seen.map((x) => [x.method, x.url, x.headers.authorization, x.bodyLength]),
+      [
+        ["GET", "/tls?x=1", `Bearer ${customKey}`, 0],
+        ["POST", "/tls-again", `Bearer ${customKey}`, 5],
+      ],
+    );
+    assert.equal(refused?.status, 502, refused?.text);
+    assert.equal(JSON.parse(refused?.text ?? "{}").code, "UMS_PROVIDER_FAILED");
+    assert.equal(untrusted.seen.length, 0, "no request went to a provider whose certificate is not trusted");
+    const fast = logs.slice(from).filter((l) => l.includes('"msg":"gateway"') && l.includes('"fast":true'));
+    assert.equal(fast.length, 2, "both calls went the fast path");
+  });
+
+  it("a chunked upload goes Node's way and arrives whole; plain calls on the same connection before it go the fast path", async () => {
+    const before = plain.seen.length;
+    const from = logs.length;
+    const [r1, chunked, r3] = await inUnit("web", [
+      { path: gwPath("custom_api", "custom", "/first") },
+      {
+        path: gwPath("custom_api", "custom", "/chunked"),
+        method: "POST",
+        headers: { "transfer-encoding": "chunked" },
+        bodyBytes: 200_000,
+      },
+      { path: gwPath("custom_api", "custom", "/after") },
+    ]);
+    assert.deepEqual([r1?.status, chunked?.status, r3?.status], [200, 200, 200], chunked?.text);
+    assert.equal(r1?.socket, r3?.socket, "one kept-alive connection throughout");
+    const seen = plain.seen.slice(before);
+    assert.deepEqual(
+      seen.map((x) => [x.url, x.bodyLength, x.headers.authorization]),
+      [
+        ["/first", 0, `Bearer ${customKey}`],
+        ["/chunked", 200_000, `Bearer ${customKey}`],
+        ["/after", 0, `Bearer ${customKey}`],
+      ],
+    );
+    const lines = logs.slice(from).filter((l) => l.includes('"msg":"gateway"'));
+    assert.equal(lines.length, 3, lines.join(""));
+    assert.ok(lines[0]?.includes('"fast":true'), "the first went the fast path");
+    assert.ok(!lines[1]?.includes('"fast":true') && !lines[2]?.includes('"fast":true'), "the rest went Node's way");
   });
 
   it("policy: empty denies; name_prefix; sprite_labels (403 naming the missing ones)", async () => {
@@ -304,6 +378,35 @@ describe("connector gateway from inside units", () => {
     assert.equal(post?.status, 502, post?.text);
     assert.equal(next?.status, 502, `the next request got an answer: ${next?.text}`);
     assert.equal(next?.socket, post?.socket, "on the same connection");
+  });
+
+  it("raw callers: a stalled body is cut off (408); a call framed two ways never reaches the provider", async () => {
+    const before = trusted.seen.length;
+    const path = gwPath("custom_api", "trusted", "/raw");
+    // Each request on its own connection from inside the unit; prints what came back until the close.
+    const raw = async (request: string) => {
+      const script = `const net = require("node:net"); const u = new URL(process.argv[1]);
+        const s = net.connect(Number(u.port), u.hostname, () => s.write(process.argv[2]));
+        let out = ""; s.on("data", (d) => (out += d)); s.on("error", () => {});
+        s.on("close", () => { process.stdout.write(out); process.exit(0); });
+        setTimeout(() => { process.stdout.write("STILL OPEN " + out); process.exit(0); }, 15000);`;
+      const r = await execHttp(s.url, token, "web", ["/.unit/bin/node", "-e", script, gw.web as string, request]);
+      assert.equal(r.exitCode, 0, r.stderr.toString());
+      return r.stdout.toString();
+    };
+    const t0 = performance.now();
+    const stalled = await raw(`POST ${path} HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\n0123456789`);
+    assert.match(stalled, /^HTTP\/1\.1 408 /, stalled);
+    assert.ok(performance.now() - t0 < 12_000, "cut off after the body idle timeout (2 s), not at the client's end");
+    const twoWays = await raw(
+      `POST ${path} HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET ${path} HTTP/1.1\r\nHost: gw\r\n\r\n`,
+    );
+    assert.match(twoWays, /^HTTP\/1\.1 400 /, twoWays);
+    assert.deepEqual(
+      trusted.seen.slice(before).map((x) => [x.url, x.bodyLength]),
+      [],
+      "the stalled call was never completed at the provider; the other never reached it",
+    );
   });
 
   it("another organization's connector is not found; unknown paths are 404", async () => {

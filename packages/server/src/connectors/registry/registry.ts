@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import tls from "node:tls";
 import { type Cidr, parseRanges } from "../gateway/target-address.js";
 import { PROVIDERS } from "./providers.js";
 import type { OAuthEndpoints, ProviderDef } from "./types.js";
@@ -28,6 +29,11 @@ export interface ConnectorsConfig {
    * internet's documentation ranges). Nothing else but global unicast is ever reached.
    */
   readonly allowBaseUrlRanges?: readonly string[];
+  /**
+   * A PEM file of certificates the gateway trusts for providers besides Node's bundled roots (a
+   * provider behind a private CA; tests: the fake provider's own).
+   */
+  readonly caFile?: string;
 }
 
 export interface OAuthClient extends OAuthEndpoints {
@@ -38,6 +44,19 @@ export interface OAuthClient extends OAuthEndpoints {
 export interface ResolvedProvider extends ProviderDef {
   /** Present when the provider has OAuth and this server has client credentials for it. */
   readonly client?: OAuthClient;
+}
+
+function readPem(path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new Error(`connectors config caFile '${path}' cannot be read: ${(err as Error).message}`);
+  }
+  if (!text.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new Error(`connectors config caFile '${path}' holds no PEM certificate`);
+  }
+  return text;
 }
 
 function checkUrl(where: string, value: unknown): string {
@@ -58,6 +77,8 @@ export class ProviderRegistry {
   private readonly platformKeys: ReadonlyMap<string, string>;
   readonly allowPrivateBaseUrls: boolean;
   readonly allowedBaseUrlRanges: readonly Cidr[];
+  /** The certificates providers' TLS is checked against, when the config adds some (else Node's roots). */
+  readonly ca: readonly string[] | undefined;
 
   constructor(config: ConnectorsConfig = {}, defs: readonly ProviderDef[] = PROVIDERS) {
     const known = new Set(defs.map((d) => d.key));
@@ -90,6 +111,10 @@ export class ProviderRegistry {
     if (!Array.isArray(ranges)) throw new Error("connectors config allowBaseUrlRanges must be a list of CIDRs");
     this.allowedBaseUrlRanges = parseRanges(ranges, "connectors config allowBaseUrlRanges");
     this.platformKeys = new Map(Object.entries(config.platformKeys ?? {}));
+    if (config.caFile !== undefined && typeof config.caFile !== "string") {
+      throw new Error("connectors config caFile must be the path of a PEM file");
+    }
+    this.ca = config.caFile ? [...tls.rootCertificates, readPem(config.caFile)] : undefined;
   }
 
   get(key: string): ResolvedProvider | undefined {

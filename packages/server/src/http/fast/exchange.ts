@@ -1,6 +1,9 @@
 import type { Socket } from "node:net";
 import { ErrorCode } from "@ums/protocol";
-import { MAX_HEADER_BYTES } from "../../http/limits.js";
+import { ApiError } from "../../errors/api-error.js";
+import { DRAIN_MAX_BYTES, DRAIN_MAX_MS } from "../early-answer.js";
+import { MAX_HEADER_BYTES } from "../limits.js";
+import { UpstreamTimeout } from "../upstream-timeout.js";
 import {
   fieldValues,
   HeadError,
@@ -9,33 +12,43 @@ import {
   parseResponseHead,
   type RequestHead,
   type ResponseHead,
-} from "../../http/wire/head.js";
-import { BadResponse, ResponseBody } from "../../http/wire/response-body.js";
-import type { HttpTarget, UnitLease } from "../../node/unit-node.js";
-import { ApiError } from "../errors.js";
-import { CONNECT_TIMEOUT_MS, RESPONSE_TIMEOUT_MS, UpstreamTimeout, upstreamFailure } from "../proxy/forward.js";
-import { forwardedHeaders, responseHeaders } from "../proxy/headers.js";
-import { redactQuery } from "../redact.js";
-import type { Admitted } from "./fast-admission.js";
-import type { FastConnection } from "./fast-path.js";
+} from "../wire/head.js";
+import { BadResponse, ResponseBody } from "../wire/response-body.js";
+import type { FastConnection, FastExchange } from "./listener.js";
+import type { UpstreamTarget } from "./upstreams.js";
 
-/** Body bytes held while the unit wakes or its connection opens, before the client is paused. */
+/** What every forwarded request is, as its listener's `admit` found it. */
+export interface ForwardRequest {
+  /** Bytes of body that follow the head (Content-Length; 0 without one). */
+  readonly bodyLength: number;
+  /** The client asked to close the connection after this exchange. */
+  readonly close: boolean;
+}
+
+/** Where an exchange's request goes: a raw target, or (`connect`) a connection made for it. */
+export interface ForwardTarget extends UpstreamTarget {
+  /** A connection made for this exchange (issue #15: the node splices it); never kept after it. */
+  readonly connect?: (done: (err: Error | null, socket?: Socket) => void) => void;
+}
+
+/** Body bytes held while the target is found or its connection opens, before the client is paused. */
 const MAX_PENDING_BODY = 64 * 1024;
 
 /**
- * One request of the fast path (fast-path.ts) forwarded to the unit's HTTP target on a raw
- * connection, and its response back, both streamed with backpressure; as `proxyToUnit`
- * (api/proxy/forward.ts) does on Node's HTTP objects: the unit woken and held until the exchange
- * ends, its request headers and response headers rewritten by the same rules (api/proxy/headers.ts),
- * the same errors before the unit answers, a cut-short response never passed on as a whole one.
+ * One request of a fast listener (listener.ts) forwarded to its target on a raw connection, and
+ * the response back, both streamed with backpressure, a kept-alive connection reused when the
+ * answer allows it, a cut-short response never passed on as a whole one. What is particular to a
+ * site is its subclass's: where the request goes (`target`), the head it is sent with
+ * (`requestHead`), the response's fields for the client (`responseFields`), the errors (`errorFor`,
+ * `timeoutMessage`) and the log line (`logged`).
  */
-export class Exchange {
-  /** Body bytes the client still has to send (then passed on to the unit). */
+export abstract class ForwardExchange<A extends ForwardRequest> implements FastExchange {
+  /** Body bytes the client still has to send (then passed on to the target). */
   private bodyLeft: number;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
-  private lease: UnitLease | undefined;
-  private target: HttpTarget | undefined;
+  /** Where the request went, once known. */
+  protected forwardTarget: ForwardTarget | undefined;
   private up: Socket | undefined;
   private reused = false;
   private retried = false;
@@ -52,20 +65,51 @@ export class Exchange {
   /** Issue #20 part 3: a body that stalls (nothing for the body idle timeout) ends the exchange. */
   private bodyTimer: NodeJS.Timeout | undefined;
   private over = false;
+  /** The body stalled (408): the connection ends with the answer. */
+  private stalled = false;
+  /** Set while the rest of a body the answer came before is dropped. */
+  private drainTimer: NodeJS.Timeout | undefined;
   private waitingDrain = false;
-  /** The status of an error answered here (0 before; the unit's answer has its own). */
+  /** The status of an error answered here (0 before; the target's answer has its own). */
   private status = 0;
-  private readonly wake = new AbortController();
-  private readonly startedAt = performance.now();
+  protected readonly startedAt = performance.now();
 
   constructor(
-    private readonly conn: FastConnection,
-    private readonly head: RequestHead,
-    private readonly admitted: Admitted,
+    protected readonly conn: FastConnection<A>,
+    protected readonly head: RequestHead,
+    protected readonly admitted: A,
+    /** Issue #20 part 3: how long a request body may pause (0: forever). */
+    private readonly bodyIdleMs: number,
   ) {
     this.bodyLeft = admitted.bodyLength;
     this.clientClose = admitted.close;
   }
+
+  /** Where the request goes (a unit woken, a provider's address checked); throws the error to answer. */
+  protected abstract target(): Promise<ForwardTarget>;
+
+  /** The head the request is sent with, its final empty line included. */
+  protected abstract requestHead(): string;
+
+  /** The response's fields as the client gets them (`[name, value, …]`), framing fields aside. */
+  protected abstract responseFields(rawHeaders: readonly string[]): string[];
+
+  /** The error the client is answered for `err` (before any of the answer left). */
+  protected abstract errorFor(err: unknown): unknown;
+
+  /** The message of a timeout: of the connect, or of the wait for the response's head. */
+  protected abstract timeoutMessage(phase: "connect" | "response"): { ms: number; message: string };
+
+  /** One log line (and metric) per exchange, whatever its end. */
+  protected abstract logged(status: number, complete: boolean): void;
+
+  /** Whether the target's answer (its head) came back. */
+  protected get responded(): boolean {
+    return this.response !== undefined;
+  }
+
+  /** The exchange is over (its target no longer held); once. */
+  protected released(): void {}
 
   get wantsBody(): boolean {
     return this.bodyLeft > 0;
@@ -73,7 +117,7 @@ export class Exchange {
 
   /** Starts the exchange with the bytes that came after the head. */
   begin(after: Buffer | undefined): void {
-    const idleMs = this.conn.fast.deps.config.connectionLimits.bodyIdleMs;
+    const idleMs = this.bodyIdleMs;
     if (this.bodyLeft > 0 && idleMs > 0) {
       this.bodyTimer = setTimeout(() => this.bodyStalled(), idleMs);
       this.bodyTimer.unref();
@@ -95,6 +139,14 @@ export class Exchange {
       if (this.bodyLeft === 0) this.clearBodyTimer();
       else if (take > 0) this.bodyTimer.refresh();
     }
+    if (this.drainTimer && this.bodyLeft === 0) {
+      // The dropped body ended: what follows it is the next request, read once this one is done.
+      clearTimeout(this.drainTimer);
+      this.drainTimer = undefined;
+      if (take < d.length) this.conn.ahead(d.subarray(take));
+      this.conn.exchangeDone(false);
+      return undefined;
+    }
     if (take > 0 && !this.over) {
       const part = take === d.length ? d : d.subarray(0, take);
       if (this.up && this.pending.length === 0) this.toUnit(part);
@@ -114,6 +166,7 @@ export class Exchange {
       this.bodyTimer?.refresh();
       return;
     }
+    this.stalled = true;
     this.failSafely(
       new ApiError(
         408,
@@ -139,25 +192,19 @@ export class Exchange {
   }
 
   private async run(): Promise<void> {
-    const { unit, org } = this.admitted;
-    const deps = this.conn.fast.deps;
-    const lease = await deps.node.wake(org, unit, {
-      agent: false,
-      signal: unit.waitForCapacity ? this.wake.signal : undefined,
-    });
-    if (this.over) return lease.release();
-    this.lease = lease;
-    const target = await lease.httpTarget();
-    if (this.over) return;
-    this.target = target;
-    // A fresh boot may reuse the address of a unit that is gone: its kept-alive connections lead nowhere.
-    if (lease.booted && !target.connect) this.conn.fast.upstreams.forget(target.host, target.port);
+    const target = await this.target();
+    if (this.over) {
+      // It ended while the target was being found (the client went): whatever that took is let go.
+      this.released();
+      return;
+    }
+    this.forwardTarget = target;
     this.open(this.admitted.bodyLength === 0);
   }
 
   /** Opens (or takes a kept) connection to the target and sends the request on it. */
   private open(mayReuse: boolean): void {
-    const target = this.target as HttpTarget;
+    const target = this.forwardTarget as ForwardTarget;
     const upstreams = this.conn.fast.upstreams;
     if (target.connect) {
       target.connect((err, socket) => {
@@ -167,8 +214,8 @@ export class Exchange {
       });
       return;
     }
-    const kept = mayReuse ? upstreams.take(target.host, target.port) : undefined;
-    this.attach(kept ?? upstreams.connect(target.host, target.port), kept !== undefined);
+    const kept = mayReuse ? upstreams.take(target) : undefined;
+    this.attach(kept ?? upstreams.connect(target), kept !== undefined);
   }
 
   private attach(up: Socket, reused: boolean): void {
@@ -178,27 +225,17 @@ export class Exchange {
     up.on("end", this.onUpEnd);
     up.on("close", this.onUpEnd);
     up.on("error", this.onUpError);
-    const port = (this.target as HttpTarget).port;
-    const unit = this.admitted.unit;
     if ((up as { connecting?: boolean }).connecting) {
-      this.arm(
-        CONNECT_TIMEOUT_MS,
-        `port ${port} of unit '${unit.name}' did not accept a connection within ${CONNECT_TIMEOUT_MS / 1000}s`,
-      );
-      up.once("connect", () => {
-        if (!this.over && !this.response) this.armResponseTimer();
+      this.arm("connect");
+      // A TLS connection counts as made once its handshake is done and the certificate checked.
+      up.once(this.forwardTarget?.tls && !this.forwardTarget.connect ? "secureConnect" : "connect", () => {
+        if (!this.over && !this.response) this.arm("response");
       });
-    } else this.armResponseTimer();
+    } else this.arm("response");
 
     const conn = this.conn;
-    const fields = forwardedHeaders(this.head.rawHeaders, conn.socket.remoteAddress ?? "unknown", {
-      ...this.admitted.rules,
-      upgrade: false,
-    });
-    let out = `${this.head.method} ${this.admitted.path} HTTP/1.1\r\n`;
-    for (let i = 0; i < fields.length; i += 2) out += `${fields[i]}: ${fields[i + 1]}\r\n`;
     up.cork();
-    up.write(`${out}\r\n`, "latin1");
+    up.write(this.requestHead(), "latin1");
     const pending = this.pending;
     this.pending = [];
     this.pendingBytes = 0;
@@ -207,15 +244,8 @@ export class Exchange {
     if (pending.length > 0 && this.bodyLeft > 0) conn.socket.resume();
   }
 
-  private armResponseTimer(): void {
-    const port = (this.target as HttpTarget).port;
-    this.arm(
-      RESPONSE_TIMEOUT_MS,
-      `unit '${this.admitted.unit.name}' did not answer on port ${port} within ${RESPONSE_TIMEOUT_MS / 1000}s`,
-    );
-  }
-
-  private arm(ms: number, message: string): void {
+  private arm(phase: "connect" | "response"): void {
+    const { ms, message } = this.timeoutMessage(phase);
     this.clearTimer();
     this.timer = setTimeout(() => this.failSafely(new UpstreamTimeout(message)), ms);
     this.timer.unref();
@@ -252,9 +282,7 @@ export class Exchange {
       this.finish(true);
       return;
     }
-    this.fail(
-      Object.assign(new Error("the unit closed the connection before its answer ended"), { code: "ECONNRESET" }),
-    );
+    this.fail(Object.assign(new Error("the connection closed before the answer ended"), { code: "ECONNRESET" }));
   };
 
   private readonly onUpError = (err: Error): void => {
@@ -297,7 +325,7 @@ export class Exchange {
       head.minorVersion === 1 &&
       body.kind !== "close" &&
       !listsToken(fieldValues(head.rawHeaders, "connection"), "close") &&
-      this.target?.connect === undefined;
+      this.forwardTarget?.connect === undefined;
     // The client's connection ends with this answer when the answer ends by the close, when the
     // client asked, or when the server stops. (One whose request body is still coming when the
     // answer ends is closed then too: `finish`.)
@@ -319,7 +347,7 @@ export class Exchange {
   }
 
   private clientHead(head: ResponseHead, extra: string, dropLength = false): string {
-    const fields = responseHeaders(head.rawHeaders);
+    const fields = this.responseFields(head.rawHeaders);
     let out = `HTTP/1.1 ${head.status} ${head.reason}\r\n`;
     for (let i = 0; i < fields.length; i += 2) {
       // RFC 9112 §6.3: with a transfer coding, a Content-Length is wrong and is not passed on.
@@ -332,7 +360,7 @@ export class Exchange {
   private responseBody(d: Buffer): void {
     const body = this.answerBody as ResponseBody;
     if (body.kind === "none") {
-      // Bytes after a response without a body: the connection is not the unit's to reuse.
+      // Bytes after a response without a body: the connection is not one to reuse.
       this.reusable = false;
       return;
     }
@@ -358,21 +386,20 @@ export class Exchange {
   /** The exchange ended as it should (the response whole); `close` ends the client's connection. */
   private finish(close: boolean): void {
     if (this.over) return;
-    // A server that stops keeps no connection to a unit: it would hold the process for IDLE_MS.
+    // A server that stops keeps no connection: it would hold the process for IDLE_MS.
     const keep = this.reusable && this.bodyLeft === 0 && !this.waitingDrain && !this.conn.fast.stopping;
     const up = this.end(keep);
     if (up) {
-      const target = this.target as HttpTarget;
       up.resume();
-      this.conn.fast.upstreams.put(target.host, target.port, up);
+      this.conn.fast.upstreams.put(this.forwardTarget as ForwardTarget, up);
     }
     this.log(true);
     this.conn.exchangeDone(close || this.bodyLeft > 0);
   }
 
   /**
-   * Ends the exchange: no more timers, the connection to the unit let go (destroyed, or returned
-   * for the caller to keep when `keep`), the unit released.
+   * Ends the exchange: no more timers, the connection to the target let go (destroyed, or returned
+   * for the caller to keep when `keep`), the target released.
    */
   private end(keep: boolean): Socket | undefined {
     this.over = true;
@@ -383,7 +410,7 @@ export class Exchange {
       this.detach(up);
       if (!keep) up.destroy();
     }
-    this.lease?.release();
+    this.released();
     return keep ? up : undefined;
   }
 
@@ -398,7 +425,7 @@ export class Exchange {
   private fail(err: unknown): void {
     if (this.over) return;
     const up = this.up;
-    // A kept connection the unit had closed already: once more on a fresh one (no body was sent).
+    // A kept connection the other end had closed already: once more on a fresh one (no body was sent).
     if (
       up &&
       this.reused &&
@@ -422,39 +449,39 @@ export class Exchange {
       this.conn.socket.destroy();
       return;
     }
-    const close = this.clientClose || this.bodyLeft > 0;
+    // Issue #19 finding 10 (http/early-answer.ts): the rest of a body the answer came before is
+    // read and dropped, so that the connection carries the next request; unless it is too large,
+    // or it is the body that stalled.
+    const drain = !this.clientClose && !this.stalled && this.bodyLeft > 0 && this.bodyLeft <= DRAIN_MAX_BYTES;
+    const close = this.clientClose || (this.bodyLeft > 0 && !drain);
     this.status = this.conn.answerError(this.errorFor(err), close);
     this.log(true);
-    this.conn.exchangeDone(close);
-  }
-
-  private errorFor(err: unknown): unknown {
-    const unit = this.admitted.unit;
-    const port = this.target?.port ?? 8080;
-    if (err instanceof ApiError) return err;
-    if (err instanceof BadResponse) {
-      return new ApiError(
-        502,
-        ErrorCode.UnitProxyFailed,
-        `unit '${unit.name}' answered on port ${port}, but ${err.message}`,
-      );
+    if (!drain) {
+      this.conn.exchangeDone(close);
+      return;
     }
-    // Before a connection to the unit was made, the error is the wake's (a node's typed error, an ApiError).
-    if (!this.target) return err;
-    return upstreamFailure(err, unit, port);
+    this.drainTimer = setTimeout(() => this.conn.socket.destroy(), DRAIN_MAX_MS);
+    this.drainTimer.unref();
+    // Bytes held for the target are dropped; a client paused for them reads on.
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.conn.socket.resume();
   }
 
   /** The client went away: nothing of this exchange is wanted any more. */
   clientGone(): void {
+    if (this.drainTimer) clearTimeout(this.drainTimer);
+    this.drainTimer = undefined;
     if (this.over) return;
     this.end(false);
-    this.wake.abort();
+    this.abandoned();
     this.log(false);
   }
 
+  /** The client went away before the end (a wait for the target may stop). */
+  protected abandoned(): void {}
+
   private log(complete: boolean): void {
-    const status = this.response?.status ?? this.status;
-    const { method, target } = this.head;
-    this.conn.fast.logged(method, redactQuery(target), this.admitted.route, status, this.startedAt, complete);
+    this.logged(this.response?.status ?? this.status, complete);
   }
 }
