@@ -83,6 +83,30 @@ async function filled(pidsDir: string): Promise<void> {
   });
 }
 
+/** The programs of stormScript's processes, by their command name (proc(5) `comm`). */
+const STORM_COMMANDS = new Set(["sh", "perl", "sleep"]);
+
+/**
+ * The cgroup's tasks (threads included, as pids.current counts them) by command and state (proc(5):
+ * R running, S sleeping, Z zombie, …), e.g. `perl Z` → 212.
+ */
+async function census(pidsDir: string): Promise<Map<string, number>> {
+  const tasks = (await readFile(`${pidsDir}/tasks`, "utf8").catch(() => "")).split("\n").filter(Boolean);
+  const counts = new Map<string, number>();
+  for (const tid of tasks) {
+    const stat = await readFile(`/proc/${tid}/stat`, "latin1").catch(() => "");
+    if (!stat) continue; // gone meanwhile
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const key = `${comm} ${stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0]}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
+}
+const describeCensus = (c: Map<string, number>) => [...c].map(([k, n]) => `${k}×${n}`).join(", ") || "no task";
+/** Tasks of the storm's programs in the census, zombies included (a pids slot until reaped). */
+const stormTasks = (c: Map<string, number>) =>
+  [...c].reduce((n, [k, count]) => n + (STORM_COMMANDS.has(k.split(" ")[0] ?? "") ? count : 0), 0);
+
 /** Polls until `check` holds; returns how long it took (ms), or fails after `ms`. */
 async function within(ms: number, what: string, check: () => Promise<boolean>): Promise<number> {
   const start = performance.now();
@@ -215,7 +239,8 @@ describe("fair share: one unit cannot stall the host", () => {
     const stormId = await create("storm");
     const pidsDir = await unitCgroup("pids", stormId);
     assert.ok(pidsDir);
-    const baseline = await readNumber(`${pidsDir}/pids.current`);
+    const calmCensus = await census(pidsDir);
+    assert.equal(stormTasks(calmCensus), 0, describeCensus(calmCensus));
 
     const execTrue = async () => {
       const t = performance.now();
@@ -300,11 +325,17 @@ describe("fair share: one unit cannot stall the host", () => {
       if (retried) killed = await kill();
       assert.ok(killed.status === 200 || (retried && killed.status === 404), `${killed.status} ${killed.text}`);
       const answerMs = performance.now() - start;
+      // The storm's processes, not pids.current against its count before the storm: the unit's
+      // agent starts a helper (ums-spawn) a second after it, which may have been after that count.
+      let left = new Map<string, number>();
       const tookMs = await within(5_000, "the storm is gone after its session was killed", async () => {
-        return (await readNumber(`${pidsDir}/pids.current`)) <= baseline;
+        left = await census(pidsDir);
+        return stormTasks(left) === 0;
+      }).catch((err: Error) => {
+        throw new Error(`${err.message}: ${describeCensus(left)} (before the storm: ${describeCensus(calmCensus)})`);
       });
       process.stderr.write(
-        `fair share: the kill was answered in ${answerMs.toFixed(0)} ms; the storm was gone ${tookMs.toFixed(0)} ms later\n`,
+        `fair share: the kill was answered in ${answerMs.toFixed(0)} ms; the storm was gone ${tookMs.toFixed(0)} ms later (left: ${describeCensus(left)}; before the storm: ${describeCensus(calmCensus)})\n`,
       );
     } finally {
       // Whatever failed above, the storm goes with its unit.

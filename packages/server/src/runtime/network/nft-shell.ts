@@ -2,6 +2,10 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { toolEnv } from "../exec/host-command.js";
 
 const TIMEOUT_MS = 5000;
+/** The line that ends an nft error: spaces, then `^` and `~` under the part of the line at fault. */
+const ERROR_END = /\n *[\^~]+ *\n$/;
+/** How long after its last piece an error without that line is taken as complete. */
+const ERROR_QUIET_MS = 100;
 
 /**
  * One long-lived `nft -i -e` for the resolver's hot path: a process start costs 5–20 ms, a line
@@ -44,10 +48,12 @@ export class NftShell {
       let out = "";
       let err = "";
       let settled = false;
+      let quiet: NodeJS.Timeout | undefined;
       const done = (e?: Error) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        clearTimeout(quiet);
         p.stdout.off("data", onOut);
         p.stderr.off("data", onErr);
         p.off("exit", onExit);
@@ -60,10 +66,15 @@ export class NftShell {
         out += d.toString();
         if (out.includes("# new generation")) done();
       };
+      const failed = () => done(new Error(`nft: ${err.trim()}`));
       const onErr = (d: Buffer) => {
         err += d.toString();
-        // The rest of the message follows within microseconds; then the process is replaced.
-        setTimeout(() => done(new Error(`nft: ${err.trim()}`)), 5);
+        // nft writes an error in pieces: `Error: <what>`, the line, then a line of `^` (and `~`)
+        // under the part at fault, which ends it. A message without that line is taken once
+        // nothing more came for ERROR_QUIET_MS. Then the process is replaced.
+        clearTimeout(quiet);
+        if (ERROR_END.test(err)) failed();
+        else quiet = setTimeout(failed, ERROR_QUIET_MS);
       };
       const onExit = () => done(new Error(`nft exited: ${err.trim()}`));
       const timer = setTimeout(() => done(new Error(`nft did not answer within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
