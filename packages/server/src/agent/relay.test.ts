@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { createServer as createHttpServer, request } from "node:http";
+import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { Writable } from "node:stream";
-import { describe, it } from "node:test";
-import { relayPair } from "./relay.js";
+import { after, describe, it } from "node:test";
+import { RelaySocket, relayPair } from "./relay.js";
 
 /** Whether descriptor `fd` of this process is non-blocking (O_NONBLOCK in its open file's flags). */
 function nonBlocking(fd: number): boolean {
@@ -67,5 +69,126 @@ describe("relayPair: a child's stdout read into the server's own buffers (issue 
     );
     assert.ok(relay.socket.destroyed);
     await closed;
+  });
+});
+
+/**
+ * A server on loopback that answers any upgrade request with a 101 and then `body`, all in one
+ * write, and ends the connection: an answer short enough to come whole in the client's first read.
+ */
+async function wholeAnswer(body: Buffer): Promise<{ server: Server; port: number }> {
+  const server = createServer((socket) => {
+    socket.on("error", () => {});
+    socket.once("data", () => {
+      socket.end(
+        Buffer.concat([
+          Buffer.from("HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: test\r\n\r\n"),
+          body,
+        ]),
+      );
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  return { server, port: typeof address === "object" && address ? address.port : 0 };
+}
+
+/** The upgrade request over `relay` (as peers.ts makes a send's): the 101's socket and its head. */
+function upgrade(relay: RelaySocket): Promise<{ socket: Socket; head: Buffer }> {
+  const req = request({
+    createConnection: () => relay.socket,
+    method: "GET",
+    path: "/",
+    headers: { connection: "Upgrade", upgrade: "test" },
+  });
+  return new Promise((resolve, reject) => {
+    req.once("upgrade", (_res, socket: Socket, head: Buffer) => {
+      relay.beginRaw();
+      resolve({ socket, head });
+    });
+    req.once("error", reject);
+    req.end();
+  });
+}
+
+/** Fails after `ms` instead of waiting for good. */
+const within = <T>(ms: number, p: Promise<T>): Promise<T> =>
+  Promise.race([
+    p,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms).unref()),
+  ]);
+
+describe("RelaySocket: a connection that ended before its bytes were taken", () => {
+  const servers: Server[] = [];
+  after(() => {
+    for (const s of servers) s.close();
+  });
+
+  it("pumpTo brings a stream that came whole with the 101, and resolves (a CI move back hung here)", async () => {
+    const body = Buffer.from("a short send stream\n".repeat(20));
+    const { server, port } = await wholeAnswer(body);
+    servers.push(server);
+    const relay = new RelaySocket({ host: "127.0.0.1", port });
+    const { socket, head } = await upgrade(relay);
+    // As a receive does before it starts its child: the connection's end is read meanwhile.
+    await new Promise((r) => socket.once("close", r));
+    assert.ok(socket.readableEnded);
+    const chunks: Buffer[] = [];
+    const out = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        chunks.push(Buffer.from(chunk));
+        cb();
+      },
+    });
+    await within(
+      5000,
+      relay.pumpTo(out, head, () => {}),
+    );
+    assert.ok(out.writableEnded, "the output is ended");
+    assert.deepEqual(Buffer.concat(chunks), body);
+  });
+
+  it("pumpTo rejects a connection that broke before it was called", async () => {
+    const { server, port } = await wholeAnswer(Buffer.from("part"));
+    servers.push(server);
+    const relay = new RelaySocket({ host: "127.0.0.1", port });
+    const { socket, head } = await upgrade(relay);
+    socket.destroy(new Error("reset by the test"));
+    await new Promise((r) => socket.once("close", r));
+    const out = new Writable({ write: (_c, _e, cb) => cb() });
+    await assert.rejects(
+      within(
+        5000,
+        relay.pumpTo(out, head, () => {}),
+      ),
+      /reset by the test/,
+    );
+  });
+
+  it("relayTo answers with a body that came whole with the 101, and ends the answer", async () => {
+    const body = Buffer.from("the whole of a small file\n");
+    const { server, port } = await wholeAnswer(body);
+    servers.push(server);
+    let relayed: Promise<boolean> | undefined;
+    const front = createHttpServer((_req, res) => {
+      const relay = new RelaySocket({ host: "127.0.0.1", port });
+      relayed = upgrade(relay).then(async ({ socket, head }) => {
+        await new Promise((r) => socket.once("close", r));
+        res.writeHead(200, { "content-length": body.length });
+        return relay.relayTo(res, head, body.length);
+      });
+    });
+    servers.push(front);
+    await new Promise<void>((r) => front.listen(0, "127.0.0.1", r));
+    const address = front.address();
+    const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/`;
+    const res = await within(
+      5000,
+      fetch(url).then(async (r) => ({ status: r.status, text: await r.text() })),
+    );
+    assert.equal(res.status, 200);
+    assert.equal(res.text, body.toString());
+    // The relay knows it is done (the client alone cannot tell: it had all content-length said).
+    assert.equal(await within(5000, relayed as Promise<boolean>), true);
   });
 });

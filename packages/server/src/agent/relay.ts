@@ -56,6 +56,21 @@ export class RelaySocket {
     return false; // paused until `relayTo` (the copies are written first)
   }
 
+  /**
+   * How the connection ended before its bytes were taken (`pumpTo`, `relayTo` come after awaits):
+   * "end" when its end was read (then no raw read had paused it, so its bytes are all in the head
+   * and the copies: a send short enough to come whole with the 101), the error when it broke; null
+   * while it is open. Their `end` and `close` events went by with no one listening (a move back
+   * hung on it for good in a CI run: `btrfs receive` had the whole stream and exited, the relay
+   * waited for an end that had come).
+   */
+  private endedBefore(): "end" | Error | null {
+    const { socket } = this;
+    if (socket.readableEnded) return "end";
+    if (socket.destroyed) return socket.errored ?? new Error("the connection closed before its end");
+    return null;
+  }
+
   /** From now on reads are raw bytes for `relayTo` (call it where the raw answer begins: the 101). */
   beginRaw(): void {
     this.raw = true;
@@ -142,6 +157,11 @@ export class RelaySocket {
       this.ring(write);
       // Copies (the head, what came before the sink): written at once, in order.
       for (const chunk of [head, ...this.pending.splice(0)]) if (chunk.length > 0) write(chunk, () => {});
+      const before = this.endedBefore();
+      if (before === "end") {
+        ended = true;
+        finish();
+      } else if (before) fail(before);
       socket.resume();
     });
   }
@@ -172,6 +192,7 @@ export class RelaySocket {
         };
         next();
       },
+      endedBefore: () => this.endedBefore(),
       // Reused only after a clean end: no write from it can still be pending then.
       settled: (ok) => {
         if (!ok) return;
@@ -226,6 +247,8 @@ function relayBytes(
   how: {
     feed: (write: (chunk: Buffer, then: () => void) => void) => void;
     settled?: (ok: boolean) => void;
+    /** RelaySocket.endedBefore: an end or a break that came before the relay began. */
+    endedBefore?: () => "end" | Error | null;
   },
 ): Promise<boolean> {
   let sent = 0;
@@ -271,12 +294,17 @@ function relayBytes(
     socket.once("close", () => {
       if (!trimmed && !socket.readableEnded) settle(false);
     });
-    socket.once("end", () => {
+    const onEnd = () => {
       if (trimmed) return;
       if (size !== undefined && sent !== size) settle(false);
       else res.end(() => settle(true));
-    });
+    };
+    socket.once("end", onEnd);
     how.feed(write);
+    // After the head's write (its bytes counted): an end that came first ends the answer now.
+    const before = how.endedBefore?.() ?? null;
+    if (before === "end") onEnd();
+    else if (before) settle(false);
   });
 }
 

@@ -286,6 +286,7 @@ export async function apiRequest(base: string, method: string, path: string, opt
     body = JSON.stringify(opts.json);
     headers["content-type"] ??= "application/json";
   }
+  const started = performance.now();
   const send = () =>
     fetch(base + path, {
       method,
@@ -300,7 +301,7 @@ export async function apiRequest(base: string, method: string, path: string, opt
     if (IDEMPOTENT.has(method) && isStaleConnection(err)) return send();
     throw err;
   });
-  const text = await res.text();
+  const text = await readText(res, `${method} ${path}`, started);
   let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : undefined;
@@ -308,4 +309,25 @@ export async function apiRequest(base: string, method: string, path: string, opt
     parsed = undefined;
   }
   return { status: res.status, headers: res.headers, text, body: parsed };
+}
+
+/**
+ * The answer's body as text. A body cut short (its timeout, the server's connection gone) fails
+ * naming the request and what had come of it: a streamed answer's progress lines say where the
+ * server stopped.
+ */
+async function readText(res: Response, what: string, started: number): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  try {
+    for await (const chunk of res.body ?? []) chunks.push(chunk);
+  } catch (err) {
+    const got = Buffer.concat(chunks).toString();
+    const ms = Math.round(performance.now() - started);
+    throw new Error(
+      `${what}: the answer (${res.status}) was cut after ${ms} ms (${err instanceof Error ? err.message : String(err)}); it had said: ${got.length > 4000 ? `…${got.slice(-4000)}` : JSON.stringify(got)}`,
+      { cause: err },
+    );
+  }
+  // As `res.text()`: UTF-8, a byte order mark dropped.
+  return new TextDecoder().decode(Buffer.concat(chunks));
 }
