@@ -47,5 +47,8 @@ export function readLine(socket: Socket, max: number): Promise<string> {
     socket.on("readable", onReadable);
     socket.once("end", onEnd);
     socket.once("close", onEnd);
+    // An end read before this call (its events went by unheard; an ended socket has nothing left
+    // to read), or a socket already destroyed: no line will come.
+    if (socket.readableEnded || socket.destroyed) onEnd();
   });
 }
