@@ -6,6 +6,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { Writable } from "node:stream";
 import { after, describe, it } from "node:test";
+import { within } from "../util/within.js";
 import { RelaySocket, relayPair } from "./relay.js";
 
 /** Whether descriptor `fd` of this process is non-blocking (O_NONBLOCK in its open file's flags). */
@@ -111,13 +112,6 @@ function upgrade(relay: RelaySocket): Promise<{ socket: Socket; head: Buffer }> 
   });
 }
 
-/** Fails after `ms` instead of waiting for good. */
-const within = <T>(ms: number, p: Promise<T>): Promise<T> =>
-  Promise.race([
-    p,
-    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms).unref()),
-  ]);
-
 describe("RelaySocket: a connection that ended before its bytes were taken", () => {
   const servers: Server[] = [];
   after(() => {
@@ -140,10 +134,8 @@ describe("RelaySocket: a connection that ended before its bytes were taken", () 
         cb();
       },
     });
-    await within(
-      5000,
-      relay.pumpTo(out, head, () => {}),
-    );
+    const done = relay.pumpTo(out, head, () => {}).then(() => "done");
+    assert.equal(await within(done, 5000, "not settled within 5000 ms"), "done");
     assert.ok(out.writableEnded, "the output is ended");
     assert.deepEqual(Buffer.concat(chunks), body);
   });
@@ -158,8 +150,9 @@ describe("RelaySocket: a connection that ended before its bytes were taken", () 
     const out = new Writable({ write: (_c, _e, cb) => cb() });
     await assert.rejects(
       within(
-        5000,
         relay.pumpTo(out, head, () => {}),
+        5000,
+        "not settled within 5000 ms",
       ),
       /reset by the test/,
     );
@@ -183,12 +176,13 @@ describe("RelaySocket: a connection that ended before its bytes were taken", () 
     const address = front.address();
     const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/`;
     const res = await within(
-      5000,
       fetch(url).then(async (r) => ({ status: r.status, text: await r.text() })),
+      5000,
+      { status: 0, text: "no answer within 5000 ms" },
     );
     assert.equal(res.status, 200);
     assert.equal(res.text, body.toString());
     // The relay knows it is done (the client alone cannot tell: it had all content-length said).
-    assert.equal(await within(5000, relayed as Promise<boolean>), true);
+    assert.equal(await within(relayed as Promise<boolean>, 5000, "not settled within 5000 ms"), true);
   });
 });

@@ -56,21 +56,6 @@ export class RelaySocket {
     return false; // paused until `relayTo` (the copies are written first)
   }
 
-  /**
-   * How the connection ended before its bytes were taken (`pumpTo`, `relayTo` come after awaits):
-   * "end" when its end was read (then no raw read had paused it, so its bytes are all in the head
-   * and the copies: a send short enough to come whole with the 101), the error when it broke; null
-   * while it is open. Their `end` and `close` events went by with no one listening (a move back
-   * hung on it for good in a CI run: `btrfs receive` had the whole stream and exited, the relay
-   * waited for an end that had come).
-   */
-  private endedBefore(): "end" | Error | null {
-    const { socket } = this;
-    if (socket.readableEnded) return "end";
-    if (socket.destroyed) return socket.errored ?? new Error("the connection closed before its end");
-    return null;
-  }
-
   /** From now on reads are raw bytes for `relayTo` (call it where the raw answer begins: the 101). */
   beginRaw(): void {
     this.raw = true;
@@ -157,7 +142,7 @@ export class RelaySocket {
       this.ring(write);
       // Copies (the head, what came before the sink): written at once, in order.
       for (const chunk of [head, ...this.pending.splice(0)]) if (chunk.length > 0) write(chunk, () => {});
-      const before = this.endedBefore();
+      const before = endedAlready(socket);
       if (before === "end") {
         ended = true;
         finish();
@@ -192,7 +177,6 @@ export class RelaySocket {
         };
         next();
       },
-      endedBefore: () => this.endedBefore(),
       // Reused only after a clean end: no write from it can still be pending then.
       settled: (ok) => {
         if (!ok) return;
@@ -231,6 +215,20 @@ export function relayPlain(
 }
 
 /**
+ * How `socket` ended before a relay of it began (`pumpTo`, `relayTo` and `relayPlain` come after
+ * awaits): "end" when its end was read (a raw read had not paused it, so its bytes are all in the
+ * head and the copies: a send short enough to come whole with the 101), its error when it broke;
+ * null while it is open. Its `end` and `close` went by with no one listening: a move back hung on
+ * that for good in a CI run (`btrfs receive` had the whole stream and exited; the relay waited
+ * for an end that had come).
+ */
+function endedAlready(socket: Duplex): "end" | Error | null {
+  if (socket.readableEnded) return "end";
+  if (socket.destroyed) return socket.errored ?? new Error("the connection closed before its end");
+  return null;
+}
+
+/**
  * The relay both share: what `feed` hands to `write` goes to `res` (which has its head written),
  * `then` once written; trimmed to `size` bytes (a file that grew during the read: its first `size`
  * bytes, ended cleanly so that the client's connection stays usable for its next request;
@@ -247,8 +245,6 @@ function relayBytes(
   how: {
     feed: (write: (chunk: Buffer, then: () => void) => void) => void;
     settled?: (ok: boolean) => void;
-    /** RelaySocket.endedBefore: an end or a break that came before the relay began. */
-    endedBefore?: () => "end" | Error | null;
   },
 ): Promise<boolean> {
   let sent = 0;
@@ -302,7 +298,7 @@ function relayBytes(
     socket.once("end", onEnd);
     how.feed(write);
     // After the head's write (its bytes counted): an end that came first ends the answer now.
-    const before = how.endedBefore?.() ?? null;
+    const before = endedAlready(socket);
     if (before === "end") onEnd();
     else if (before) settle(false);
   });

@@ -318,16 +318,17 @@ export async function apiRequest(base: string, method: string, path: string, opt
  */
 async function readText(res: Response, what: string, started: number): Promise<string> {
   const chunks: Uint8Array[] = [];
+  // As `res.text()`: UTF-8, a byte order mark dropped.
+  const text = () => new TextDecoder().decode(Buffer.concat(chunks));
   try {
     for await (const chunk of res.body ?? []) chunks.push(chunk);
   } catch (err) {
-    const got = Buffer.concat(chunks).toString();
+    const got = text();
     const ms = Math.round(performance.now() - started);
     throw new Error(
-      `${what}: the answer (${res.status}) was cut after ${ms} ms (${err instanceof Error ? err.message : String(err)}); it had said: ${got.length > 4000 ? `…${got.slice(-4000)}` : JSON.stringify(got)}`,
+      `${what}: the answer (${res.status}) was cut after ${ms} ms (${err instanceof Error ? err.message : String(err)}); it had said: ${JSON.stringify(got.length > 4000 ? `…${got.slice(-4000)}` : got)}`,
       { cause: err },
     );
   }
-  // As `res.text()`: UTF-8, a byte order mark dropped.
-  return new TextDecoder().decode(Buffer.concat(chunks));
+  return text();
 }

@@ -1,14 +1,8 @@
 import assert from "node:assert/strict";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
+import { within } from "../../util/within.js";
 import { NoLineError, readLine } from "./line.js";
-
-/** Fails after `ms` instead of waiting for good. */
-const within = <T>(ms: number, p: Promise<T>): Promise<T> =>
-  Promise.race([
-    p,
-    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms).unref()),
-  ]);
 
 describe("readLine: the first line of a connection (node sessions and standby wakes)", () => {
   let server: Server;
@@ -40,7 +34,7 @@ describe("readLine: the first line of a connection (node sessions and standby wa
 
   it("reads the line and leaves what follows it in the socket", async () => {
     const socket = await connect({ bytes: '{"session":"s1"}\nrest', end: true });
-    assert.equal(await within(5000, readLine(socket, 1024)), '{"session":"s1"}');
+    assert.equal(await within(readLine(socket, 1024), 5000, "not settled within 5000 ms"), '{"session":"s1"}');
     const rest: Buffer[] = [];
     socket.on("data", (b: Buffer) => rest.push(b));
     await new Promise((r) => socket.once("end", r));
@@ -50,14 +44,22 @@ describe("readLine: the first line of a connection (node sessions and standby wa
 
   it("rejects a line longer than allowed", async () => {
     const socket = await connect({ bytes: "x".repeat(2000), end: false });
-    const err = await within(5000, readLine(socket, 1024)).catch((e: unknown) => e);
+    const err = await within(
+      readLine(socket, 1024).catch((e: unknown) => e),
+      5000,
+      "not settled within 5000 ms",
+    );
     assert.ok(err instanceof NoLineError && !err.ended, String(err));
     socket.destroy();
   });
 
   it("rejects a connection that ends before its line", async () => {
     const socket = await connect({ bytes: "no newline", end: true });
-    const err = await within(5000, readLine(socket, 1024)).catch((e: unknown) => e);
+    const err = await within(
+      readLine(socket, 1024).catch((e: unknown) => e),
+      5000,
+      "not settled within 5000 ms",
+    );
     assert.ok(err instanceof NoLineError && err.ended, String(err));
     socket.destroy();
   });
@@ -67,7 +69,11 @@ describe("readLine: the first line of a connection (node sessions and standby wa
     socket.resume();
     await new Promise((r) => socket.once("close", r));
     assert.ok(socket.readableEnded);
-    const err = await within(5000, readLine(socket, 1024)).catch((e: unknown) => e);
+    const err = await within(
+      readLine(socket, 1024).catch((e: unknown) => e),
+      5000,
+      "not settled within 5000 ms",
+    );
     assert.ok(err instanceof NoLineError && err.ended, String(err));
   });
 });
