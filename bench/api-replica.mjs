@@ -25,14 +25,16 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import {
+  assertOwnPackages,
   benchPostgres,
   cleanupOnSignalsAndTimeCap,
   freePort,
   fmt as ms,
   parseBenchFlags,
   percentile,
+  procCpuMs,
   serveGroup,
   tail,
 } from "./lib.mjs";
@@ -41,13 +43,17 @@ const USAGE = `usage: node bench/api-replica.mjs [options]
 
   --execs N   timed exec \`true\` requests to each setup (default 500)
   --reads N   timed 1 MiB fs reads from each setup (default 200)
+  --against DIR  also an API process and a node of another checkout (bench/against-tree.sh), a
+              third setup interleaved with the two others, so that a change is compared in one run
   --json      also print one JSON object with all figures (last line of stdout)
   --help      this text
 
 env: UMS_BENCH_DATABASE_URL (a PostgreSQL server to make the run's two databases on; default a
 private cluster), UMS_BENCH_TIMEOUT_S (default 1800) caps the whole run.`;
 
-const flags = parseBenchFlags(USAGE, ["execs", "reads"]);
+const flags = parseBenchFlags(USAGE, ["execs", "reads"], process.argv.slice(2), ["against"]);
+const AGAINST = flags.against ? resolve(flags.against) : undefined;
+if (AGAINST) assertOwnPackages(AGAINST);
 const EXECS = flags.execs ?? 500;
 const READS = flags.reads ?? 200;
 const GOAL_EXTRA_MS = 1.5;
@@ -191,20 +197,37 @@ try {
   const secret = randomBytes(32).toString("hex");
   log("starting the single-process server (--role all)");
   const single = await serves.startServe("single", "all", await postgres.createDatabase("single"), NO_IDLE);
-  const clusterDb = await postgres.createDatabase("cluster");
+  // A node and an API process in front of it, on a database of their own: this tree's, and with
+  // --against another tree's.
+  const pair = async (tag, ums) => {
+    const db = await postgres.createDatabase(`cluster${tag}`);
+    const endpointPort = await freePort();
+    const node = await serves.startServe(
+      `node${tag}`,
+      "node",
+      db,
+      {
+        ...NO_IDLE,
+        UMS_NODE_SECRET: secret,
+        UMS_NODE_LISTEN: `127.0.0.1:${endpointPort}`,
+        UMS_NODE_NAME: `bench-node${tag.replace("_", "-")}`,
+      },
+      ums,
+    );
+    const api = await serves.startServe(`api${tag}`, "api", db, { ...NO_IDLE, UMS_NODE_SECRET: secret }, ums);
+    return { node, api };
+  };
   log("starting a node (--role node) and an API process (--role api) on one database");
-  const endpointPort = await freePort();
-  const node = await serves.startServe("node", "node", clusterDb, {
-    ...NO_IDLE,
-    UMS_NODE_SECRET: secret,
-    UMS_NODE_LISTEN: `127.0.0.1:${endpointPort}`,
-    UMS_NODE_NAME: "bench-node",
-  });
-  const api = await serves.startServe("api", "api", clusterDb, { ...NO_IDLE, UMS_NODE_SECRET: secret });
+  const { node, api } = await pair("", undefined);
+  let other;
+  if (AGAINST) {
+    log(`starting a node and an API process of ${AGAINST} on another database`);
+    other = await pair("_against", join(AGAINST, "bin", "ums"));
+  }
 
   const blob = randomBytes(FILE_BYTES);
   const setups = [];
-  for (const server of [single, api]) {
+  for (const server of [single, api, ...(other ? [other.api] : [])]) {
     const created = await fetch(`${server.url}/v1/units`, {
       method: "POST",
       headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" },
@@ -218,10 +241,19 @@ try {
     if (w.status !== 200) throw new Error(`${server.name}: fs write answered ${w.status}: ${w.body}`);
     setups.push({ server, agent, blob });
   }
+  // The servers' own CPU time over each phase, per request: the single process's, and the API
+  // processes' and the nodes' (the units' agents are the same in every setup and left out).
+  const cpu = async (run, n) => {
+    const procs = { single, api, node, ...(other && { api_against: other.api, node_against: other.node }) };
+    const before = Object.fromEntries(Object.entries(procs).map(([k, s]) => [k, procCpuMs(s.child.pid).own]));
+    const samples = await run();
+    const per = Object.entries(procs).map(([k, s]) => [`${k}_ms`, (procCpuMs(s.child.pid).own - before[k]) / (n + 1)]);
+    return { samples, cpu: Object.fromEntries(per) };
+  };
   log(`exec true: ${EXECS} per setup (50 untimed first)`);
-  const exec = await measure("exec", EXECS, 50, setups);
+  const exec = await cpu(() => measure("exec", EXECS, 50, setups), EXECS + 50);
   log(`fs read of 1 MiB: ${READS} per setup (20 untimed first)`);
-  const read = await measure("read", READS, 20, setups);
+  const read = await cpu(() => measure("read", READS, 20, setups), READS + 20);
   // What one hop to the node costs by itself: a JSON call on a new connection (as the API makes
   // them), and on a kept-alive one.
   log(`node endpoint: ${EXECS} JSON calls each on new and on kept-alive connections`);
@@ -246,9 +278,10 @@ try {
     ["exec", exec],
     ["read", read],
   ]) {
-    const [base, replica] = s.map((x) => ({ p50: percentile(x, 50), p90: percentile(x, 90) }));
+    const [base, replica, against] = s.samples.map((x) => ({ p50: percentile(x, 50), p90: percentile(x, 90) }));
     results[what] = {
-      n: s[0].length,
+      n: s.samples[0].length,
+      cpu_per_request_ms: s.cpu,
       single_p50_ms: base.p50,
       single_p90_ms: base.p90,
       replica_p50_ms: replica.p50,
@@ -258,6 +291,13 @@ try {
       ratio_p50: replica.p50 / base.p50,
       goal_max_extra_p50_ms: GOAL_EXTRA_MS,
       pass: replica.p50 - base.p50 <= GOAL_EXTRA_MS,
+      ...(against && {
+        against: AGAINST,
+        against_p50_ms: against.p50,
+        against_p90_ms: against.p90,
+        against_extra_p50_ms: against.p50 - base.p50,
+        against_extra_p90_ms: against.p90 - base.p90,
+      }),
     };
   }
 } catch (err) {
@@ -291,6 +331,20 @@ for (const [what, label] of [
       `${r.ratio_p50.toFixed(2)}x`,
     ].join("\t"),
   );
+  if (r.against) {
+    console.log(
+      [
+        label,
+        `api replica -> node of ${r.against}`,
+        r.n,
+        ms(r.against_p50_ms),
+        ms(r.against_p90_ms),
+        signed(r.against_extra_p50_ms),
+        signed(r.against_extra_p90_ms),
+        `${(r.against_p50_ms / r.single_p50_ms).toFixed(2)}x`,
+      ].join("\t"),
+    );
+  }
 }
 if (results.node_call) {
   const h = results.node_call;
@@ -316,6 +370,21 @@ for (const [what, label] of [
   console.log(
     `goal (${label}): extra p50 <= ${GOAL_EXTRA_MS} ms: ${signed(r.extra_p50_ms)} ${r.pass ? "PASS" : "MISS"}`,
   );
+}
+for (const [what, label] of [
+  ["exec", "exec true"],
+  ["read", "fs read 1 MiB"],
+]) {
+  const c = results[what]?.cpu_per_request_ms;
+  if (!c) continue;
+  console.log(
+    `server CPU per request (${label}): single process ${ms(c.single_ms)}; api ${ms(c.api_ms)} + node ${ms(c.node_ms)} = ${ms(c.api_ms + c.node_ms)}`,
+  );
+  if (c.api_against_ms !== undefined) {
+    console.log(
+      `server CPU per request (${label}), ${AGAINST}: api ${ms(c.api_against_ms)} + node ${ms(c.node_against_ms)} = ${ms(c.api_against_ms + c.node_against_ms)}`,
+    );
+  }
 }
 console.log(`load: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
 if (flags.json) console.log(JSON.stringify({ ok, ...results }));

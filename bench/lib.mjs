@@ -383,8 +383,9 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
    * `none`, and waits until it answers: GET /healthz for one with the API; its endpoint
    * (UMS_NODE_LISTEN, with UMS_NODE_SECRET) and its row in the database for a node. Resolves to
    * the server: name, role, databaseUrl, dataDir, env, url and token (with the API), log, child.
+   * `ums`: the command to run (another tree's bin/ums for a bench's `--against`).
    */
-  async function startServe(name, role, databaseUrl, env = {}) {
+  async function startServe(name, role, databaseUrl, env = {}, ums = UMS) {
     const { testServeEnv } = await import("../packages/server/dist/testing/host-cleanup.js");
     const { lockSubnet } = await import("../packages/server/dist/testing/runtime.js");
     const s = { name, role, databaseUrl, dataDir: mkdtempSync(join(tmpdir(), `${dataDirPrefix}${name}-`)) };
@@ -412,7 +413,7 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
     };
     if (role !== "node") {
       s.url = `http://127.0.0.1:${port}`;
-      s.token = (await run(UMS, ["token", "create", "--org", org], { timeoutMs: 60_000, env: s.env })).trim();
+      s.token = (await run(ums, ["token", "create", "--org", org], { timeoutMs: 60_000, env: s.env })).trim();
     }
     s.log = join(logDir, `${name}.log`);
     // No process once stopServes has begun (a Ctrl-C during a start): it would outlive the run.
@@ -420,7 +421,7 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
     const fd = openSync(s.log, "a");
     // Its own process group: a Ctrl-C in the terminal reaches the benchmark, whose cleanup deletes
     // the units before it stops the servers.
-    s.child = spawn(UMS, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
+    s.child = spawn(ums, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
     closeSync(fd);
     const deadline = Date.now() + 120_000;
     for (;;) {
@@ -493,7 +494,7 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
  * their `--`): `--help` prints `usage` and exits 0; anything else wrong prints what, then `usage`,
  * and exits 2.
  */
-export function parseBenchFlags(usage, numeric, argv = process.argv.slice(2)) {
+export function parseBenchFlags(usage, numeric, argv = process.argv.slice(2), strings = []) {
   const wrong = (problem) => {
     console.error(`${problem}\n\n${usage}`);
     process.exit(2);
@@ -506,6 +507,7 @@ export function parseBenchFlags(usage, numeric, argv = process.argv.slice(2)) {
       process.exit(0);
     }
     if (a === "--json") flags.json = true;
+    else if (strings.includes(a.slice(2)) && a.startsWith("--") && i + 1 < argv.length) flags[a.slice(2)] = argv[++i];
     else if (numeric.includes(a.slice(2)) && a.startsWith("--") && i + 1 < argv.length) {
       const v = Number(argv[++i]);
       if (!Number.isInteger(v) || v <= 0) wrong(`${a}: a positive whole number, not '${argv[i]}'`);

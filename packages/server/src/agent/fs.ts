@@ -4,7 +4,7 @@ import type { Readable } from "node:stream";
 import { type AgentEndpoint, boundAnswer, connectEndpoint } from "./deadline.js";
 import { AgentAnswerError, readAnswerError } from "./errors.js";
 import { wrap } from "./http.js";
-import { RelaySocket, relayPlain } from "./relay.js";
+import { RelaySocket, relayOf, relayPlain } from "./relay.js";
 
 /** Who runs a filesystem operation in the unit: the unit user, or root (`asRoot`, spec 4.4). */
 export type FsIdentity = "user" | "root";
@@ -112,13 +112,18 @@ export interface RawRead {
  * error (`AgentAnswerError`, e.g. ENOENT).
  */
 export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<RawRead | IncomingMessage> {
-  // Through a node (issue #15): the raw read over the node's splice, relayed with the socket's own reads.
-  if (ep.connect)
-    return rawRead(
-      await connectFs(ep, as),
-      path,
-      (socket, head, size) => (out, onBytes) => relayPlain(socket, out, head, size, onBytes),
-    );
+  // Through a node (issue #15): the raw read over the node's splice, from the connection's own
+  // buffers when it has them (node/remote/ makes its connections to agents RelaySockets), else
+  // with the socket's own reads.
+  if (ep.connect) {
+    const socket = await connectFs(ep, as);
+    const own = relayOf(socket);
+    return rawRead(socket, path, (socket, head, size) => {
+      if (!own) return (out, onBytes) => relayPlain(socket, out, head, size, onBytes);
+      own.beginRaw();
+      return (out, onBytes) => own.relayTo(out, head, size, onBytes);
+    });
+  }
   const relay = new RelaySocket(ep.path);
   const socket = await connectFs(ep, as, relay.socket).catch((err) => {
     relay.socket.destroy();

@@ -20,6 +20,17 @@ const RING = 2;
 /** Buffers of relays that ended cleanly, for the next ones (small reads must not cost 256 KiB each). */
 const spare: Buffer[] = [];
 const SPARE_MAX = 8;
+/** Each RelaySocket by its socket, for code that is handed the socket alone (relayOf). */
+const relays = new WeakMap<Socket, RelaySocket>();
+
+/**
+ * The RelaySocket `socket` belongs to, if it is one's: a connection passed through code that knows
+ * it only as a socket (an API process's connection to a node, node/remote/, through the agent
+ * client's HTTP upgrades) can still have a raw read's bytes go from its own buffers (`relayTo`).
+ */
+export function relayOf(socket: Duplex): RelaySocket | undefined {
+  return relays.get(socket as Socket);
+}
 
 export class RelaySocket {
   readonly socket: Socket;
@@ -47,6 +58,9 @@ export class RelaySocket {
     // Its users come and go (the HTTP client until the 101, then `relayTo`): between them an error
     // must find a listener (issue #19 finding 6). Each user sees the error or the close on its own.
     this.socket.on("error", () => {});
+    relays.set(this.socket, this);
+    // Never raw (an exec, a JSON call): every read was copied out, nothing refers to the buffers.
+    this.socket.once("close", () => (this.raw ? undefined : this.recycle()));
   }
 
   private onRead(chunk: Buffer): boolean {
@@ -112,8 +126,12 @@ export class RelaySocket {
       };
       const finish = () => {
         if (failed || !ended || inFlight > 0) return;
-        if (opts.end === false) resolve();
-        else out.end(() => (failed ? undefined : resolve()));
+        const done = () => {
+          this.recycle();
+          resolve();
+        };
+        if (opts.end === false) done();
+        else out.end(() => (failed ? undefined : done()));
       };
       const write = (chunk: Buffer, then: () => void): void => {
         if (failed) return;
@@ -152,6 +170,18 @@ export class RelaySocket {
   }
 
   /**
+   * The buffers go to the next relays once this socket has closed. Only after a clean end: no
+   * write from them can still be pending then.
+   */
+  private recycle(): void {
+    const give = () => {
+      for (const b of this.buffers.splice(0)) if (spare.length < SPARE_MAX) spare.push(b);
+    };
+    if (this.socket.closed) give();
+    else this.socket.once("close", give);
+  }
+
+  /**
    * Writes `head` (bytes read past the 101) and then everything the agent sends until it ends the
    * connection to `res`, which must have its head written. Resolves once done: with true when all of
    * `size` bytes (if known) went through, false when either side cut the transfer short (then both are
@@ -177,15 +207,7 @@ export class RelaySocket {
         };
         next();
       },
-      // Reused only after a clean end: no write from it can still be pending then.
-      settled: (ok) => {
-        if (!ok) return;
-        const recycle = () => {
-          for (const b of this.buffers) if (spare.length < SPARE_MAX) spare.push(b);
-        };
-        if (socket.closed) recycle();
-        else socket.once("close", recycle);
-      },
+      settled: (ok) => (ok ? this.recycle() : undefined),
     });
   }
 }

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse, S
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
-import { relayPair } from "../../agent/relay.js";
+import { RelaySocket, relayPair } from "../../agent/relay.js";
 import { childFailure } from "../../replication/children.js";
 import type { OrgRecord, UnitRecord } from "../../store/records.js";
 import { readLimited } from "../../util/read-limited.js";
@@ -546,7 +546,7 @@ export class NodeEndpoint {
       stopWatching();
       return reply.end(200, { result: { lease: id, booted: lease.booted } });
     }
-    let target: Socket;
+    let target: RelaySocket;
     try {
       target = await lease.agentSocket();
     } catch (err) {
@@ -556,7 +556,7 @@ export class NodeEndpoint {
     }
     stopWatching();
     if (abandoned()) {
-      target.destroy();
+      target.socket.destroy();
       this.releaseLease(id);
       socket.destroy();
       return;
@@ -631,7 +631,7 @@ export class NodeEndpoint {
     }
     const held = this.leases.get(m[1] as string);
     if (!held) return refuse(404, new Error("that lease was released (or this node restarted)"));
-    let target: Socket;
+    let target: Socket | RelaySocket;
     try {
       if (m[2] === "agent") target = await held.lease.agentSocket();
       else {
@@ -646,25 +646,36 @@ export class NodeEndpoint {
     this.join(socket, target, head, reply.preface());
   }
 
-  /** Writes `preface` (the 101, or a line) and relays bytes both ways between `socket` and `target`. */
-  private join(socket: Socket, target: Socket, head: Buffer, preface: string): void {
+  /**
+   * Writes `preface` (the 101, or a line) and relays bytes both ways between `socket` and `target`:
+   * a unit's agent (a RelaySocket: its bytes go from its own buffers) or a unit's port.
+   */
+  private join(socket: Socket, target: Socket | RelaySocket, head: Buffer, preface: string): void {
+    const relay = target instanceof RelaySocket ? target : undefined;
+    const to = relay ? relay.socket : (target as Socket);
     if (socket.destroyed) {
-      target.destroy();
+      to.destroy();
       return;
     }
     socket.write(preface);
-    if (head.length > 0) target.write(head);
+    if (head.length > 0) to.write(head);
     this.spliced.add(socket);
-    target.on("error", () => socket.destroy());
-    socket.on("error", () => target.destroy());
+    to.on("error", () => socket.destroy());
+    socket.on("error", () => to.destroy());
     socket.once("close", () => {
       this.spliced.delete(socket);
-      target.destroy();
+      to.destroy();
     });
-    target.once("close", () => socket.destroy());
     // Half-closes pass through (a tunnel's end of stream): pipe ends the other side's writes.
-    socket.pipe(target);
-    target.pipe(socket);
+    socket.pipe(to);
+    if (relay) {
+      // The agent's end may be read while its last bytes are still being written to `socket`: its
+      // close must not cut them (pumpTo ends `socket` once they are written, or destroys both).
+      relay.pumpTo(socket, Buffer.alloc(0), () => {}).catch(() => socket.destroy());
+    } else {
+      to.once("close", () => socket.destroy());
+      to.pipe(socket);
+    }
   }
 }
 

@@ -5,6 +5,7 @@ import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import { agentClient } from "../../agent/client.js";
 import { type AgentTimeouts, DEFAULT_AGENT_TIMEOUTS } from "../../agent/deadline.js";
 import { AgentUnreachableError, NODE_SENT } from "../../agent/errors.js";
+import { RelaySocket } from "../../agent/relay.js";
 import type { ResourceLimits, ResourcesPolicy } from "../../runtime/runtime.js";
 import type {
   CheckpointRecord,
@@ -503,16 +504,26 @@ export class RemoteNode implements UnitNode {
     throw this.unreachable(new Error("a standby connection answered no lease"));
   }
 
+  /**
+   * A new connection to the node whose reads land in buffers of its own (RelaySocket): one that
+   * leads to a unit's agent, where a raw file read's bytes go from them (agent/fs.ts `agentRead`).
+   */
+  private relaySocket(): Socket {
+    const { socket } = new RelaySocket({ host: this.address.host, port: this.address.port });
+    socket.setNoDelay(true);
+    return socket;
+  }
+
   /** A connection the node keeps ready for a wake (`GET /node/v1/standby`), once it answered 101. */
   private openStandby(): Promise<Socket> {
     return new Promise((resolve, reject) => {
       const req = request({
         host: this.address.host,
         port: this.address.port,
+        createConnection: () => this.relaySocket(),
         method: "GET",
         path: `${NODE_PREFIX}/standby`,
         headers: { authorization: `Bearer ${this.address.secret}`, connection: "Upgrade", upgrade: SPLICE_UPGRADE },
-        agent: false,
       });
       const timer = setTimeout(() => req.destroy(new Error(`no answer within ${HEALTH_MS / 1000} s`)), HEALTH_MS);
       timer.unref();
@@ -580,6 +591,10 @@ export class RemoteNode implements UnitNode {
     const req = request({
       host: this.address.host,
       port: this.address.port,
+      // A unit's agent: its answers (a file's bytes among them) can go from the connection's own
+      // buffers (relayOf); a unit's port (a proxied request) is read the ordinary way. (An `agent`
+      // option would make the connection itself: node:http then ignores `createConnection`.)
+      ...(what === "agent" ? { createConnection: () => this.relaySocket() } : { agent: false }),
       method: "GET",
       path: `${NODE_PREFIX}/leases/${encodeURIComponent(leaseId)}/${what}`,
       headers: {
@@ -587,7 +602,6 @@ export class RemoteNode implements UnitNode {
         connection: "Upgrade",
         upgrade: SPLICE_UPGRADE,
       },
-      agent: false,
     });
     req.once("upgrade", (_res, socket: Socket, head) => {
       socket.setTimeout(0);

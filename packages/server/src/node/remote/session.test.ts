@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { createServer, connect as netConnect, type Server, type Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
+import { RelaySocket, relayOf } from "../../agent/relay.js";
 import type { LocalNode } from "../local/local-node.js";
 import { NodeEndpoint } from "./node-endpoint.js";
 import { RemoteNode } from "./remote-node.js";
@@ -35,10 +37,12 @@ describe("the API's session with a node", () => {
           if (!released) held--;
           released = true;
         },
+        // As a node's lease makes it (lease.ts): raw reads, relayed from its own buffers.
         agentSocket: async () => {
-          const s = netConnect((echo.address() as { port: number }).port, "127.0.0.1");
-          await new Promise((r) => s.once("connect", r));
-          return s;
+          const relay = new RelaySocket({ host: "127.0.0.1", port: (echo.address() as { port: number }).port });
+          relay.beginRaw();
+          await new Promise((r) => relay.socket.once("connect", r));
+          return relay;
         },
       };
     },
@@ -71,8 +75,12 @@ describe("the API's session with a node", () => {
       connect.write("ping");
     });
 
+  /** What the stand-in agent answers to "long": all of it, then its end at once. */
+  const long = randomBytes(24 << 20);
   before(async () => {
-    echo = createServer((s) => s.on("data", (d) => s.write(d)).on("error", () => {}));
+    echo = createServer((s) =>
+      s.on("data", (d) => (d.toString() === "long" ? s.end(long) : s.write(d))).on("error", () => {}),
+    );
     await new Promise<void>((r) => echo.listen(0, "127.0.0.1", () => r()));
     await listen();
   });
@@ -185,6 +193,35 @@ describe("the API's session with a node", () => {
     lease.release();
     await until("released", () => held === 0);
     await until("refilled", () => idleOf(node).length === 2);
+  });
+
+  it("an agent's long answer reaches a slow API whole and in order, through the node's and the API's reuse of their buffers", async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    for (const _ of [1, 2]) {
+      await until("two standby connections are ready", () => idleOf(node).length === 2);
+      const lease = await node.wake(org, unit());
+      const first = (lease as unknown as { first?: Socket }).first as Socket;
+      // The API's connection reads into its own buffers: a raw file read is relayed from them (agent/fs.ts).
+      assert.ok(relayOf(first), "the wake's connection to the agent is a RelaySocket");
+      const got: Buffer[] = [];
+      const ended = new Promise<void>((resolve, reject) => {
+        first.once("end", resolve);
+        first.once("close", () => reject(new Error("closed before its end")));
+      });
+      // A slow reader: the node's writes to it wait, and a buffer reused before its write is done
+      // (RelaySocket's ring) would show as other bytes.
+      first.on("data", (d: Buffer) => {
+        got.push(d);
+        first.pause();
+        setTimeout(() => first.resume(), 2);
+      });
+      first.write("long");
+      await ended;
+      assert.ok(Buffer.concat(got).equals(long), `the answer came whole (${Buffer.concat(got).length} bytes)`);
+      lease.release();
+      await until("released", () => held === 0);
+    }
   });
 
   it("standby connections the node closed leave the pool; the wake then opens its own", async () => {
