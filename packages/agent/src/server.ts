@@ -35,6 +35,7 @@ import { AGENT_VERSION } from "./version.js";
 //   /fs/{list,read,write,chmod,chown,copy,delete,rename} → filesystem operations (spec 4.4, fs/http.ts)
 //   GET  /fs/watch (upgrade)     → file watch websocket (fs/watch.ts)
 //   GET  /fs/connect?as= (upgrade: ums-fs) → the connection goes to the fs process of that identity (fs/router.ts)
+//   GET  /fs/read?as=&path= (upgrade: ums-fs-bytes) → a raw read by the fs process of that identity (fs/router.ts)
 //   GET  /service-events         → NDJSON: services that crashed or were restarted, as it happens (services/events.ts)
 //   /services…                   → the unit's services (spec 4.6, services/http.ts), when it has a supervisor
 //   GET  /ports/watch (upgrade)  → listening ports, then port_opened/port_closed (spec 6.5, ports/ws.ts)
@@ -114,6 +115,7 @@ export function createAgent(config: AgentConfig, services?: Supervisor): Agent {
     const q = url.searchParams;
     if (req.method === "GET" && path === "/fs/watch") return fsWatch.upgrade(req, socket, head);
     if (req.method === "GET" && path === "/fs/connect") return fsRouter.connect(req, socket, head, q);
+    if (req.method === "GET" && path === "/fs/read") return fsRouter.read(req, socket, head, q);
     if (req.method === "GET" && path === "/ports/watch") return portSockets.upgrade(req, socket, head);
     if (req.method === "GET" && path === "/tunnel") return tunnels.upgrade(req, socket, head, q);
     const attachId = /^\/exec\/([^/]+)$/.exec(path)?.[1] ?? (path === "/exec" && !q.has("cmd") ? q.get("id") : null);

@@ -144,65 +144,74 @@ describe("agent filesystem routes", { skip: !isRoot && "needs root (runs the wor
     assert.equal(bad.status, 404); // a plain GET is no upgrade: no such route
   });
 
-  it("reads raw (GET /fs/read upgraded to ums-fs-bytes): the size, the bytes, then the end", async () => {
-    /** A raw read on a connection of identity `as`: the answer's status and headers, and every byte after it. */
-    const rawRead = (as: string, path: string, upgrade = "ums-fs-bytes") =>
-      new Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
-        const up = request({
-          socketPath: agent.socket,
-          path: `/fs/connect?as=${as}`,
-          headers: { connection: "Upgrade", upgrade: "ums-fs" },
-        });
-        up.on("upgrade", (_res, socket) => {
-          const req = request({
-            createConnection: () => socket,
-            path: `/fs/read?${q({ path })}`,
-            headers: { connection: "Upgrade", upgrade },
-          });
-          const collect = (
-            status: number,
-            headers: Record<string, unknown>,
-            from: NodeJS.ReadableStream,
-            head = Buffer.alloc(0),
+  for (const how of ["on an fs connection", "in one exchange"] as const)
+    it(`reads raw (GET /fs/read upgraded to ums-fs-bytes, ${how}): the size, the bytes, then the end`, async () => {
+      /**
+       * A raw read as identity `as`: on a connection of that identity (/fs/connect first), or asked
+       * of the agent itself (/fs/read?as=); the answer's status and headers, and every byte after it.
+       */
+      const rawRead = (as: string, path: string, upgrade = "ums-fs-bytes") =>
+        new Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+          const read = (
+            connection: { createConnection: () => import("node:stream").Duplex } | { socketPath: string },
           ) => {
-            const parts: Buffer[] = [head];
-            from.on("data", (d: Buffer) => parts.push(d));
-            from.on("end", () => resolve({ status, headers, body: Buffer.concat(parts) }));
+            const req = request({
+              ...connection,
+              path: `/fs/read?${q(how === "in one exchange" ? { as, path } : { path })}`,
+              headers: { connection: "Upgrade", upgrade },
+            });
+            const collect = (
+              status: number,
+              headers: Record<string, unknown>,
+              from: NodeJS.ReadableStream,
+              head = Buffer.alloc(0),
+            ) => {
+              const parts: Buffer[] = [head];
+              from.on("data", (d: Buffer) => parts.push(d));
+              from.on("end", () => resolve({ status, headers, body: Buffer.concat(parts) }));
+            };
+            req.on("upgrade", (res, raw, head) => collect(101, res.headers, raw, head));
+            req.on("response", (res) => collect(res.statusCode ?? 0, res.headers, res));
+            req.on("error", reject);
+            req.end();
           };
-          req.on("upgrade", (res, raw, head) => collect(101, res.headers, raw, head));
-          req.on("response", (res) => collect(res.statusCode ?? 0, res.headers, res));
-          req.on("error", reject);
-          req.end();
+          if (how === "in one exchange") return read({ socketPath: agent.socket });
+          const up = request({
+            socketPath: agent.socket,
+            path: `/fs/connect?as=${as}`,
+            headers: { connection: "Upgrade", upgrade: "ums-fs" },
+          });
+          up.on("upgrade", (_res, socket) => read({ createConnection: () => socket }));
+          up.on("error", reject);
+          up.end();
         });
-        up.on("error", reject);
-        up.end();
-      });
-    const data = Buffer.alloc(3 * 1024 * 1024 + 5);
-    for (let i = 0; i < data.length; i++) data[i] = (i * 7 + (i >> 12)) & 255;
-    writeFileSync(join(home, "raw.bin"), data);
-    chownSync(join(home, "raw.bin"), 1000, 1000);
-    for (const as of ["user", "root"]) {
-      const r = await rawRead(as, join(home, "raw.bin"));
-      assert.equal(r.status, 101);
-      assert.equal(r.headers["x-ums-size"], String(data.length));
-      assert.ok(r.body.equals(data), `${as}: the bytes as written`);
-    }
-    const empty = await rawRead("user", "/dev/null");
-    assert.equal(empty.status, 101);
-    assert.equal(empty.headers["x-ums-size"], undefined, "no size for what is not a regular file");
-    assert.equal(empty.body.length, 0);
-    writeFileSync(join(home, "root-only"), "secret");
-    chmodSync(join(home, "root-only"), 0o600);
-    const denied = await rawRead("user", join(home, "root-only"));
-    assert.equal(denied.status, 400);
-    assert.equal(JSON.parse(denied.body.toString()).code, "EACCES");
-    assert.equal((await rawRead("root", join(home, "root-only"))).body.toString(), "secret");
-    const missing = await rawRead("user", join(home, "none"));
-    assert.deepEqual([missing.status, JSON.parse(missing.body.toString()).code], [404, "ENOENT"]);
-    assert.equal(JSON.parse((await rawRead("user", home)).body.toString()).code, "EISDIR");
-    assert.equal((await rawRead("user", "relative")).status, 400);
-    assert.equal((await rawRead("user", join(home, "raw.bin"), "websocket")).status, 400);
-  });
+      const data = Buffer.alloc(3 * 1024 * 1024 + 5);
+      for (let i = 0; i < data.length; i++) data[i] = (i * 7 + (i >> 12)) & 255;
+      writeFileSync(join(home, "raw.bin"), data);
+      chownSync(join(home, "raw.bin"), 1000, 1000);
+      for (const as of ["user", "root"]) {
+        const r = await rawRead(as, join(home, "raw.bin"));
+        assert.equal(r.status, 101);
+        assert.equal(r.headers["x-ums-size"], String(data.length));
+        assert.ok(r.body.equals(data), `${as}: the bytes as written`);
+      }
+      const empty = await rawRead("user", "/dev/null");
+      assert.equal(empty.status, 101);
+      assert.equal(empty.headers["x-ums-size"], undefined, "no size for what is not a regular file");
+      assert.equal(empty.body.length, 0);
+      writeFileSync(join(home, "root-only"), "secret");
+      chmodSync(join(home, "root-only"), 0o600);
+      const denied = await rawRead("user", join(home, "root-only"));
+      assert.equal(denied.status, 400);
+      assert.equal(JSON.parse(denied.body.toString()).code, "EACCES");
+      assert.equal((await rawRead("root", join(home, "root-only"))).body.toString(), "secret");
+      const missing = await rawRead("user", join(home, "none"));
+      assert.deepEqual([missing.status, JSON.parse(missing.body.toString()).code], [404, "ENOENT"]);
+      assert.equal(JSON.parse((await rawRead("user", home)).body.toString()).code, "EISDIR");
+      assert.equal((await rawRead("user", "relative")).status, 400);
+      assert.equal((await rawRead("user", join(home, "raw.bin"), "websocket")).status, 400);
+      if (how === "in one exchange") assert.equal((await rawRead("nobody", join(home, "raw.bin"))).status, 400);
+    });
 
   it("streams concurrent reads and writes through the worker intact", async () => {
     const bodies = [0, 1, 2, 3].map((i) => Buffer.alloc(8 * 1024 * 1024 + i, i + 1));

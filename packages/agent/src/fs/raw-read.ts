@@ -19,15 +19,30 @@ import { openForRead } from "./ops.js";
 export const RAW_READ = "ums-fs-bytes";
 const CHUNK = 1024 * 1024;
 
+/** Whether `req` asks for a raw read: GET /fs/read upgraded to ums-fs-bytes. */
+export function isRawRead(req: IncomingMessage): boolean {
+  const url = new URL(req.url ?? "/", "http://fs");
+  return req.method === "GET" && url.pathname === "/fs/read" && req.headers.upgrade?.toLowerCase() === RAW_READ;
+}
+
 /** Handles an upgrade request on an fs connection: a raw read, or a refusal. */
 export function fsUpgrade(req: IncomingMessage, socket: Duplex): void {
   socket.on("error", () => {});
-  const url = new URL(req.url ?? "/", "http://fs");
-  if (req.method !== "GET" || url.pathname !== "/fs/read" || req.headers.upgrade?.toLowerCase() !== RAW_READ) {
+  if (!isRawRead(req)) {
     rejectUpgrade(socket, 400, validation([`upgrade: only GET /fs/read upgrades, to ${RAW_READ}`]));
     return;
   }
-  const path = url.searchParams.get("path") ?? "";
+  rawReadAt(req.url ?? "/", socket);
+}
+
+/**
+ * The raw read `url` (GET /fs/read?path=…, its request already read) asks for, on `socket`: the
+ * read of a connection handed over whole (the host's one-step read, router.ts `read`), or of an
+ * upgrade on an fs connection.
+ */
+export function rawReadAt(url: string, socket: Duplex): void {
+  socket.on("error", () => {});
+  const path = new URL(url, "http://fs").searchParams.get("path") ?? "";
   if (!isAbsolute(path) || path.includes("\0")) {
     rejectUpgrade(socket, 400, validation(["path: must be an absolute path"]));
     return;

@@ -5,7 +5,7 @@ import { AgentErrorCode } from "@ums/protocol/error-codes";
 import type { AgentConfig } from "../config.js";
 import { rejectUpgrade, validation } from "../http/respond.js";
 import { handleFs } from "./http.js";
-import { fsUpgrade } from "./raw-read.js";
+import { fsUpgrade, isRawRead, RAW_READ } from "./raw-read.js";
 import { FsWorker, SWITCHING } from "./worker.js";
 
 // Routes /fs/* requests to the process with the identity asked for (query `as=root|user`, default user):
@@ -15,7 +15,10 @@ import { FsWorker, SWITCHING } from "./worker.js";
 //   - GET /fs/connect?as=… with `Upgrade: ums-fs`: answered 101, then the connection itself goes to the
 //     process with that identity, which serves HTTP/1.1 /fs/{op} requests on it (the host's path: the
 //     bytes of a read or write then never pass through the agent when a worker does the work), and
-//     raw reads (GET /fs/read upgraded to ums-fs-bytes, raw-read.ts).
+//     raw reads (GET /fs/read upgraded to ums-fs-bytes, raw-read.ts);
+//   - GET /fs/read?as=…&path=… with `Upgrade: ums-fs-bytes` on the agent's own socket: a raw read in
+//     one exchange instead of two (the connection and the read), the connection handed over with the
+//     read to do on it; the process with the identity asked for answers it (`read`).
 
 export class FsRouter {
   private worker: FsWorker | null = null;
@@ -74,17 +77,37 @@ export class FsRouter {
       if (handle?._consumed) handle._consumed = false;
       this.local.emit("connection", sock);
       sock.resume();
-    } else {
-      let worker: FsWorker;
-      try {
-        worker = this.getWorker();
-      } catch (err) {
-        // Its socket's directory could not be made (see FsWorker): an answer, not a connection left hanging.
-        const error = `the unit user's filesystem process could not start: ${(err as Error).message}`;
-        rejectUpgrade(socket, 500, { error, code: AgentErrorCode.Internal });
-        return;
-      }
-      worker.adopt(sock);
+    } else this.workerFor(socket)?.adopt(sock);
+  }
+
+  /**
+   * GET /fs/read?as=…&path=… (upgrade to ums-fs-bytes) on the agent's socket: the raw read, done by
+   * the process with the identity asked for (the unit user's worker gets the connection and the
+   * read's URL; it checks the path as it checks any raw read's).
+   */
+  read(req: IncomingMessage, socket: Duplex, head: Buffer, q: URLSearchParams): void {
+    const as = q.get("as") ?? "user";
+    if (as !== "user" && as !== "root") {
+      rejectUpgrade(socket, 400, validation(["as: must be user or root"]));
+      return;
+    }
+    if (!isRawRead(req) || head.length > 0) {
+      rejectUpgrade(socket, 400, validation([`upgrade: must be ${RAW_READ}, with no data before the 101`]));
+      return;
+    }
+    if (this.isLocal(as === "root")) fsUpgrade(req, socket);
+    else this.workerFor(socket)?.adoptRead(socket as Socket, req.url ?? "/");
+  }
+
+  /** The unit user's worker, for an upgraded connection; refused (500) when it cannot start. */
+  private workerFor(socket: Duplex): FsWorker | undefined {
+    try {
+      return this.getWorker();
+    } catch (err) {
+      // Its socket's directory could not be made (see FsWorker): an answer, not a connection left hanging.
+      const error = `the unit user's filesystem process could not start: ${(err as Error).message}`;
+      rejectUpgrade(socket, 500, { error, code: AgentErrorCode.Internal });
+      return undefined;
     }
   }
 

@@ -7,7 +7,7 @@ import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { sendJson } from "../http/respond.js";
 import { privateRunSubdir } from "../util/run-dir.js";
 import { handleFs } from "./http.js";
-import { fsUpgrade } from "./raw-read.js";
+import { fsUpgrade, rawReadAt } from "./raw-read.js";
 
 // Filesystem operations run with the identity asked for: the unit user (uid/gid 1000) unless `asRoot`.
 //
@@ -60,7 +60,7 @@ export class FsWorker {
   }
 
   /** Connections waiting for a new worker to say it is ready (IPC messages sent earlier could be lost). */
-  private waiting: { socket: Socket; kind: "conn" | "upgrade" }[] = [];
+  private waiting: { socket: Socket; kind: Handover }[] = [];
   private ready = false;
 
   private ensureChild(): ChildProcess {
@@ -98,14 +98,21 @@ export class FsWorker {
     this.handOver(socket, "upgrade");
   }
 
-  private handOver(socket: Socket, kind: "conn" | "upgrade" = "conn"): void {
+  /** Gives a connection whose request was a raw read (`url`, router.ts `read`) to the worker, which does it. */
+  adoptRead(socket: Socket, url: string): void {
+    socket.pause();
+    (socket as unknown as { _handle?: { readStop?: () => number } })._handle?.readStop?.();
+    this.handOver(socket, { read: url });
+  }
+
+  private handOver(socket: Socket, kind: Handover = "conn"): void {
     if (this.closed) return void socket.destroy();
     const child = this.ensureChild();
     if (this.ready) this.send(child, socket, kind);
     else this.waiting.push({ socket, kind });
   }
 
-  private send(child: ChildProcess, socket: Socket, kind: "conn" | "upgrade"): void {
+  private send(child: ChildProcess, socket: Socket, kind: Handover): void {
     try {
       child.send(kind, socket, (err) => {
         if (err) socket.destroy();
@@ -149,6 +156,12 @@ export class FsWorker {
   }
 }
 
+/**
+ * What a connection handed to the worker is for: plain requests (`conn`), an upgraded /fs/connect
+ * (`upgrade`: the worker writes the 101), or the raw read whose request the agent read (`{read}`).
+ */
+type Handover = "conn" | "upgrade" | { read: string };
+
 /** The answer to GET /fs/connect, written by the process that serves the connection. */
 export const SWITCHING = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ums-fs\r\n\r\n";
 
@@ -171,6 +184,8 @@ export function runFsWorker(): void {
       if (msg === "upgrade") s.write(SWITCHING);
       server.emit("connection", s);
       s.resume();
+    } else if (handle && typeof (msg as { read?: unknown })?.read === "string") {
+      rawReadAt((msg as { read: string }).read, handle as Socket);
     }
   });
   process.send?.("ready");

@@ -9,16 +9,30 @@ import { plainEndpoint } from "./deadline.js";
 import { agentRead } from "./fs.js";
 
 // agentRead against fake agents at the test edge (the real agent is tested in api/fs/fs.test.ts and
-// packages/agent/src/fs/fs.test.ts): one that reads raw, and one from before raw reads, which answers
+// packages/agent/src/fs/fs.test.ts): one that reads raw in one exchange, one that reads raw only on
+// an fs connection (from before the one-step read), and one from before raw reads, which answers
 // the upgrade request as an ordinary request.
 
 const SWITCHING = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ums-fs\r\n\r\n";
 const DATA = Buffer.from("0123456789".repeat(100_000));
 
-/** A fake agent on a Unix socket: /fs/connect hands the connection to `inner`, as the real one does. */
-function fakeAgent(path: string, inner: Server): Promise<Server> {
+/** /fs/connect upgrades each fake agent took (the two-exchange read's first). */
+const connects = new Map<string, number>();
+
+/**
+ * A fake agent on a Unix socket: /fs/connect hands the connection to `inner`, as the real one does;
+ * a raw read asked of it (GET /fs/read upgraded) is `inner`'s in one exchange (`oneStep`), or has
+ * no route, as in an agent from before the one-step read (404, UMS_NOT_FOUND).
+ */
+function fakeAgent(path: string, inner: Server, oneStep: boolean): Promise<Server> {
   const outer = createServer((_req, res) => res.writeHead(404).end());
-  outer.on("upgrade", (_req, socket: Socket) => {
+  outer.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    if (req.url?.startsWith("/fs/read?")) {
+      if (oneStep) return void inner.emit("upgrade", req, socket, head);
+      const body = JSON.stringify({ error: "no websocket route for GET /fs/read", code: "UMS_NOT_FOUND" });
+      return void socket.end(`HTTP/1.1 404 Not Found\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    }
+    connects.set(path, (connects.get(path) ?? 0) + 1);
     socket.write(SWITCHING);
     inner.emit("connection", socket);
   });
@@ -34,7 +48,11 @@ describe("agentRead", () => {
   });
 
   const raw = createServer((_req, res) => res.writeHead(500).end());
-  raw.on("upgrade", (_req, socket: Socket) => {
+  raw.on("upgrade", (req: IncomingMessage, socket: Socket) => {
+    if (new URL(req.url ?? "/", "http://fs").searchParams.get("path") === "/missing") {
+      const body = JSON.stringify({ error: "no such file", code: "ENOENT", path: "/missing" });
+      return void socket.end(`HTTP/1.1 404 Not Found\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    }
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ums-fs-bytes\r\nX-Ums-Size: ${DATA.length}\r\n\r\n`,
     );
@@ -53,30 +71,46 @@ describe("agentRead", () => {
 
   before(async () => {
     servers.push(
-      await fakeAgent(join(dir, "raw.sock"), raw),
-      await fakeAgent(join(dir, "old.sock"), old),
-      await fakeAgent(join(dir, "grown.sock"), grown),
+      await fakeAgent(join(dir, "raw.sock"), raw, true),
+      await fakeAgent(join(dir, "raw-two-step.sock"), raw, false),
+      await fakeAgent(join(dir, "old.sock"), old, false),
+      await fakeAgent(join(dir, "grown.sock"), grown, true),
     );
   });
 
-  it("relays a raw read to a client response, whole and with its size", async () => {
-    const read = await agentRead(plainEndpoint(join(dir, "raw.sock")), "user", "/f");
-    assert.ok(!(read instanceof IncomingMessage));
-    assert.equal(read.size, DATA.length);
-    const client = createServer((_req, res) => {
-      res.writeHead(200, { "content-length": DATA.length });
-      void read.relayTo(res);
+  for (const [agent, exchanges] of [
+    ["raw.sock", 1],
+    ["raw-two-step.sock", 2],
+  ] as const)
+    it(`relays a raw read to a client response, whole and with its size (${exchanges} exchange(s) with the agent)`, async () => {
+      const before = connects.get(join(dir, agent)) ?? 0;
+      const read = await agentRead(plainEndpoint(join(dir, agent)), "user", "/f");
+      assert.ok(!(read instanceof IncomingMessage));
+      assert.equal(read.size, DATA.length);
+      assert.equal((connects.get(join(dir, agent)) ?? 0) - before, exchanges - 1, "fs connections made");
+      const client = createServer((_req, res) => {
+        res.writeHead(200, { "content-length": DATA.length });
+        void read.relayTo(res);
+      });
+      servers.push(client);
+      await new Promise<void>((resolve) => client.listen(0, "127.0.0.1", resolve));
+      const body = await new Promise<Buffer>((resolve, reject) =>
+        get(`http://127.0.0.1:${(client.address() as AddressInfo).port}/`, (res) => {
+          const parts: Buffer[] = [];
+          res.on("data", (d: Buffer) => parts.push(d));
+          res.on("end", () => resolve(Buffer.concat(parts)));
+        }).on("error", reject),
+      );
+      assert.ok(body.equals(DATA));
     });
-    servers.push(client);
-    await new Promise<void>((resolve) => client.listen(0, "127.0.0.1", resolve));
-    const body = await new Promise<Buffer>((resolve, reject) =>
-      get(`http://127.0.0.1:${(client.address() as AddressInfo).port}/`, (res) => {
-        const parts: Buffer[] = [];
-        res.on("data", (d: Buffer) => parts.push(d));
-        res.on("end", () => resolve(Buffer.concat(parts)));
-      }).on("error", reject),
-    );
-    assert.ok(body.equals(DATA));
+
+  it("takes a file's 404 in one exchange as the read's error, not as an agent without the route", async () => {
+    const before = connects.get(join(dir, "raw.sock")) ?? 0;
+    await assert.rejects(agentRead(plainEndpoint(join(dir, "raw.sock")), "user", "/missing"), (err: Error) => {
+      assert.equal((err as { code?: string }).code, "ENOENT");
+      return true;
+    });
+    assert.equal(connects.get(join(dir, "raw.sock")) ?? 0, before, "no second exchange");
   });
 
   it("answers a file that grew during the read with its first size bytes, and keeps the connection", async () => {

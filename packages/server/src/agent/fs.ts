@@ -1,6 +1,7 @@
 import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
+import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { type AgentEndpoint, boundAnswer, connectEndpoint } from "./deadline.js";
 import { AgentAnswerError, readAnswerError } from "./errors.js";
 import { wrap } from "./http.js";
@@ -107,32 +108,95 @@ export interface RawRead {
 
 /**
  * Reads the file at `path` (absolute) in the unit as `as`, raw (packages/agent/src/fs/raw-read.ts):
- * resolves with the read once the agent has opened the file. An agent from before raw reads answers
- * the upgrade request as an ordinary one: its 200 response is the file. Any other answer is the
- * error (`AgentAnswerError`, e.g. ENOENT).
+ * resolves with the read once the agent has opened the file. One exchange with the agent (the read
+ * asked of the agent itself, which hands the connection with it to the process of that identity);
+ * with an agent from before that (a unit booted by an older ums), the filesystem connection first,
+ * then the read on it. An agent from before raw reads answers the read's upgrade request as an
+ * ordinary one: its 200 response is the file. Any other answer is the error (`AgentAnswerError`,
+ * e.g. ENOENT).
  */
 export async function agentRead(ep: AgentEndpoint, as: FsIdentity, path: string): Promise<RawRead | IncomingMessage> {
+  const read = await readInOneExchange(ep, as, path);
+  if (read !== OLDER_AGENT) return read;
   // Through a node (issue #15): the raw read over the node's splice, from the connection's own
   // buffers when it has them (node/remote/ makes its connections to agents RelaySockets), else
   // with the socket's own reads.
   if (ep.connect) {
     const socket = await connectFs(ep, as);
-    const own = relayOf(socket);
-    return rawRead(socket, path, (socket, head, size) => {
-      if (!own) return (out, onBytes) => relayPlain(socket, out, head, size, onBytes);
-      own.beginRaw();
-      return (out, onBytes) => own.relayTo(out, head, size, onBytes);
-    });
+    return rawRead(socket, path, (socket, head, size) => rawRelay(socket, relayOf(socket), head, size));
   }
   const relay = new RelaySocket(ep.path);
   const socket = await connectFs(ep, as, relay.socket).catch((err) => {
     relay.socket.destroy();
     throw err;
   });
-  return rawRead(socket, path, (_socket, head, size) => {
-    relay.beginRaw();
-    return (out, onBytes) => relay.relayTo(out, head, size, onBytes);
+  return rawRead(socket, path, (socket, head, size) => rawRelay(socket, relay, head, size));
+}
+
+/** The agent has no one-step read (readInOneExchange): the read takes two exchanges with it. */
+const OLDER_AGENT = Symbol("an agent from before the one-step read");
+
+/**
+ * `GET /fs/read?as=&path=` with `Upgrade: ums-fs-bytes` on a new connection to the agent (its Unix
+ * socket here, read into a RelaySocket's own buffers; or `ep.connect`'s). The wait for the answer
+ * is bounded as the agent's first answers are (the process that answers may have to start first,
+ * as for /fs/connect). OLDER_AGENT when the agent has no such route.
+ */
+function readInOneExchange(
+  ep: AgentEndpoint,
+  as: FsIdentity,
+  path: string,
+): Promise<RawRead | IncomingMessage | typeof OLDER_AGENT> {
+  const own = ep.connect ? undefined : new RelaySocket(ep.path);
+  return new Promise((resolve, reject) => {
+    const req = request({
+      createConnection: (_o, done) => own?.socket ?? connectEndpoint(ep, done),
+      method: "GET",
+      path: `/fs/read?${new URLSearchParams({ as, path })}`,
+      headers: { connection: "Upgrade", upgrade: RAW_READ },
+    });
+    const deadline = boundAnswer(req, ep);
+    req.on("upgrade", (res, socket, head) => {
+      deadline.answered();
+      socket.setTimeout(0);
+      const size = sizeOf(res);
+      resolve({ size, relayTo: rawRelay(socket as Socket, own ?? relayOf(socket), head, size) });
+    });
+    req.on("response", (res) => {
+      deadline.answered();
+      readAnswerError(res)
+        .then((err) =>
+          err.status === 404 && err.code === AgentErrorCode.NotFound ? resolve(OLDER_AGENT) : reject(err),
+        )
+        .catch(reject);
+    });
+    req.on("error", (err) => {
+      own?.socket.destroy();
+      reject(wrap(err));
+    });
+    req.end();
   });
+}
+
+/** The size a raw read's 101 announces (`X-Ums-Size`: regular files), if any. */
+function sizeOf(res: IncomingMessage): number | undefined {
+  const size = res.headers["x-ums-size"];
+  return typeof size === "string" && /^\d+$/.test(size) ? Number(size) : undefined;
+}
+
+/**
+ * The relay of a raw read's bytes past its 101 (`head` first): from `own`'s buffers when the
+ * connection is a RelaySocket (its reads raw from here on), else with the socket's own reads.
+ */
+function rawRelay(
+  socket: Socket,
+  own: RelaySocket | undefined,
+  head: Buffer,
+  size: number | undefined,
+): RawRead["relayTo"] {
+  if (!own) return (out, onBytes) => relayPlain(socket, out, head, size, onBytes);
+  own.beginRaw();
+  return (out, onBytes) => own.relayTo(out, head, size, onBytes);
 }
 
 /**
@@ -155,9 +219,8 @@ function rawRead(
     req.on("upgrade", (res, _socket, head) => {
       req.setTimeout(0);
       socket.setTimeout(0);
-      const size = res.headers["x-ums-size"];
-      const bytes = typeof size === "string" && /^\d+$/.test(size) ? Number(size) : undefined;
-      resolve({ size: bytes, relayTo: relay(socket, head, bytes) });
+      const size = sizeOf(res);
+      resolve({ size, relayTo: relay(socket, head, size) });
     });
     req.on("response", (res) => {
       req.setTimeout(0);
