@@ -5,7 +5,7 @@ import { AgentErrorCode } from "@ums/protocol/error-codes";
 import type { AgentConfig } from "../config.js";
 import { rejectUpgrade, validation } from "../http/respond.js";
 import { handleFs } from "./http.js";
-import { fsUpgrade, isRawRead, RAW_READ } from "./raw-read.js";
+import { fsUpgrade, isRawRead, RAW_READ, rawReadAt } from "./raw-read.js";
 import { FsWorker, SWITCHING } from "./worker.js";
 
 // Routes /fs/* requests to the process with the identity asked for (query `as=root|user`, default user):
@@ -95,8 +95,8 @@ export class FsRouter {
       rejectUpgrade(socket, 400, validation([`upgrade: must be ${RAW_READ}, with no data before the 101`]));
       return;
     }
-    if (this.isLocal(as === "root")) fsUpgrade(req, socket);
-    else this.workerFor(socket)?.adoptRead(socket as Socket, req.url ?? "/");
+    if (this.isLocal(as === "root")) rawReadAt(req.url ?? "/", socket);
+    else this.workerFor(socket)?.adopt(socket as Socket, { read: req.url ?? "/" });
   }
 
   /** The unit user's worker, for an upgraded connection; refused (500) when it cannot start. */

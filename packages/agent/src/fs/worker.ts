@@ -88,21 +88,17 @@ export class FsWorker {
     return child;
   }
 
-  /** Gives an already open connection (an upgraded /fs/connect) to the worker, which serves HTTP on it. */
-  /** The worker writes the 101 itself: the client sends nothing before it, so no byte is read here. */
-  adopt(socket: Socket): void {
+  /**
+   * Gives an already open connection to the worker: an upgraded /fs/connect, on which it serves HTTP
+   * (it writes the 101 itself: the client sends nothing before it, so no byte is read here), or one
+   * whose request was a raw read (`{read: url}`, router.ts `read`), which it does.
+   */
+  adopt(socket: Socket, kind: Exclude<Handover, "conn"> = "upgrade"): void {
     // Stop reading at the handle, not just the stream: until the handle is sent and closed here, this
     // process must not take bytes meant for the worker.
     socket.pause();
     (socket as unknown as { _handle?: { readStop?: () => number } })._handle?.readStop?.();
-    this.handOver(socket, "upgrade");
-  }
-
-  /** Gives a connection whose request was a raw read (`url`, router.ts `read`) to the worker, which does it. */
-  adoptRead(socket: Socket, url: string): void {
-    socket.pause();
-    (socket as unknown as { _handle?: { readStop?: () => number } })._handle?.readStop?.();
-    this.handOver(socket, { read: url });
+    this.handOver(socket, kind);
   }
 
   private handOver(socket: Socket, kind: Handover = "conn"): void {

@@ -16,6 +16,12 @@ import { agentRead } from "./fs.js";
 const SWITCHING = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ums-fs\r\n\r\n";
 const DATA = Buffer.from("0123456789".repeat(100_000));
 
+/** Answers an upgrade request on `socket` with a 404 carrying `body` (JSON), and ends it. */
+function notFound(socket: Socket, body: object): void {
+  const text = JSON.stringify(body);
+  socket.end(`HTTP/1.1 404 Not Found\r\ncontent-length: ${text.length}\r\n\r\n${text}`);
+}
+
 /** /fs/connect upgrades each fake agent took (the two-exchange read's first). */
 const connects = new Map<string, number>();
 
@@ -29,8 +35,7 @@ function fakeAgent(path: string, inner: Server, oneStep: boolean): Promise<Serve
   outer.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     if (req.url?.startsWith("/fs/read?")) {
       if (oneStep) return void inner.emit("upgrade", req, socket, head);
-      const body = JSON.stringify({ error: "no websocket route for GET /fs/read", code: "UMS_NOT_FOUND" });
-      return void socket.end(`HTTP/1.1 404 Not Found\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+      return notFound(socket, { error: "no websocket route for GET /fs/read", code: "UMS_NOT_FOUND" });
     }
     connects.set(path, (connects.get(path) ?? 0) + 1);
     socket.write(SWITCHING);
@@ -50,8 +55,7 @@ describe("agentRead", () => {
   const raw = createServer((_req, res) => res.writeHead(500).end());
   raw.on("upgrade", (req: IncomingMessage, socket: Socket) => {
     if (new URL(req.url ?? "/", "http://fs").searchParams.get("path") === "/missing") {
-      const body = JSON.stringify({ error: "no such file", code: "ENOENT", path: "/missing" });
-      return void socket.end(`HTTP/1.1 404 Not Found\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+      return notFound(socket, { error: "no such file", code: "ENOENT", path: "/missing" });
     }
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ums-fs-bytes\r\nX-Ums-Size: ${DATA.length}\r\n\r\n`,
