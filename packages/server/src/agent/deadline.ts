@@ -63,6 +63,19 @@ export function connectEndpoint(
   return undefined as unknown as Socket;
 }
 
+/** Sockets that lead to the agent only once their promise settles (`leadsToAgentAfter`). */
+const notYet = new WeakMap<Duplex, Promise<unknown>>();
+
+/**
+ * Issue #15: `socket` is handed to a call before it leads to the agent: a wake sent to a node with
+ * the call's request behind it (node/remote/remote-node.ts `wakePipelined`), answered once the unit
+ * is awake, which may take a boot. The call's deadlines begin once `ready` fulfils; until then the
+ * wake's own bound applies (a failed wake destroys the socket with its error).
+ */
+export function leadsToAgentAfter(socket: Duplex, ready: Promise<unknown>): void {
+  notYet.set(socket, ready);
+}
+
 /** An endpoint that only bounds the waits (tools and tests; the node's are built by node/local/agent-endpoint.ts). */
 export function plainEndpoint(path: string, timeouts: AgentTimeouts = DEFAULT_AGENT_TIMEOUTS): AgentEndpoint {
   return { path, timeouts, timedOut: (err) => err };
@@ -87,7 +100,14 @@ export class AgentDeadline {
 
   /** The connection the call goes over: the answer phase begins once it is connected. */
   watch(socket: Socket): void {
-    if (socket.connecting) socket.once("connect", () => this.connected());
+    const ready = notYet.get(socket);
+    if (ready) {
+      clearTimeout(this.timer);
+      ready.then(
+        () => this.connected(),
+        () => {},
+      );
+    } else if (socket.connecting) socket.once("connect", () => this.connected());
     else this.connected();
   }
 

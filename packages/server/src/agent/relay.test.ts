@@ -186,3 +186,54 @@ describe("RelaySocket: a connection that ended before its bytes were taken", () 
     assert.equal(await within(relayed as Promise<boolean>, 5000, "not settled within 5000 ms"), true);
   });
 });
+
+describe("RelaySocket.firstLine: a node's answer to a wake, taken out before the agent client reads (issue #15)", () => {
+  const servers: Server[] = [];
+  after(() => {
+    for (const s of servers) s.close();
+  });
+  /** A server that writes `parts` to each connection, one write per part a little apart, then `end`s or not. */
+  const serving = async (parts: (string | Buffer)[], end = true) => {
+    const server = createServer(async (s) => {
+      s.on("error", () => {});
+      for (const p of parts) {
+        s.write(p);
+        await new Promise((r) => setTimeout(r, 15));
+      }
+      if (end) s.end();
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    return (server.address() as { port: number }).port;
+  };
+  const readAll = (socket: Socket) =>
+    new Promise<string>((resolve) => {
+      let text = "";
+      socket.on("data", (d: Buffer) => {
+        text += d.toString();
+      });
+      socket.once("close", () => resolve(text));
+    });
+
+  it("takes the line however it is cut, and leaves the rest to the socket's reader", async () => {
+    for (const parts of [['{"lease":"a"}\nHTTP/1.1 200'], ['{"lea', 'se":"a"}', "\nHTTP/1", ".1 200"]]) {
+      const port = await serving(parts);
+      const relay = new RelaySocket({ host: "127.0.0.1", port });
+      const line = relay.firstLine(1024);
+      // Read from the start, as the agent client does once its request is written behind the wake.
+      const rest = readAll(relay.socket);
+      assert.equal(await within(line, 5000, "no line within 5000 ms"), '{"lease":"a"}');
+      assert.equal(await within(rest, 5000, "no end within 5000 ms"), "HTTP/1.1 200");
+    }
+  });
+
+  it("rejects a connection that closes before its line, and a line over the limit (the socket destroyed)", async () => {
+    const cut = new RelaySocket({ host: "127.0.0.1", port: await serving(["no newline"]) });
+    await assert.rejects(within(cut.firstLine(1024), 5000, "not settled"), /closed before its first line/);
+    const long = new RelaySocket({ host: "127.0.0.1", port: await serving([Buffer.alloc(3000, "a")], false) });
+    const seen = readAll(long.socket);
+    await assert.rejects(within(long.firstLine(1024), 5000, "not settled"), /longer than 1024 bytes/);
+    assert.equal(await within(seen, 5000, "not closed"), "", "nothing of the line reached the reader");
+    assert.ok(long.socket.destroyed);
+  });
+});

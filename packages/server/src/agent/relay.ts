@@ -38,6 +38,8 @@ export class RelaySocket {
   private pending: Buffer[] = [];
   /** Takes a chunk read into the buffer in turn; true to read on (the next buffer is free), false to pause. */
   private sink: ((chunk: Buffer) => boolean) | null = null;
+  /** Issue #15: the first line, while it is being taken out of the bytes (`firstLine`). */
+  private line: LineTaker | null = null;
 
   /** The ring; the second buffer is taken only by a raw read (an upgrade answer or an error needs one). */
   private readonly buffers: Buffer[];
@@ -63,11 +65,52 @@ export class RelaySocket {
     this.socket.once("close", () => (this.raw ? undefined : this.recycle()));
   }
 
-  private onRead(chunk: Buffer): boolean {
+  private onRead(read: Buffer): boolean {
+    const chunk = this.line ? this.takeLine(read) : read;
+    if (chunk.length === 0) return true;
     if (!this.raw) return this.socket.push(Buffer.from(chunk));
     if (this.sink) return this.sink(chunk);
     this.pending.push(Buffer.from(chunk));
     return false; // paused until `relayTo` (the copies are written first)
+  }
+
+  /**
+   * Issue #15: the connection's first line (`\n`-terminated, at most `max` bytes, a wake's answer
+   * from a node: node/remote/remote-node.ts `wakePipelined`), taken out of its bytes below the
+   * stream: whoever reads the socket (the agent client, which may already have written its request
+   * behind the wake) sees only what follows it. Rejects when the connection closes first or the
+   * line is longer than `max` (then the socket is destroyed).
+   */
+  firstLine(max: number): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const taker: LineTaker = { parts: [], size: 0, max, resolve, reject };
+      this.line = taker;
+      this.socket.once("close", () => {
+        if (this.line !== taker) return;
+        this.line = null;
+        reject(new Error("the connection closed before its first line"));
+      });
+    });
+  }
+
+  /** What of `read` follows the first line (empty while the line goes on). */
+  private takeLine(read: Buffer): Buffer {
+    const taker = this.line as LineTaker;
+    const nl = read.indexOf(10);
+    const part = nl >= 0 ? read.subarray(0, nl) : read;
+    taker.size += part.length;
+    if (taker.size > taker.max) {
+      this.line = null;
+      this.socket.destroy();
+      taker.reject(new Error(`the first line is longer than ${taker.max} bytes`));
+      return Buffer.alloc(0);
+    }
+    // Copied: the read's buffer is read into again.
+    taker.parts.push(Buffer.from(part));
+    if (nl < 0) return Buffer.alloc(0);
+    this.line = null;
+    taker.resolve(Buffer.concat(taker.parts).toString("utf8"));
+    return read.subarray(nl + 1);
   }
 
   /** From now on reads are raw bytes for `relayTo` (call it where the raw answer begins: the 101). */
@@ -210,6 +253,14 @@ export class RelaySocket {
       settled: (ok) => (ok ? this.recycle() : undefined),
     });
   }
+}
+
+interface LineTaker {
+  readonly parts: Buffer[];
+  size: number;
+  readonly max: number;
+  resolve(line: string): void;
+  reject(err: Error): void;
 }
 
 /**

@@ -56,7 +56,14 @@ interface Session {
   readonly id: string;
   readonly socket: Socket;
   readonly leases: Set<string>;
+  /** Leases named by the API (a standby wake's `lease`) whose wake is still going on. */
+  readonly waking: Set<string>;
+  /** Of those, the ones the API released already: each is released as soon as it is held. */
+  readonly releasedEarly: Set<string>;
 }
+
+/** A lease id the API chooses (a UUID, as the node's own). */
+const LEASE_ID = /^[A-Za-z0-9-]{8,64}$/;
 
 /** A session's lines are `{"release": id}`: short. */
 const MAX_SESSION_LINE = 1024;
@@ -440,7 +447,13 @@ export class NodeEndpoint {
    * process died, or the connection broke).
    */
   private openSession(socket: Socket, head: Buffer): void {
-    const session: Session = { id: randomUUID(), socket, leases: new Set() };
+    const session: Session = {
+      id: randomUUID(),
+      socket,
+      leases: new Set(),
+      waking: new Set(),
+      releasedEarly: new Set(),
+    };
     this.sessions.set(session.id, session);
     socket.once("close", () => {
       this.sessions.delete(session.id);
@@ -459,7 +472,9 @@ export class NodeEndpoint {
       for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
         const id = (safeJson(buffered.slice(0, nl)) as { release?: unknown } | undefined)?.release;
         buffered = buffered.slice(nl + 1);
-        if (typeof id === "string" && session.leases.has(id)) this.releaseLease(id);
+        if (typeof id !== "string") continue;
+        if (session.leases.has(id)) this.releaseLease(id);
+        else if (session.waking.has(id)) session.releasedEarly.add(id);
       }
       if (buffered.length > MAX_SESSION_LINE) socket.destroy();
     };
@@ -493,9 +508,33 @@ export class NodeEndpoint {
     agent: boolean,
     head: Buffer,
     reply: SpliceReply,
+    chosenId?: string,
   ): Promise<void> {
     const session = this.sessions.get(sessionId);
     if (!session) return reply.end(409, { error: encodeError(new SessionGoneError()) });
+    if (chosenId === undefined) return this.wakeHeldBy(socket, session, randomUUID(), records, agent, head, reply);
+    if (this.leases.has(chosenId) || session.waking.has(chosenId)) {
+      return reply.end(400, { error: encodeError(new Error(`lease: '${chosenId}' is in use already`)) });
+    }
+    session.waking.add(chosenId);
+    try {
+      await this.wakeHeldBy(socket, session, chosenId, records, agent, head, reply);
+    } finally {
+      session.waking.delete(chosenId);
+      session.releasedEarly.delete(chosenId);
+    }
+  }
+
+  /** wakeOn's wake, once its session is known, its lease to be named `id`. */
+  private async wakeHeldBy(
+    socket: Socket,
+    session: Session,
+    id: string,
+    records: () => [OrgRecord, UnitRecord],
+    agent: boolean,
+    head: Buffer,
+    reply: SpliceReply,
+  ): Promise<void> {
     let org: OrgRecord;
     let unit: UnitRecord;
     try {
@@ -504,8 +543,8 @@ export class NodeEndpoint {
       return reply.end(400, { error: encodeError(err) });
     }
     // The API may give up while the unit wakes (its wait is bounded): its end of this connection,
-    // seen meanwhile, means no one will learn the lease, which must not then hold the unit. The API
-    // sends nothing before the answer; whatever comes is kept for the agent all the same.
+    // seen meanwhile, means no one will learn the lease, which must not then hold the unit. What the
+    // API sends before the answer (its first call, behind a standby wake) is kept for the agent.
     let gone = false;
     const early: Buffer[] = [];
     const onData = (b: Buffer) => early.push(b);
@@ -531,10 +570,16 @@ export class NodeEndpoint {
       stopWatching();
       return reply.end(200, { error: encodeError(err) });
     }
-    const id = randomUUID();
     this.leases.set(id, { lease, session });
     session.leases.add(id);
-    const abandoned = () => gone || socket.destroyed || !this.sessions.has(session.id);
+    // Or the API released it before it learnt it was held (a pipelined wake), or while the agent's
+    // connection was being made.
+    const abandoned = () =>
+      gone ||
+      socket.destroyed ||
+      !this.sessions.has(session.id) ||
+      session.releasedEarly.has(id) ||
+      !this.leases.has(id);
     // The session ended, or the API gave up, while the unit woke: nothing holds the lease any more.
     if (abandoned()) {
       stopWatching();
@@ -581,14 +626,27 @@ export class NodeEndpoint {
       .then(
         (line) => {
           const reply = lineReply(socket);
-          const wake = (safeJson(line) as { wake?: { session?: unknown; records?: unknown; agent?: unknown } })?.wake;
+          const wake = (
+            safeJson(line) as { wake?: { session?: unknown; records?: unknown; agent?: unknown; lease?: unknown } }
+          )?.wake;
           if (typeof wake?.session !== "string" || !Array.isArray(wake.records) || wake.records.length !== 2) {
             return reply.end(400, {
               error: encodeError(new Error('a standby connection takes one line {"wake": {...}}')),
             });
           }
+          if (wake.lease !== undefined && (typeof wake.lease !== "string" || !LEASE_ID.test(wake.lease))) {
+            return reply.end(400, { error: encodeError(new Error("lease: 8-64 letters, digits or dashes")) });
+          }
           const records = wake.records as [OrgRecord, UnitRecord];
-          return this.wakeOn(socket, wake.session, () => records, wake.agent !== false, Buffer.alloc(0), reply);
+          return this.wakeOn(
+            socket,
+            wake.session,
+            () => records,
+            wake.agent !== false,
+            Buffer.alloc(0),
+            reply,
+            wake.lease,
+          );
         },
         () => socket.destroy(),
       )

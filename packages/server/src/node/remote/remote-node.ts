@@ -1,11 +1,12 @@
+import { randomUUID } from "node:crypto";
 import { type ClientRequest, type IncomingMessage, request } from "node:http";
 import type { Socket } from "node:net";
 import type { Readable } from "node:stream";
 import type { ImageRecipe, NetworkLog } from "@ums/protocol";
 import { agentClient } from "../../agent/client.js";
-import { type AgentTimeouts, DEFAULT_AGENT_TIMEOUTS } from "../../agent/deadline.js";
+import { type AgentTimeouts, DEFAULT_AGENT_TIMEOUTS, leadsToAgentAfter } from "../../agent/deadline.js";
 import { AgentUnreachableError, NODE_SENT } from "../../agent/errors.js";
-import { RelaySocket } from "../../agent/relay.js";
+import { RelaySocket, relayOf } from "../../agent/relay.js";
 import type { ResourceLimits, ResourcesPolicy } from "../../runtime/runtime.js";
 import type {
   CheckpointRecord,
@@ -354,6 +355,9 @@ export class RemoteNode implements UnitNode {
         const session = await this.session();
         try {
           const ready = this.standby.take();
+          // No wait for capacity (it may be long, and it is given up by a signal): the first call
+          // goes behind the wake.
+          if (ready && opts.agent !== false && !opts.signal) return this.wakePipelined(ready, session, unit, records);
           const lease = ready && (await this.wakeOnStandby(ready, session, unit, records, opts));
           return lease || (await this.wakeIn(session, unit, args, opts));
         } catch (err) {
@@ -424,7 +428,14 @@ export class RemoteNode implements UnitNode {
         if (head.length > 0) socket.unshift(head);
         const id = String(res.headers["x-ums-lease"] ?? "");
         resolve(
-          new RemoteLease(this, unit, id, res.headers["x-ums-booted"] === "1", session, this.agentTimeouts, socket),
+          new RemoteLease(
+            this,
+            unit,
+            { id, booted: res.headers["x-ums-booted"] === "1" },
+            session,
+            this.agentTimeouts,
+            socket,
+          ),
         );
       });
       req.once("response", (res) => {
@@ -434,7 +445,13 @@ export class RemoteNode implements UnitNode {
             const parsed = safeParse(text) as { result?: { lease: string; booted: boolean }; error?: WireError };
             if (parsed?.result) {
               resolve(
-                new RemoteLease(this, unit, parsed.result.lease, parsed.result.booted, session, this.agentTimeouts),
+                new RemoteLease(
+                  this,
+                  unit,
+                  { id: parsed.result.lease, booted: parsed.result.booted },
+                  session,
+                  this.agentTimeouts,
+                ),
               );
             } else if (parsed?.error) reject(decodeError(parsed.error));
             else reject(this.unreachable(new Error(`answered ${res.statusCode} to a wake`)));
@@ -494,14 +511,72 @@ export class RemoteNode implements UnitNode {
       | { lease?: unknown; booted?: unknown; result?: { lease: string; booted: boolean }; error?: WireError }
       | undefined;
     if (typeof parsed?.lease === "string") {
-      return new RemoteLease(this, unit, parsed.lease, parsed.booted === true, session, this.agentTimeouts, socket);
+      return new RemoteLease(
+        this,
+        unit,
+        { id: parsed.lease, booted: parsed.booted === true },
+        session,
+        this.agentTimeouts,
+        socket,
+      );
     }
     socket.destroy();
     if (parsed?.result) {
-      return new RemoteLease(this, unit, parsed.result.lease, parsed.result.booted, session, this.agentTimeouts);
+      return new RemoteLease(
+        this,
+        unit,
+        { id: parsed.result.lease, booted: parsed.result.booted },
+        session,
+        this.agentTimeouts,
+      );
     }
     if (parsed?.error) throw decodeError(parsed.error);
     throw this.unreachable(new Error("a standby connection answered no lease"));
+  }
+
+  /**
+   * A wake on a standby connection whose lease is returned before the node's answer: the lease's
+   * first call to the agent goes on the same connection right behind the wake's line, and the node
+   * hands it to the agent once the unit is awake (what it reads before its answer it keeps for the
+   * agent). This saves the wait for the answer, a round trip between the two processes, on every
+   * request to a unit through an API replica. The lease's id is chosen here, so that it can be
+   * released before the answer (node-endpoint.ts `wakeOn`: a release of a lease still waking ends it
+   * as soon as it is held). The answer line is taken out of the connection's bytes below the agent
+   * client (RelaySocket `firstLine`); a wake that fails fails the first call with the wake's error
+   * (the socket is destroyed with it), and any other use of the lease with it too. The first
+   * call's deadlines begin with the answer (agent/deadline.ts `leadsToAgentAfter`).
+   */
+  private wakePipelined(socket: Socket, session: NodeSession, unit: UnitRecord, records: string): UnitLease {
+    const relay = relayOf(socket);
+    if (!relay) throw new Error("a standby connection is a RelaySocket (openStandby)");
+    const id = randomUUID();
+    const line = relay.firstLine(MAX_ANSWER_BYTES);
+    socket.write(
+      `{"wake":{"session":${JSON.stringify(session.id)},"records":${records},"agent":true,"lease":"${id}"}}\n`,
+    );
+    const timer = setTimeout(() => {
+      socket.destroy(Object.assign(new Error(`no answer within ${WAKE_MS / 1000} s`), { code: "ETIMEDOUT" }));
+    }, WAKE_MS);
+    timer.unref();
+    const answer = line.then(
+      (text) => {
+        clearTimeout(timer);
+        const parsed = safeParse(text) as { lease?: unknown; booted?: unknown; error?: WireError } | undefined;
+        if (typeof parsed?.lease === "string") return { id: parsed.lease, booted: parsed.booted === true };
+        throw parsed?.error
+          ? decodeError(parsed.error)
+          : this.unreachable(new Error("a standby connection answered no lease"));
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        throw this.unreachable(socket.errored ?? err);
+      },
+    );
+    // The first call on the socket fails with the wake's error (the agent client passes on errors
+    // the node sent as they are: agent/http.ts `wrap`).
+    answer.catch((err: Error) => socket.destroy(err));
+    leadsToAgentAfter(socket, answer);
+    return new RemoteLease(this, unit, { id, answer }, session, this.agentTimeouts, socket);
   }
 
   /**
@@ -580,7 +655,7 @@ export class RemoteNode implements UnitNode {
       req.destroy();
       throw err;
     });
-    return new RemoteLease(this, unit, lease.id, lease.booted, { release: () => req.destroy() }, this.agentTimeouts);
+    return new RemoteLease(this, unit, lease, { release: () => req.destroy() }, this.agentTimeouts);
   }
 
   /**
@@ -644,21 +719,47 @@ interface LeaseHold {
   release(id: string): void;
 }
 
+/** A wake whose answer is still to come (wakePipelined): the lease's id, chosen by the API, and the answer. */
+interface PendingWake {
+  readonly id: string;
+  readonly answer: Promise<{ id: string; booted: boolean }>;
+}
+
 /** A unit woken on a remote node, held until released (LeaseHold). */
 class RemoteLease implements UnitLease {
   readonly agent: UnitAgent;
   private released = false;
+  private id: string;
+  private wasBooted: boolean;
+  /** Until the wake's answer (wakePipelined): what needs the lease held on the node waits for it. */
+  private readonly answered: Promise<void> | undefined;
 
   constructor(
     private readonly node: RemoteNode,
     readonly unit: UnitRecord,
-    private readonly id: string,
-    readonly booted: boolean,
+    lease: { id: string; booted: boolean } | PendingWake,
     private readonly hold: LeaseHold,
     timeouts: AgentTimeouts,
     /** The connection to the agent the wake made: the first call's. */
     private first?: Socket,
   ) {
+    this.id = lease.id;
+    this.wasBooted = "booted" in lease && lease.booted;
+    if ("answer" in lease) {
+      this.answered = lease.answer.then((known) => {
+        this.wasBooted = known.booted;
+        if (known.id === this.id) return;
+        // A node from before API-chosen ids named its own: released by it also if the release came first.
+        this.id = known.id;
+        if (this.released) this.hold.release(known.id);
+      });
+      // Its failure reaches every use of the lease (the first call's through its socket).
+      this.answered.catch(() => {});
+    }
+    const afterAnswer = (then: () => void, done: (err: Error | null, socket?: Socket) => void) => {
+      if (!this.answered) return then();
+      this.answered.then(then, (err: Error) => done(err));
+    };
     this.agent = agentClient({
       path: `/node/${node.address.name}/${unit.id}`,
       timeouts,
@@ -667,13 +768,19 @@ class RemoteLease implements UnitLease {
         const socket = this.first;
         this.first = undefined;
         if (socket && !socket.destroyed) done(null, socket);
-        else node.splice(id, "agent", done);
+        else afterAnswer(() => node.splice(this.id, "agent", done), done);
       },
     });
     first?.on("error", () => {});
   }
 
+  /** Whether the wake booted the unit (false until a pipelined wake's answer is in: read it after a call). */
+  get booted(): boolean {
+    return this.wasBooted;
+  }
+
   async httpTarget(): Promise<HttpTarget> {
+    await this.answered;
     const port = await this.node.httpTargetPort(this.id);
     return {
       host: `${this.unit.id}.${this.node.address.name}`,
@@ -683,7 +790,10 @@ class RemoteLease implements UnitLease {
   }
 
   servicesChanged(): void {
-    this.node.servicesChanged(this.id);
+    (this.answered ?? Promise.resolve()).then(
+      () => this.node.servicesChanged(this.id),
+      () => {},
+    );
   }
 
   release(): void {
@@ -691,6 +801,7 @@ class RemoteLease implements UnitLease {
     this.released = true;
     this.first?.destroy();
     this.first = undefined;
+    // By the id chosen here even before the answer: the node ends a lease still waking at once.
     this.hold.release(this.id);
     this.node.refillStandby();
   }

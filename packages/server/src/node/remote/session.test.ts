@@ -5,6 +5,8 @@ import { createServer, connect as netConnect, type Server, type Socket } from "n
 import { after, before, describe, it } from "node:test";
 import pino from "pino";
 import { RelaySocket, relayOf } from "../../agent/relay.js";
+import { RunningLimitError } from "../../lifecycle/errors.js";
+import { NodeUnreachableError } from "../errors.js";
 import type { LocalNode } from "../local/local-node.js";
 import { NodeEndpoint } from "./node-endpoint.js";
 import { RemoteNode } from "./remote-node.js";
@@ -22,6 +24,8 @@ describe("the API's session with a node", () => {
   let held = 0;
   /** How long the stand-in node takes to wake a unit. */
   let wakeMs = 0;
+  /** What the stand-in node's wake throws, if anything. */
+  let failWake: Error | undefined;
   let endpoint: NodeEndpoint;
   let port = 0;
 
@@ -29,6 +33,7 @@ describe("the API's session with a node", () => {
   const fakeNode = {
     async wake() {
       if (wakeMs > 0) await new Promise((r) => setTimeout(r, wakeMs));
+      if (failWake) throw failWake;
       held++;
       let released = false;
       return {
@@ -93,8 +98,9 @@ describe("the API's session with a node", () => {
     const node = remote();
     for (let i = 0; i < 3; i++) {
       const lease = await node.wake(org, unit());
-      assert.equal(held, 1);
+      // After the first, a wake's answer comes behind its first call (wakePipelined).
       assert.equal(await echoOnce(lease), "ping");
+      assert.equal(held, 1);
       lease.release();
       await until("the release reached the node", () => held === 0);
     }
@@ -157,6 +163,17 @@ describe("the API's session with a node", () => {
     }
   });
 
+  /** The standby connections the remote keeps idle (StandbyPool). */
+  const idleOf = (node: RemoteNode) => (node as unknown as { standby: { idle: Socket[] } }).standby.idle;
+
+  /** A remote that woke a unit once (released): its two standby connections ready. */
+  const withStandby = async () => {
+    const node = remote();
+    (await node.wake(org, unit())).release();
+    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    return node;
+  };
+
   it("a node that restarted (its sessions gone) is found again by the next wake", async () => {
     const node = remote();
     const first = await node.wake(org, unit());
@@ -164,26 +181,25 @@ describe("the API's session with a node", () => {
     await until("released", () => held === 0);
     await endpoint.close();
     await listen();
+    // A restart takes longer than this process needs to see its connections' end (a wake on one
+    // not seen yet fails: the test of a standby connection that ends before its answer).
+    await until("the closed standby connections left the pool", () => idleOf(node).length === 0);
     const again = await node.wake(org, unit());
+    assert.equal(await echoOnce(again), "ping");
     assert.equal(held, 1);
     again.release();
     await until("released", () => held === 0);
   });
 
-  /** The standby connections the remote keeps idle (StandbyPool). */
-  const idleOf = (node: RemoteNode) => (node as unknown as { standby: { idle: Socket[] } }).standby.idle;
-
   it("after a wake, the next ones go over connections opened ahead (standby), with and without the agent", async () => {
-    const node = remote();
-    (await node.wake(org, unit())).release();
-    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    const node = await withStandby();
     for (let i = 0; i < 3; i++) {
       const ready = [...idleOf(node)];
       const lease = await node.wake(org, unit());
       const first = (lease as unknown as { first?: Socket }).first;
       assert.ok(first && ready.includes(first), "the wake's connection is one opened ahead");
-      assert.equal(held, 1);
       assert.equal(await echoOnce(lease), "ping");
+      assert.equal(held, 1);
       lease.release();
       await until("released", () => held === 0);
     }
@@ -225,9 +241,7 @@ describe("the API's session with a node", () => {
   });
 
   it("standby connections the node closed leave the pool; the wake then opens its own", async () => {
-    const node = remote();
-    (await node.wake(org, unit())).release();
-    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    const node = await withStandby();
     const ready = [...idleOf(node)];
     await endpoint.close();
     await listen();
@@ -239,19 +253,81 @@ describe("the API's session with a node", () => {
     await until("released", () => held === 0);
   });
 
-  it("a standby connection that ends before its answer (the node closed it meanwhile): the wake opens its own", async () => {
-    const node = remote();
-    (await node.wake(org, unit())).release();
-    await until("two standby connections are ready", () => idleOf(node).length === 2);
+  it("a standby connection that ends before its answer (the node closed it meanwhile): the wake says the node is unreachable; the next one works", async () => {
+    const node = await withStandby();
     // The node's ends of them, closed in the same turn as the wake: the API cannot have seen it yet.
     for (const s of (endpoint as unknown as { spliced: Set<Socket> }).spliced) s.destroy();
-    const ready = [...idleOf(node)];
     const lease = await node.wake(org, unit());
-    const first = (lease as unknown as { first?: Socket }).first;
-    assert.ok(first && !ready.includes(first), "the wake used a connection of its own");
-    assert.equal(await echoOnce(lease), "ping");
+    // The first call had gone behind the wake: it cannot be sent again, and fails as the node's.
+    await assert.rejects(lease.httpTarget(), (err: Error) => err instanceof NodeUnreachableError);
     lease.release();
+    await until("the closed ones left the pool", () => idleOf(node).length === 0);
+    const next = await node.wake(org, unit());
+    assert.equal(await echoOnce(next), "ping");
+    next.release();
     await until("released", () => held === 0);
+  });
+
+  it("a wake on a standby connection returns at once, and is answered behind its first call", async () => {
+    const node = await withStandby();
+    wakeMs = 300;
+    try {
+      const start = performance.now();
+      const lease = await node.wake(org, unit());
+      assert.ok(performance.now() - start < 250, "the wake returned before the unit was awake");
+      assert.equal(held, 0);
+      assert.equal(lease.booted, false);
+      // The agent client's request goes at once, and is answered once the node has the unit awake.
+      assert.equal(await echoOnce(lease), "ping");
+      assert.ok(performance.now() - start >= 290, "the answer came after the wake");
+      assert.equal(held, 1);
+      lease.release();
+      await until("released", () => held === 0);
+    } finally {
+      wakeMs = 0;
+    }
+  });
+
+  it("a lease released before the node's answer, its connection still open, is released as soon as it is held", async () => {
+    const node = await withStandby();
+    wakeMs = 200;
+    try {
+      const lease = await node.wake(org, unit());
+      // As a call that has its connection does: the release then cannot end the connection.
+      const taken = lease as unknown as { first?: Socket };
+      const socket = taken.first as Socket;
+      taken.first = undefined;
+      socket.write("ping");
+      lease.release();
+      await until("the connection was ended by the node", () => socket.destroyed);
+      assert.equal(held, 0, "nothing held");
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(held, 0, "nothing held later either");
+    } finally {
+      wakeMs = 0;
+    }
+  });
+
+  it("a wake that fails fails the lease's first call, and every other use of it, with the node's error", async () => {
+    const node = await withStandby();
+    failWake = new RunningLimitError("at the running limit (test)");
+    try {
+      const lease = await node.wake(org, unit());
+      const first = (lease as unknown as { first?: Socket }).first as Socket;
+      // The agent client's first call has the wake's connection, its request already sent.
+      const call = lease.agent.json("GET", "/health");
+      assert.equal((lease as unknown as { first?: Socket }).first, undefined, "the first call took the connection");
+      const isTheWakes = (err: Error) =>
+        err instanceof RunningLimitError && err.message === "at the running limit (test)";
+      await assert.rejects(call, isTheWakes);
+      assert.ok(first.destroyed);
+      await assert.rejects(lease.httpTarget(), isTheWakes);
+      await assert.rejects(lease.agent.json("GET", "/health"), isTheWakes);
+      lease.release();
+      assert.equal(held, 0);
+    } finally {
+      failWake = undefined;
+    }
   });
 
   /** A standby connection made by hand: its 101 read, then `line` sent; resolves with what comes back until it ends. */
@@ -299,6 +375,13 @@ describe("the API's session with a node", () => {
     );
     assert.match(badRecords.error.message, /takes one line/);
     assert.equal(await standbyRaw("not json\n").then((t) => JSON.parse(t).error.kind), "Error");
+    // A lease id the API names must be one: short, plain, and not one held already.
+    const badId = JSON.parse(
+      await standbyRaw(
+        `${JSON.stringify({ wake: { session: session.id, records: [org, unit()], lease: "../x y" } })}\n`,
+      ),
+    );
+    assert.match(badId.error.message, /lease: 8-64 letters/);
     // A line without end: cut once past the limit, having held nothing.
     assert.equal(await standbyRaw(Buffer.alloc((1 << 20) + 10, "a")), "");
     assert.equal(held, 0);
@@ -322,14 +405,36 @@ describe("the API's session with a node", () => {
     });
     assert.equal(typeof JSON.parse(answer).lease, "string");
     assert.equal(held, 1);
+    // Named by the API, and in use: refused, holding nothing more.
+    const named = "a-lease-named-by-the-api";
+    const holding = netConnect(port, "127.0.0.1");
+    const heldAnswer = await new Promise<string>((resolve) => {
+      let text = "";
+      holding.on("data", (d) => {
+        text += d.toString();
+        if (text.startsWith("HTTP/1.1 101") && text.includes("\r\n\r\n")) {
+          text = "";
+          holding.write(`${JSON.stringify({ wake: { session: session.id, records: [org, unit()], lease: named } })}\n`);
+        } else if (text.endsWith("\n")) resolve(text);
+      });
+      holding.write(
+        `GET /node/v1/standby HTTP/1.1\r\nhost: n\r\nauthorization: Bearer ${secret}\r\nconnection: Upgrade\r\nupgrade: ums-node-splice\r\n\r\n`,
+      );
+    });
+    assert.equal(JSON.parse(heldAnswer).lease, named);
+    assert.equal(held, 2);
+    const twice = JSON.parse(
+      await standbyRaw(`${JSON.stringify({ wake: { session: session.id, records: [org, unit()], lease: named } })}\n`),
+    );
+    assert.match(twice.error.message, /in use already/);
+    assert.equal(held, 2);
+    holding.destroy();
     (session as unknown as { close(): void }).close();
     await until("the session's end released it", () => held === 0);
   });
 
   it("a standby wake whose connection ends while the unit wakes holds nothing", async () => {
-    const node = remote();
-    (await node.wake(org, unit())).release();
-    await until("two standby connections are ready", () => idleOf(node).length === 2);
+    const node = await withStandby();
     wakeMs = 300;
     try {
       const giveUp = new AbortController();
