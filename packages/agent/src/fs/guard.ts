@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, readlinkSync, type Stats, statfsSync } from "node:fs";
-import { type FileHandle, open, readFile, readlink, statfs } from "node:fs/promises";
+import { type FileHandle, open } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import {
   FS_RESERVED_PATH,
@@ -135,9 +135,18 @@ export function onReservedMount(mounts: readonly Mount[], mountId: number, real:
 
 const mountIdOf = (fdinfo: string): number => Number(/^mnt_id:\s*(\d+)$/m.exec(fdinfo)?.[1] ?? -1);
 
+// The checks read procfs synchronously: /proc/self/... is made in memory by the kernel and read in
+// microseconds, while each asynchronous call is a round trip through libuv's thread pool (~0.3 ms
+// on a busy 2-vCPU host), and a check made a dozen of them one after the other (a 1 MiB read spent
+// ~9 ms in its checks). What may wait on a disk (opening the path asked for) stays asynchronous.
+
 /** The id of the mount a descriptor is on (/proc/self/fdinfo/N `mnt_id`); -1 when it cannot be read. */
-export async function fdMountId(fd: number): Promise<number> {
-  return mountIdOf(await readFile(`/proc/self/fdinfo/${fd}`, "utf8").catch(() => ""));
+export function fdMountId(fd: number): number {
+  try {
+    return mountIdOf(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"));
+  } catch {
+    return -1;
+  }
 }
 
 /** The real path of a descriptor; a deleted file's " (deleted)" suffix is kept (it never makes a path allowed). */
@@ -149,37 +158,28 @@ const procPath = (fd: number) => `/proc/self/fd/${fd}`;
  * refusal of a reserved path.
  */
 export class Guard {
-  private mounts: Promise<Mount[]> | null = null;
+  private mounts: Mount[] | null = null;
   private procChecked = false;
 
-  private async assertProc(): Promise<void> {
+  private assertProc(): void {
     if (this.procChecked) return;
-    // A failure to look (the unit user may not enter `/` after a chmod) shows in the operation's own error.
-    const st = await statfs("/proc/self/fd").catch(() => null);
-    if (st && st.type !== PROC_SUPER_MAGIC) throw notProc();
+    assertProcfs();
     this.procChecked = true;
   }
 
-  private mountTable(): Promise<Mount[]> {
-    this.mounts ??= readFile("/proc/self/mountinfo", "utf8").then(parseMountInfo);
+  private mountTable(): Mount[] {
+    this.mounts ??= parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"));
     return this.mounts;
   }
 
   /** Checks an open descriptor: its real path, and the mount it is on. Returns the real path. */
   async check(fd: number, access: FsAccess, shown: string): Promise<string> {
-    const real = await readlink(procPath(fd));
-    if (!real.startsWith("/") || isReservedPath(real, access)) throw reserved(shown, access);
-    const mounts = await this.mountTable();
-    if (mounts.some((m) => within(m.point, "/.unit"))) {
-      const id = mountIdOf(await readFile(`/proc/self/fdinfo/${fd}`, "utf8"));
-      if (onReservedMount(mounts, id, real, access)) throw reserved(shown, access);
-    }
-    return real;
+    return checkFd(fd, access, shown, this.mountTable());
   }
 
   /** Pins `path` as it is (no check of the path's text), shown as `shown` in errors. */
   async open(path: string, access: FsAccess, o: PinOptions, shown: string): Promise<Pinned> {
-    await this.assertProc();
+    this.assertProc();
     let handle: FileHandle;
     try {
       handle = await open(path, flagsOf(o));
@@ -270,11 +270,7 @@ export class Guard {
 /** The synchronous pin of a path (file watches are set up synchronously); closes nothing it returns. */
 export function pinSync(path: string, access: FsAccess, o: PinOptions): { fd: number; real: string } {
   if (isReservedPath(path, access)) throw reserved(path, access);
-  let st: { type: number } | null = null;
-  try {
-    st = statfsSync("/proc/self/fd");
-  } catch {}
-  if (st && st.type !== PROC_SUPER_MAGIC) throw notProc();
+  assertProcfs();
   let fd: number;
   try {
     fd = openSync(path, flagsOf(o));
@@ -282,18 +278,33 @@ export function pinSync(path: string, access: FsAccess, o: PinOptions): { fd: nu
     throw fsFailure(err, path, o.syscall ?? "open");
   }
   try {
-    const real = readlinkSync(procPath(fd));
-    if (!real.startsWith("/") || isReservedPath(real, access)) throw reserved(path, access);
-    const mounts = parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8"));
-    if (mounts.some((m) => within(m.point, "/.unit"))) {
-      const id = mountIdOf(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"));
-      if (onReservedMount(mounts, id, real, access)) throw reserved(path, access);
-    }
+    const real = checkFd(fd, access, path, parseMountInfo(readFileSync("/proc/self/mountinfo", "utf8")));
     return { fd, real };
   } catch (err) {
     closeSync(fd);
     throw err instanceof FsOpError ? err : fsFailure(err, path, o.syscall ?? "open");
   }
+}
+
+/** Refuses a /proc that is not procfs (something mounted over it): the checks could not be made. */
+function assertProcfs(): void {
+  let st: { type: number } | null = null;
+  // A failure to look (the unit user may not enter `/` after a chmod) shows in the operation's own error.
+  try {
+    st = statfsSync("/proc/self/fd");
+  } catch {}
+  if (st && st.type !== PROC_SUPER_MAGIC) throw notProc();
+}
+
+/** An open descriptor's checks (Guard.check, pinSync): its real path, and the mount it is on. Returns the real path. */
+function checkFd(fd: number, access: FsAccess, shown: string, mounts: Mount[]): string {
+  const real = readlinkSync(procPath(fd));
+  if (!real.startsWith("/") || isReservedPath(real, access)) throw reserved(shown, access);
+  if (mounts.some((m) => within(m.point, "/.unit"))) {
+    const id = mountIdOf(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"));
+    if (onReservedMount(mounts, id, real, access)) throw reserved(shown, access);
+  }
+  return real;
 }
 
 /** fstat of a descriptor from pinSync. */

@@ -356,7 +356,7 @@ export async function writeFileFrom(
   const t = await resolveForWrite(g, dir, name, shown, null);
   try {
     const target = t.fh ? await at(shown, "fstat", () => (t.fh as FileHandle).stat()) : null;
-    const sameMount = t.fh ? (await fdMountId(t.fh.fd)) === (await fdMountId(t.dir.fd)) : true;
+    const sameMount = t.fh ? fdMountId(t.fh.fd) === fdMountId(t.dir.fd) : true;
     const plan = planWrite(target, sameMount);
     if (plan.kind === "refuse") throw new FsOpError(plan.code, shown, `${plan.code}: ${plan.what}, '${shown}'`);
     if (plan.kind === "replace") {
