@@ -121,7 +121,8 @@ export async function openForRead(path: string): Promise<{ fh: FileHandle; size:
     }
     return { fh, size: st.isFile() ? st.size : undefined };
   } finally {
-    await pinned.close();
+    // Not waited for (the read goes through `fh`); `close` takes care of its own failure.
+    void pinned.close();
   }
 }
 
