@@ -32,6 +32,8 @@ import {
 const MAX_CALL_BYTES = 1 << 20;
 /** A checkpoint's send that moves no byte this long (the receiving node stopped) is cut. */
 const SEND_IDLE_MS = 60_000;
+/** What a wake keeps of the bytes sent behind it for the agent, at most (wakeOn). */
+const MAX_EARLY_BYTES = 1 << 20;
 /** A unit's HTTP target answers a connect at once on the node's own bridge. */
 const TARGET_CONNECT_MS = 5_000;
 
@@ -547,7 +549,14 @@ export class NodeEndpoint {
     // API sends before the answer (its first call, behind a standby wake) is kept for the agent.
     let gone = false;
     const early: Buffer[] = [];
-    const onData = (b: Buffer) => early.push(b);
+    let earlyBytes = 0;
+    // Bounded: a call behind the wake may be an upload; past MAX_EARLY_BYTES its bytes wait in the
+    // sockets (TCP's back-pressure) until the agent takes them.
+    const onData = (b: Buffer) => {
+      early.push(b);
+      earlyBytes += b.length;
+      if (earlyBytes >= MAX_EARLY_BYTES) socket.pause();
+    };
     // Issue #16: a wake waiting for a running slot leaves the queue then.
     const giveUp = new AbortController();
     const onGone = () => {

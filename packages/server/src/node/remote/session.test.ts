@@ -24,6 +24,15 @@ describe("the API's session with a node", () => {
   let held = 0;
   /** How long the stand-in node takes to wake a unit. */
   let wakeMs = 0;
+  /** Runs `fn` while the stand-in node takes `ms` to wake a unit. */
+  const slowWakes = async (ms: number, fn: () => Promise<void>) => {
+    wakeMs = ms;
+    try {
+      await fn();
+    } finally {
+      wakeMs = 0;
+    }
+  };
   /** What the stand-in node's wake throws, if anything. */
   let failWake: Error | undefined;
   let endpoint: NodeEndpoint;
@@ -137,8 +146,7 @@ describe("the API's session with a node", () => {
     (await node.wake(org, unit())).release();
     await until("released", () => held === 0);
     const session = await (node as unknown as { sessionOpening: Promise<{ id: string }> }).sessionOpening;
-    wakeMs = 300;
-    try {
+    await slowWakes(300, async () => {
       const req = request({
         host: "127.0.0.1",
         port,
@@ -158,9 +166,7 @@ describe("the API's session with a node", () => {
       req.destroy();
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(held, 0, "the lease no one learned was released");
-    } finally {
-      wakeMs = 0;
-    }
+    });
   });
 
   /** The standby connections the remote keeps idle (StandbyPool). */
@@ -270,8 +276,7 @@ describe("the API's session with a node", () => {
 
   it("a wake on a standby connection returns at once, and is answered behind its first call", async () => {
     const node = await withStandby();
-    wakeMs = 300;
-    try {
+    await slowWakes(300, async () => {
       const start = performance.now();
       const lease = await node.wake(org, unit());
       assert.ok(performance.now() - start < 250, "the wake returned before the unit was awake");
@@ -283,15 +288,40 @@ describe("the API's session with a node", () => {
       assert.equal(held, 1);
       lease.release();
       await until("released", () => held === 0);
-    } finally {
-      wakeMs = 0;
-    }
+    });
+  });
+
+  it("an upload behind a wake waits in the sockets while the unit wakes, and reaches the agent whole", async () => {
+    const node = await withStandby();
+    await slowWakes(400, async () => {
+      const lease = await node.wake(org, unit());
+      const first = (lease as unknown as { first?: Socket }).first as Socket;
+      const body = randomBytes(32 << 20);
+      const echoed: Buffer[] = [];
+      let got = 0;
+      const all = new Promise<void>((resolve) =>
+        first.on("data", (d: Buffer) => {
+          echoed.push(d);
+          got += d.length;
+          if (got >= body.length) resolve();
+        }),
+      );
+      first.write(body);
+      await new Promise((r) => setTimeout(r, 200));
+      // The node keeps at most 1 MiB of it while the unit wakes (and reads no more): the rest waits.
+      const nodeSide = [...(endpoint as unknown as { spliced: Set<Socket> }).spliced];
+      const read = Math.max(...nodeSide.map((s) => s.bytesRead));
+      assert.ok(read < 2 << 20, `the node read ${read} bytes of the call while the unit woke`);
+      await all;
+      assert.ok(Buffer.concat(echoed).equals(body), "every byte, in order");
+      lease.release();
+      await until("released", () => held === 0);
+    });
   });
 
   it("a lease released before the node's answer, its connection still open, is released as soon as it is held", async () => {
     const node = await withStandby();
-    wakeMs = 200;
-    try {
+    await slowWakes(200, async () => {
       const lease = await node.wake(org, unit());
       // As a call that has its connection does: the release then cannot end the connection.
       const taken = lease as unknown as { first?: Socket };
@@ -303,9 +333,7 @@ describe("the API's session with a node", () => {
       assert.equal(held, 0, "nothing held");
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(held, 0, "nothing held later either");
-    } finally {
-      wakeMs = 0;
-    }
+    });
   });
 
   it("a wake that fails fails the lease's first call, and every other use of it, with the node's error", async () => {
@@ -435,8 +463,7 @@ describe("the API's session with a node", () => {
 
   it("a standby wake whose connection ends while the unit wakes holds nothing", async () => {
     const node = await withStandby();
-    wakeMs = 300;
-    try {
+    await slowWakes(300, async () => {
       const giveUp = new AbortController();
       const waking = node.wake(org, unit(), { signal: giveUp.signal });
       await new Promise((r) => setTimeout(r, 50));
@@ -444,8 +471,6 @@ describe("the API's session with a node", () => {
       await assert.rejects(waking);
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(held, 0, "the lease no one learned was released");
-    } finally {
-      wakeMs = 0;
-    }
+    });
   });
 });
