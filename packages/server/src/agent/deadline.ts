@@ -103,10 +103,8 @@ export class AgentDeadline {
     const ready = notYet.get(socket);
     if (ready) {
       clearTimeout(this.timer);
-      ready.then(
-        () => this.connected(),
-        () => {},
-      );
+      // A connection that fails is the call's error, told through its socket: nothing to do here.
+      ready.then(() => this.connected()).catch(() => {});
     } else if (socket.connecting) socket.once("connect", () => this.connected());
     else this.connected();
   }

@@ -758,7 +758,8 @@ class RemoteLease implements UnitLease {
     }
     const afterAnswer = (then: () => void, done: (err: Error | null, socket?: Socket) => void) => {
       if (!this.answered) return then();
-      this.answered.then(then, (err: Error) => done(err));
+      // A failed wake, or a connect that throws, is the call's error.
+      this.answered.then(then).catch((err: Error) => done(err));
     };
     this.agent = agentClient({
       path: `/node/${node.address.name}/${unit.id}`,
@@ -790,10 +791,8 @@ class RemoteLease implements UnitLease {
   }
 
   servicesChanged(): void {
-    (this.answered ?? Promise.resolve()).then(
-      () => this.node.servicesChanged(this.id),
-      () => {},
-    );
+    // A failed wake has no services to tell of.
+    (this.answered ?? Promise.resolve()).then(() => this.node.servicesChanged(this.id)).catch(() => {});
   }
 
   release(): void {
