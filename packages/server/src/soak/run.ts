@@ -1,16 +1,12 @@
-// Issue #20: one soak (or chaos) run against a `ums serve` of its own, start to end: the server on a
-// fresh data dir and loopback port, the seeded workload (workload.ts), the continuous checks, the
-// kills of the chaos mode, and at the end the deletion of everything and the host leak check.
-// Used by bench/soak.mjs and soak/*.test.ts.
-import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+// Issue #20: one soak (or chaos) run against a `ums serve` of its own (or a deployment, target.ts),
+// start to end: the server on a fresh data dir and loopback port, the seeded workload (workload.ts),
+// the continuous checks, the kills of the chaos mode, and at the end the deletion of everything and
+// the host leak check. Used by bench/soak.mjs and soak/*.test.ts.
 import { testImage } from "../runtime/image/test-image.js";
-import { cleanupStoppedServer, removeServerHostResources } from "../testing/host-cleanup.js";
-import { prepareServe, UMS_BIN } from "../testing/serve-process.js";
 import { hostLeftovers, rssOf, type UnitProcess, unitAgentPid, unitInitPid, unitProcesses } from "./host.js";
 import { Rng } from "./rng.js";
 import { percentile, Stats, slope } from "./stats.js";
+import { type SoakTarget, singleServe } from "./target.js";
 import { describe, Workload } from "./workload.js";
 
 export interface SoakOptions {
@@ -34,7 +30,15 @@ export interface SoakOptions {
   /** Ends the run early (Ctrl-C): the end phase (delete everything, leak check) still runs. */
   readonly signal?: AbortSignal;
   readonly log?: (line: string) => void;
+  /**
+   * What to run against, made for the soak's organization `soak` (default: one `ums serve` of its
+   * own). The run owns it: it is closed at the end, also on failure.
+   */
+  readonly target?: (env: NodeJS.ProcessEnv) => Promise<SoakTarget>;
 }
+
+/** The organization the soak's units belong to (a target makes its token for it). */
+export const SOAK_ORG = "soak";
 
 export interface OpRow {
   readonly kind: string;
@@ -46,6 +50,8 @@ export interface OpRow {
 
 export interface SoakReport {
   readonly seed: number;
+  /** What ran: "ums serve", or the processes of a deployment. */
+  readonly target: string;
   readonly chaos: boolean;
   readonly minutes: number;
   readonly unitsMade: number;
@@ -71,22 +77,30 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const stats = new Stats();
   const image = await testImage();
   const poolDir = image.pool.path;
-  const server = await prepareServe({
-    name: o.chaos ? "chaos" : "soak",
-    org: "soak",
-    env: {
-      UMS_IDLE_WARM: o.idleWarm ?? "15s",
-      UMS_IDLE_COLD: o.idleCold ?? "45s",
-      UMS_UPLINKS: "none",
-      UMS_EGRESS_RANGES: "none",
-    },
-  });
+  const env = {
+    UMS_IDLE_WARM: o.idleWarm ?? "15s",
+    UMS_IDLE_COLD: o.idleCold ?? "45s",
+    UMS_UPLINKS: "none",
+    UMS_EGRESS_RANGES: "none",
+  };
+  const server = await (o.target ?? ((env) => singleServe({ name: o.chaos ? "chaos" : "soak", org: SOAK_ORG, env })))(
+    env,
+  );
+  if (o.chaos && !server.restartable) {
+    await server.close();
+    throw new Error(`the chaos run kills and restarts its server: ${server.label} cannot be restarted`);
+  }
   let stopping = false;
   let down: Promise<void> | undefined;
   const workload = new Workload(
     {
-      base: server.base,
-      token: server.token,
+      // Known once the server has started, which is before the workload's first request.
+      get base() {
+        return server.base();
+      },
+      get token() {
+        return server.token();
+      },
       poolDir,
       async ready() {
         while (down) await down;
@@ -100,15 +114,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const rss: [number, number][] = [];
   const leftovers: string[] = [];
   const t0 = Date.now();
-  let rid = "";
   try {
-    const running = String(o.maxRunning ?? 6);
-    execFileSync(UMS_BIN, ["org", "set-limits", "soak", "--running-limit", running, "--warm-limit", running], {
-      env: server.env,
-    });
+    await server.setRunningLimit(o.maxRunning ?? 6);
     await server.start();
-    rid = readFileSync(join(server.dataDir, "runtime-id"), "utf8").trim();
-    log(`soak: seed ${o.seed}, ${o.minutes} min, up to ${o.units} units, server ${server.base} (runtime ${rid})`);
+    log(
+      `soak: seed ${o.seed}, ${o.minutes} min, up to ${o.units} units, ${server.label} at ${server.base()} ` +
+        `(runtime ${server.runtimeId()})`,
+    );
     const deadline = t0 + o.minutes * 60_000;
     const over = () => stopping || Date.now() >= deadline || !!o.signal?.aborted;
     const loops: Promise<void>[] = [];
@@ -119,18 +131,19 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         while (!over()) {
           while (down) await down;
           const p = performance.now();
-          const r = await fetch(`${server.base}/healthz`).catch(() => undefined);
+          const r = await fetch(`${server.base()}/healthz`).catch(() => undefined);
           stats.record("baseline GET /healthz", r?.ok ? "ok" : "interrupted", performance.now() - p);
           await sleep(500);
         }
       })(),
     );
-    // The server's RSS every 5 s (of the server running then).
+    // The server's RSS every 5 s (of the server running then; a deployment's processes added up).
     loops.push(
       (async () => {
         while (!over()) {
-          const pid = server.child?.pid;
-          if (pid && server.running()) rss.push([(Date.now() - t0) / 60_000, rssOf(pid) / 2 ** 20]);
+          const pids = server.pids();
+          if (pids.length && server.running())
+            rss.push([(Date.now() - t0) / 60_000, pids.reduce((sum, pid) => sum + rssOf(pid), 0) / 2 ** 20]);
           await sleep(5000);
         }
       })(),
@@ -169,21 +182,22 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       for (const f of failed) stats.violation(`deleting at the end: ${f}`);
       const ids = [...workload.everIds];
       let left: string[] = [];
+      const at = { rid: server.runtimeId(), dataDir: server.unitDataDir(), poolDir, unitIds: ids };
       for (let i = 0; i < 60; i++) {
-        left = await hostLeftovers({ rid, dataDir: server.dataDir, poolDir, unitIds: ids, server: false });
+        left = await hostLeftovers({ ...at, server: false });
         if (!left.length) break;
         await sleep(1000);
       }
       await server.stop("SIGTERM");
-      await removeServerHostResources(server.dataDir);
-      left.push(...(await hostLeftovers({ rid, dataDir: server.dataDir, poolDir, unitIds: ids, server: true })));
+      await server.removeServerResources();
+      left.push(...(await hostLeftovers({ ...at, server: true })));
       leftovers.push(...new Set(left));
       for (const l of leftovers) stats.violation(`left on the host after deleting everything: ${l}`);
     } catch (err) {
       stats.violation(`the end phase failed: ${describe(err)}`);
     } finally {
       // Whatever happened, nothing of this run stays on the host.
-      await server.close([], (dataDir) => cleanupStoppedServer(dataDir));
+      await server.close();
     }
   }
   return report();
@@ -215,7 +229,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         });
         try {
           workload.kills.push({ at: Date.now() });
-          log(`chaos: kill -9 ums serve (pid ${server.child?.pid})`);
+          log(`chaos: kill -9 ${server.label} (pid ${server.pids().join(", ")})`);
           await server.stop("SIGKILL");
           kills.server++;
           await sleep(rng.int(0, 2000));
@@ -277,6 +291,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const mib = rss.map(([, r]) => r);
     return {
       seed: o.seed,
+      target: server.label,
       chaos: !!o.chaos,
       minutes: (Date.now() - t0) / 60_000,
       unitsMade: workload.everIds.size,
@@ -308,7 +323,7 @@ export function formatReport(r: SoakReport): string {
   const ratio = (a: number, b: number) => (Number.isFinite(a) && b > 0 ? `${(a / b).toFixed(0)}x` : "n/a");
   const lines = [
     `${r.chaos ? "chaos" : "soak"}: seed ${r.seed} (replay: --seed ${r.seed}), ${r.minutes.toFixed(1)} min, ` +
-      `${r.operations} operations, ${r.unitsMade} units made (at most ${r.maxUnits} at once)`,
+      `${r.operations} operations, ${r.unitsMade} units made (at most ${r.maxUnits} at once), against ${r.target}`,
     "",
     `${"operation".padEnd(24)} ${"count".padStart(6)} ${"ok".padStart(6)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"p50/base".padStart(9)} ${"p99/base".padStart(9)}`,
   ];
@@ -325,7 +340,7 @@ export function formatReport(r: SoakReport): string {
   map("errors, unexplained", r.unexplained);
   lines.push(
     "",
-    `ums serve RSS: ${r.rss.startMiB.toFixed(0)} MiB at the start, ${r.rss.endMiB.toFixed(0)} MiB at the end, ` +
+    `${r.target} RSS: ${r.rss.startMiB.toFixed(0)} MiB at the start, ${r.rss.endMiB.toFixed(0)} MiB at the end, ` +
       `max ${r.rss.maxMiB.toFixed(0)} MiB, trend ${r.rss.slopeMiBPer10Min >= 0 ? "+" : ""}${r.rss.slopeMiBPer10Min.toFixed(1)} MiB per 10 min (${r.rss.samples} samples)`,
   );
   if (r.chaos)
