@@ -416,19 +416,33 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
       s.token = (await run(ums, ["token", "create", "--org", org], { timeoutMs: 60_000, env: s.env })).trim();
     }
     s.log = join(logDir, `${name}.log`);
+    s.ums = ums;
+    return launch(s);
+  }
+
+  /**
+   * Starts a server of this group again, on its data dir, port and environment (after it exited or
+   * was killed), and waits until it answers as `startServe` does.
+   */
+  async function restartServe(s) {
+    if (running(s.child)) throw new Error(`ums serve --role ${s.role} (${s.name}) is still running`);
+    return launch(s);
+  }
+
+  async function launch(s) {
     // No process once stopServes has begun (a Ctrl-C during a start): it would outlive the run.
-    if (stopping) throw new Error(`ums serve --role ${role} (${name}): not started, the run is stopping`);
+    if (stopping) throw new Error(`ums serve --role ${s.role} (${s.name}): not started, the run is stopping`);
     const fd = openSync(s.log, "a");
     // Its own process group: a Ctrl-C in the terminal reaches the benchmark, whose cleanup deletes
     // the units before it stops the servers.
-    s.child = spawn(ums, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
+    s.child = spawn(s.ums, ["serve"], { env: s.env, stdio: ["ignore", fd, fd], detached: true });
     closeSync(fd);
     const deadline = Date.now() + 120_000;
     for (;;) {
       if (await ready(s).catch(() => false)) return s;
       if (!running(s.child) || Date.now() > deadline) {
         throw new Error(
-          `ums serve --role ${role} (${name}) did not start: ${running(s.child) ? "no answer" : "it exited"}\n${tail(s.log)}`,
+          `ums serve --role ${s.role} (${s.name}) did not start: ${running(s.child) ? "no answer" : "it exited"}\n${tail(s.log)}`,
         );
       }
       await sleep(100);
@@ -486,7 +500,7 @@ export function serveGroup({ org, logDir, dataDirPrefix = "ums-bench-" }) {
     }
   }
 
-  return { servers, startServe, stopServes };
+  return { servers, startServe, restartServe, stopServes };
 }
 
 /**

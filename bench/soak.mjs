@@ -4,13 +4,14 @@
 //                       [--kill-gap 20,50] [--verify-every 60]   (seconds; what the suite's runs use, to replay them)
 //                       [--replica] [--idle-warm 15s] [--idle-cold 45s]
 // With --replica (issue #15) the workload goes through an API process (`ums serve --role api`) to a
-// node (`--role node`) on PostgreSQL (UMS_BENCH_DATABASE_URL's server, else a private cluster).
+// node (`--role node`) on PostgreSQL (UMS_BENCH_DATABASE_URL's server, else a private cluster);
+// with --chaos too, its kills of `ums serve` are of one of the two at a time.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { arg, benchPostgres, freePort, running, serveGroup, stopProcess, tail, UMS } from "./lib.mjs";
+import { arg, benchPostgres, freePort, running, serveGroup, stopProcess, UMS } from "./lib.mjs";
 
 const { runSoak, formatReport } = await import("../packages/server/dist/soak/run.js");
 const { newSeed } = await import("../packages/server/dist/soak/rng.js");
@@ -21,7 +22,6 @@ const text = (name) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : undefined;
 };
-if (chaos && replica) throw new Error("--chaos restarts one `ums serve` on its data dir: not with --replica");
 const seed = arg("seed", newSeed());
 const minutes = arg("minutes", chaos ? 10 : 15);
 const units = arg("units", 8);
@@ -67,7 +67,8 @@ process.exit(report.violations.length ? 1 : 0);
 /**
  * The soak's target for --replica: a node and an API process in front of it on a database of their
  * own, each with a data dir and port of its own (bench/lib.mjs serveGroup), the run's `env` (idle
- * times, no uplinks, no egress ranges) given to both. Not restartable: the chaos needs one process.
+ * times, no uplinks, no egress ranges) given to both. The chaos kills one of them at a time and
+ * starts it again on its data dir.
  */
 async function replicaTarget(env) {
   const { SOAK_ORG } = await import("../packages/server/dist/soak/run.js");
@@ -82,7 +83,8 @@ async function replicaTarget(env) {
   const processes = () => [node, api].filter(Boolean);
   return {
     label: "ums serve --role api + --role node",
-    restartable: false,
+    restartable: true,
+    parts: ["api", "node"],
     base: () => api.url,
     token: () => api.token,
     unitDataDir: () => node.dataDir,
@@ -91,10 +93,10 @@ async function replicaTarget(env) {
       limit = n; // set once the API process has made the organization (its token), before any unit
     },
     async start() {
-      if (node || api) {
-        const down = processes().filter((s) => !running(s.child));
-        if (!down.length) return;
-        throw new Error(`${down.map((s) => s.name).join(", ")} exited:\n${down.map((s) => tail(s.log)).join("\n")}`);
+      if (node && api) {
+        // Again after a kill (the node first: the API's calls go to it), on the same data dirs.
+        for (const s of [node, api]) if (!running(s.child)) await serves.restartServe(s);
+        return;
       }
       db ??= await postgres.createDatabase("soak");
       node = await serves.startServe("node", "node", db, {
@@ -113,10 +115,10 @@ async function replicaTarget(env) {
     },
     running: () => processes().length === 2 && processes().every((s) => running(s.child)),
     pids: () => processes().flatMap((s) => (running(s.child) ? [s.child.pid] : [])),
-    async stop(signal) {
+    async stop(signal, part) {
       // The API first: nothing calls a node that is gone.
       for (const s of [api, node]) {
-        if (!s || !running(s.child)) continue;
+        if (!s || !running(s.child) || (part && s.name !== part)) continue;
         if (signal === "SIGTERM") await stopProcess(s.child);
         else {
           const exited = new Promise((r) => s.child.once("exit", r));

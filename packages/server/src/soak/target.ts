@@ -13,6 +13,8 @@ export interface SoakTarget {
   readonly label: string;
   /** Whether `stop("SIGKILL")` then `start()` brings it back on the same state (the chaos needs it). */
   readonly restartable: boolean;
+  /** Its processes, by name ("ums serve"; "api", "node"): what the chaos kills one at a time. */
+  readonly parts: readonly string[];
   /** The API's base URL and a token of the soak's organization (known once `start` has resolved). */
   base(): string;
   token(): string;
@@ -27,8 +29,8 @@ export interface SoakTarget {
   running(): boolean;
   /** The processes whose memory the run samples (added up). */
   pids(): number[];
-  /** Sends `signal` to every process and waits for their exits. */
-  stop(signal: NodeJS.Signals): Promise<void>;
+  /** Sends `signal` to the process `part` (default: every one) and waits for the exit. */
+  stop(signal: NodeJS.Signals, part?: string): Promise<void>;
   /** After a stop: what stopped servers keep on the host on purpose (their firewall table, parent cgroups). */
   removeServerResources(): Promise<void>;
   /** The run's end, whatever happened: nothing of the target stays on the host. */
@@ -46,6 +48,7 @@ export async function singleServe(o: {
   return {
     label: "ums serve",
     restartable: true,
+    parts: ["ums serve"],
     base: () => server.base,
     token: () => server.token,
     unitDataDir: () => server.dataDir,
