@@ -13,7 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { arg, benchPostgres, freePort, running, serveGroup, stopProcess, UMS } from "./lib.mjs";
 
-const { runSoak, formatReport } = await import("../packages/server/dist/soak/run.js");
+const { runSoak, formatReport, SOAK_ORG } = await import("../packages/server/dist/soak/run.js");
+const { stopChild } = await import("../packages/server/dist/testing/serve-process.js");
 const { newSeed } = await import("../packages/server/dist/soak/rng.js");
 
 const chaos = process.argv.includes("--chaos");
@@ -71,7 +72,6 @@ process.exit(report.violations.length ? 1 : 0);
  * starts it again on its data dir.
  */
 async function replicaTarget(env) {
-  const { SOAK_ORG } = await import("../packages/server/dist/soak/run.js");
   const logDir = mkdtempSync(join(tmpdir(), "ums-soak-replica-"));
   const serves = serveGroup({ org: SOAK_ORG, logDir, dataDirPrefix: "ums-soak-" });
   const postgres = benchPostgres();
@@ -83,7 +83,6 @@ async function replicaTarget(env) {
   const processes = () => [node, api].filter(Boolean);
   return {
     label: "ums serve --role api + --role node",
-    restartable: true,
     parts: ["api", "node"],
     base: () => api.url,
     token: () => api.token,
@@ -119,12 +118,8 @@ async function replicaTarget(env) {
       // The API first: nothing calls a node that is gone.
       for (const s of [api, node]) {
         if (!s || !running(s.child) || (part && s.name !== part)) continue;
-        if (signal === "SIGTERM") await stopProcess(s.child);
-        else {
-          const exited = new Promise((r) => s.child.once("exit", r));
-          s.child.kill(signal);
-          await exited;
-        }
+        // SIGTERM with a SIGKILL after 10 s; any other signal (the chaos's SIGKILL) as it is.
+        await (signal === "SIGTERM" ? stopProcess(s.child) : stopChild(s.child, signal));
       }
     },
     async removeServerResources() {

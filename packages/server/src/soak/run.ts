@@ -86,10 +86,6 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const server = await (o.target ?? ((env) => singleServe({ name: o.chaos ? "chaos" : "soak", org: SOAK_ORG, env })))(
     env,
   );
-  if (o.chaos && !server.restartable) {
-    await server.close();
-    throw new Error(`the chaos run kills and restarts its server: ${server.label} cannot be restarted`);
-  }
   let stopping = false;
   let down: Promise<void> | undefined;
   const workload = new Workload(

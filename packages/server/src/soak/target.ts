@@ -11,8 +11,6 @@ import { prepareServe, UMS_BIN } from "../testing/serve-process.js";
 export interface SoakTarget {
   /** What it is, for the log and the report: "ums serve", "ums serve --role api + --role node". */
   readonly label: string;
-  /** Whether `stop("SIGKILL")` then `start()` brings it back on the same state (the chaos needs it). */
-  readonly restartable: boolean;
   /** Its processes, by name ("ums serve"; "api", "node"): what the chaos kills one at a time. */
   readonly parts: readonly string[];
   /** The API's base URL and a token of the soak's organization (known once `start` has resolved). */
@@ -23,7 +21,10 @@ export interface SoakTarget {
   runtimeId(): string;
   /** Sets the organization's running and warm limits (before the first start). */
   setRunningLimit(n: number): Promise<void>;
-  /** Starts what is not running and resolves once the API answers. */
+  /**
+   * Starts what is not running and resolves once the API answers; after `stop("SIGKILL")` (the
+   * chaos) on the same data dirs and state.
+   */
   start(): Promise<void>;
   /** Whether every process of it runs. */
   running(): boolean;
@@ -47,7 +48,6 @@ export async function singleServe(o: {
   let rid = "";
   return {
     label: "ums serve",
-    restartable: true,
     parts: ["ums serve"],
     base: () => server.base,
     token: () => server.token,
