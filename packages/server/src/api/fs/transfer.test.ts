@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
-import { request } from "node:http";
-import { connect } from "node:net";
+import { Agent, request } from "node:http";
 import { describe, it } from "node:test";
 import { FS_BASE, fsUnit, HOME, qs } from "../../testing/fs-unit.js";
+import { exchange } from "../../testing/http-exchange.js";
 
 /** Spec 4.4: the filesystem API's reads and writes stream, against a real unit. */
 describe("filesystem API", () => {
@@ -246,54 +246,28 @@ describe("filesystem API", () => {
   it("an upload refused before its body was read: the rest is read and dropped, the connection carries the next request", async () => {
     // The unit user may not write in /root: the agent refuses at once, with most of the 8 MiB still
     // on its way. Left unread, the rest blocked the connection (and the server's stop) until the
-    // keep-alive timeout, 30 s, ended it. One connection, written and read by hand (RFC 9112 §9.3:
-    // the next request starts after this body).
-    const url = new URL(u.s.url);
-    const socket = connect(Number(url.port), url.hostname);
-    let got = "";
-    socket.setEncoding("latin1");
-    socket.on("data", (d: string) => {
-      got += d;
-    });
-    const closed = new Promise<void>((r) => socket.once("close", () => r()));
-    socket.on("error", () => {});
-    /** The next whole answer on the connection (a JSON body of content-length bytes). */
-    const answer = async (within: number) => {
-      const until = Date.now() + within;
-      for (;;) {
-        const end = got.indexOf("\r\n\r\n");
-        const length = Number(/content-length: (\d+)/i.exec(got.slice(0, end))?.[1] ?? Number.NaN);
-        if (end >= 0 && got.length >= end + 4 + length) {
-          const whole = got.slice(0, end + 4 + length);
-          got = got.slice(whole.length);
-          return { status: Number(whole.split(" ")[1]), body: whole.slice(end + 4) };
-        }
-        assert.ok(
-          Date.now() < until && !socket.destroyed,
-          `no whole answer in ${within} ms; got: ${got.slice(0, 300)}`,
-        );
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
-    const auth = `authorization: Bearer ${u.token}\r\nhost: ${url.host}\r\n`;
+    // keep-alive timeout, 30 s, ended it (RFC 9112 §9.3: the next request starts after this body).
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const headers = { authorization: `Bearer ${u.token}`, "content-type": "application/octet-stream" };
     try {
       for (let i = 0; i < 2; i++) {
-        const size = 8 * 1024 * 1024;
-        socket.write(
-          `PUT ${base}/write?${qs({ path: "/root/refused.bin", workingDir: HOME })} HTTP/1.1\r\n${auth}content-type: application/octet-stream\r\ncontent-length: ${size}\r\n\r\n`,
+        const refused = await exchange(
+          agent,
+          `${u.s.url}${base}/write?${qs({ path: "/root/refused.bin", workingDir: HOME })}`,
+          { method: "PUT", headers, body: Buffer.alloc(8 * 1024 * 1024, 7), timeoutMs: 10_000 },
         );
-        socket.write(Buffer.alloc(size, 7));
-        const refused = await answer(10_000);
         assert.equal(refused.status, 400, refused.body);
         assert.equal(JSON.parse(refused.body).code, "EACCES");
-        socket.write(`GET ${base}/list?${qs({ path: HOME, workingDir: HOME })} HTTP/1.1\r\n${auth}\r\n`);
-        const next = await answer(10_000);
+        const next = await exchange(agent, `${u.s.url}${base}/list?${qs({ path: HOME, workingDir: HOME })}`, {
+          headers,
+          timeoutMs: 10_000,
+        });
         assert.equal(next.status, 200, next.body);
+        assert.equal(next.socket, refused.socket, "the next request went on the same connection");
       }
       assert.equal(await sh("ls /root/refused.bin 2>/dev/null; echo end", "root"), "end\n");
     } finally {
-      socket.destroy();
-      await closed;
+      agent.destroy();
     }
   });
 });

@@ -1,66 +1,8 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, describe, it } from "node:test";
+import { exchange } from "../../testing/http-exchange.js";
 import { startWithUnit, type TestServer } from "../../testing/server.js";
-
-interface Answer {
-  status: number;
-  connection: string | undefined;
-  /** The client socket it went on (`reusedSocket` misses a socket handed over from the queue). */
-  socket: unknown;
-  ms: number;
-}
-
-/** One request on `agent`; status 0 when no answer came within `timeoutMs`. */
-function exchange(
-  agent: http.Agent,
-  url: string,
-  opts: {
-    method?: string;
-    headers?: Record<string, string>;
-    body?: Buffer;
-    chunked?: boolean;
-    /** Declares this Content-Length but sends only `body` (and waits for the answer). */
-    declared?: number;
-    timeoutMs?: number;
-  },
-): Promise<Answer> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const headers = {
-      ...opts.headers,
-      ...(opts.declared !== undefined && { "content-length": String(opts.declared) }),
-    };
-    const req = http.request(url, { agent, method: opts.method ?? "GET", headers }, (res) => {
-      if (opts.declared !== undefined) req.destroy();
-      res.resume();
-      res.on("end", () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          connection: res.headers.connection,
-          socket: req.socket,
-          ms: performance.now() - started,
-        }),
-      );
-    });
-    const none = (): void =>
-      resolve({ status: 0, connection: undefined, socket: req.socket, ms: performance.now() - started });
-    req.setTimeout(opts.timeoutMs ?? 15_000, () => {
-      req.destroy();
-      none();
-    });
-    req.on("error", none);
-    if (opts.declared !== undefined) {
-      req.write(opts.body);
-    } else if (opts.body && opts.chunked) {
-      // No Content-Length: the body goes chunked, in pieces.
-      for (let i = 0; i < opts.body.length; i += 64 * 1024) req.write(opts.body.subarray(i, i + 64 * 1024));
-      req.end();
-    } else {
-      req.end(opts.body);
-    }
-  });
-}
 
 /**
  * Issue #19 finding 10: the proxy answers 502 before it reads a request's body (nothing listens in
