@@ -2,6 +2,8 @@
 // given (run-tests.mjs puts the slowest first). `node --test FILES` sorts its files by name, so the
 // order is kept by calling the runner's `run()` instead; the spec reporter and the exit code (1 on
 // any failure) are those of `node --test`.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { run } from "node:test";
 import { spec } from "node:test/reporters";
 
@@ -15,3 +17,30 @@ stream.on("test:fail", () => {
   process.exitCode = 1;
 });
 stream.compose(spec).pipe(process.stdout);
+
+// Each file's wall time against the time of its tests, in `.tmp/test-times.json` (slowest first):
+// a file whose wall time far exceeds its tests' spends it outside them (a hook that waits, a server
+// whose stop hangs, a slow import), which the runner's own output does not show. It is what
+// run-tests.mjs's SLOW_SECONDS (the order files start in) is read from.
+const root = join(dirname(new URL(import.meta.url).pathname), "..");
+const times = new Map();
+const timesOf = (file) => {
+  const name = relative(join(root, "packages"), file);
+  if (!times.has(name)) times.set(name, { file: name, wallS: 0, testsS: 0 });
+  return times.get(name);
+};
+stream.on("test:complete", (e) => {
+  if (e.nesting !== 0 || !e.file) return;
+  const seconds = (e.details?.duration_ms ?? 0) / 1000;
+  if (resolve(e.name) === e.file) timesOf(e.file).wallS = seconds;
+  else timesOf(e.file).testsS += seconds;
+});
+stream.on("end", () => {
+  const rows = [...times.values()]
+    .map((t) => ({ ...t, wallS: +t.wallS.toFixed(1), testsS: +t.testsS.toFixed(1) }))
+    .sort((a, b) => b.wallS - a.wallS);
+  try {
+    mkdirSync(join(root, ".tmp"), { recursive: true });
+    writeFileSync(join(root, ".tmp", "test-times.json"), `${JSON.stringify(rows, null, 1)}\n`);
+  } catch {} // the times are a help, not a result: a read-only checkout runs without them
+});
