@@ -12,7 +12,9 @@ const files = process.argv.slice(2);
 // event loop (a cleanup that failed and left a child process or a socket open). Without it such a
 // file never ends, and the run hangs until CI's time limit, with no summary; with it the failure is
 // reported, and what leaked shows in run-tests.mjs's pool check and on the host.
-const stream = run({ files, concurrency: 2, timeout: 600_000, forceExit: true });
+// UMS_TEST_CONCURRENCY: files at once (default 2, what CI runs; for trying other settings).
+const concurrency = Number(process.env.UMS_TEST_CONCURRENCY) || 2;
+const stream = run({ files, concurrency, timeout: 600_000, forceExit: true });
 stream.on("test:fail", () => {
   process.exitCode = 1;
 });
