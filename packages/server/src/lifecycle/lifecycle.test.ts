@@ -127,7 +127,18 @@ describe("a unit whose agent dies", () => {
     assert.equal(boot.exitCode, 0);
     assert.equal((await s.api("GET", "/v1/units/fragile/check", { token })).body.status, "healthy");
     // Root in the unit kills the agent; PID 1 (catatonit) follows it and the container ends.
-    await execHttp(s.url, token, "fragile", ["sh", "-c", "sudo pkill -9 -f '^/.unit/bin/node /.unit/agent'"]);
+    const killing = await execHttp(s.url, token, "fragile", [
+      "sh",
+      "-c",
+      "sudo pkill -9 -f '^/.unit/bin/node /.unit/agent'",
+    ]);
+    // The exec's own answer is lost with its agent: an answer all the same, saying how it ended.
+    assert.equal(killing.status, 200);
+    assert.equal(killing.exitCode, 255);
+    assert.match(
+      killing.stderr.toString(),
+      /^ums: the unit's agent closed the session before the process exited \(the connection (failed: .+|closed)\)\n$/,
+    );
     const check = await until("unhealthy", async () => {
       const r = await s.api("GET", "/v1/units/fragile/check", { token });
       return r.body.status === "unhealthy" ? r.body : undefined;

@@ -76,10 +76,16 @@ export function pipeAgentExecAnswer(reply: FastifyReply, answer: IncomingMessage
       }
     }
   });
-  const lost = () => fail("the unit's agent closed the session before the process exited");
-  answer.on("end", lost);
-  answer.on("close", lost);
-  answer.on("error", lost);
+  // How the answer ended goes into the message and the log: the agent ending it (its side closed the
+  // session) is not its connection breaking (the agent or its unit gone), and a rare one is only
+  // explained by what it says.
+  const lost = (how: string) => {
+    if (!res.writableEnded) reply.log.warn({ how }, "the agent's exec answer ended before the process's exit");
+    fail(`the unit's agent closed the session before the process exited (${how})`);
+  };
+  answer.on("end", () => lost("its answer ended without the exit"));
+  answer.on("error", (err) => lost(`the connection failed: ${err.message}`));
+  answer.on("close", () => lost("the connection closed"));
   // The client went away: end the session (the agent kills the process of a session nobody holds).
   res.on("close", () => {
     if (!res.writableEnded) answer.destroy();
