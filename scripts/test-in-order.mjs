@@ -3,7 +3,7 @@
 // order is kept by calling the runner's `run()` instead; the spec reporter and the exit code (1 on
 // any failure) are those of `node --test`.
 import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { join, relative, resolve } from "node:path";
 import { run } from "node:test";
 import { spec } from "node:test/reporters";
 
@@ -20,11 +20,12 @@ stream.on("test:fail", () => {
 });
 stream.compose(spec).pipe(process.stdout);
 
-// Each file's wall time against the time of its tests, in `.tmp/test-times.json` (slowest first):
-// a file whose wall time far exceeds its tests' spends it outside them (a hook that waits, a server
-// whose stop hangs, a slow import), which the runner's own output does not show. It is what
-// run-tests.mjs's SLOW_SECONDS (the order files start in) is read from.
-const root = join(dirname(new URL(import.meta.url).pathname), "..");
+// Each file's wall time against the time of its top-level tests and suites (a suite's includes its
+// hooks), in `.tmp/test-times.json` (slowest first): a file whose wall time far exceeds that spends
+// it outside them (a top-level hook that waits, something that holds the process after its tests, a
+// slow import), which the runner's own output does not show. It is what run-tests.mjs's
+// SLOW_SECONDS (the order files start in) is read from.
+const root = new URL("..", import.meta.url).pathname; // as run-tests.mjs
 const times = new Map();
 const timesOf = (file) => {
   const name = relative(join(root, "packages"), file);
