@@ -37,40 +37,35 @@ for (const pkg of readdirSync(join(root, "packages"))) {
     for (const f of walk(dist)) if (hasSource(pkg, f)) files.push(f);
   } catch {}
 }
-// The slowest files first (each file's wall seconds in a clean-clone CI run, from the .tmp/test-times.json
-// that test-in-order.mjs writes; session 55): two run at a time, and a long file started last would
-// run alone at the end while the other slot sits idle.
+// The slowest files first (seconds each took in a clean-clone run, session 19): two run at a time,
+// and a long file started last would run alone at the end while the other slot sits idle. Session 55
+// measured today's times (.tmp/test-times.json) and ordered by them: no faster (901-942 s), and the
+// CLI's tests then twice met an exec whose agent connection was aborted (not seen in six runs of
+// this order), so this order stays until that is understood.
 const SLOW_SECONDS = {
   "server/dist/soak/soak.test.js": 185,
-  "server/dist/soak/chaos.test.js": 124,
-  "server/dist/lifecycle/crash.test.js": 89,
-  "server/dist/node/remote/cluster.test.js": 77,
-  "server/dist/api/units/pagination.api.test.js": 72,
-  "server/dist/api/fuzz.test.js": 51,
-  "server/dist/events/events.test.js": 46,
-  "server/dist/node/remote/processes.test.js": 44,
+  "server/dist/lifecycle/crash.test.js": 164,
+  "server/dist/soak/chaos.test.js": 125,
+  "server/dist/node/remote/processes.test.js": 120,
+  "server/dist/api/units/pagination.api.test.js": 100,
+  "server/dist/node/remote/cluster.test.js": 92,
+  "server/dist/api/fuzz.test.js": 72,
+  "server/dist/api/images/upgrade-crash.test.js": 57,
+  "server/dist/events/events.test.js": 50,
+  "server/dist/errors/pool-full.test.js": 48,
+  "server/dist/api/checkpoints/replication.test.js": 46,
+  "server/dist/security/fair-share.test.js": 45,
+  "server/dist/replication/replication.test.js": 42,
+  "server/dist/security/fs-escape-generated.test.js": 41,
+  "server/dist/security/disk-quota.test.js": 37,
   "server/dist/security/stuck-agent.test.js": 37,
-  "server/dist/node/remote/lost-node.test.js": 36,
-  "server/dist/api/images/upgrade-crash.test.js": 35,
-  "server/dist/security/fair-share.test.js": 34,
-  "server/dist/replication/replication.test.js": 34,
-  "server/dist/security/fs-escape-generated.test.js": 31,
-  "server/dist/api/services/shapes.test.js": 28,
-  "server/dist/security/pool-full.test.js": 24,
-  "server/dist/api/checkpoints/replication.test.js": 23,
-  "cli/dist/commands/node.test.js": 21,
-  "server/dist/api/unit-url/fast-path.test.js": 21,
-  "server/dist/api/fs/transfer.test.js": 21,
-  "server/dist/lifecycle/lifecycle.test.js": 21,
-  "server/dist/api/console/browser.test.js": 20,
-  "server/dist/api/services/services.test.js": 20,
-  "server/dist/usage/usage.test.js": 19,
-  "server/dist/api/slow-clients.test.js": 19,
-  "cli/dist/commands/images.test.js": 18,
-  "server/dist/node/local/internal-api/internal.test.js": 18,
-  "cli/dist/commands/serve.test.js": 18,
-  "server/dist/api/checkpoints/retention.test.js": 16,
-  "server/dist/api/templates/template-crash.test.js": 16,
+  "server/dist/api/checkpoints/retention.test.js": 35,
+  "server/dist/api/checkpoints/receive-crash.test.js": 33,
+  "server/dist/node/remote/lost-node.test.js": 29,
+  "server/dist/api/templates/template-crash.test.js": 27,
+  "cli/dist/commands/node.test.js": 27,
+  "server/dist/api/services/shapes.test.js": 27,
+  "server/dist/api/console/browser.test.js": 25,
 };
 const slowness = (f) => SLOW_SECONDS[relative(join(root, "packages"), f)] ?? 0;
 const selected = files

@@ -23,8 +23,8 @@ stream.compose(spec).pipe(process.stdout);
 // Each file's wall time against the time of its top-level tests and suites (a suite's includes its
 // hooks), in `.tmp/test-times.json` (slowest first): a file whose wall time far exceeds that spends
 // it outside them (a top-level hook that waits, something that holds the process after its tests, a
-// slow import), which the runner's own output does not show. It is what run-tests.mjs's
-// SLOW_SECONDS (the order files start in) is read from.
+// slow import), which the runner's own output does not show. run-tests.mjs's SLOW_SECONDS
+// (the order files start in) can be updated from it.
 const root = new URL("..", import.meta.url).pathname; // as run-tests.mjs
 const times = new Map();
 const timesOf = (file) => {
