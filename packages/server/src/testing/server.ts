@@ -10,6 +10,7 @@ import { readNodeId } from "../node/registry/registration.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
 import { type RunningServer, startServer } from "../start.js";
 import type { OrgLimits, TokenRole } from "../store/records.js";
+import { reportAgentTrouble } from "./agent-log-report.js";
 import { type TestDialect, testDialects } from "./dialects.js";
 import { openTestRuntime } from "./runtime.js";
 
@@ -251,6 +252,10 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       // Every unit this server (node) made goes, with all its host resources.
       const { units, templates, images } = stopped ?? (await holdings());
       await server.close();
+      await reportAgentTrouble(
+        join(dataDir, "run"),
+        units.map((u) => u.id),
+      );
       const failures: unknown[] = [];
       for (const u of units) {
         await rt.runtime

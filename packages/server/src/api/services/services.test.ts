@@ -157,6 +157,13 @@ describe("services", () => {
       200,
     );
     await t.until("box", "talk", (b) => b.state.status === "running");
+    // "running" is the spawn; under load the old process's line can come after the restart's "stopping"
+    // (a CI run saw it). Its line in the log means the agent has read it before the restart begins.
+    const seen = await t.sh(
+      "box",
+      "for i in $(seq 100); do grep -q hello /.unit/logs/services/talk.log && exit 0; sleep 0.1; done; exit 1",
+    );
+    assert.equal(seen.code, 0, "the old process's line never reached its log");
     // The stream follows for `duration`: long enough for the new process's first line under load.
     const r = await s.api("POST", "/v1/units/box/services/talk/restart?duration=5s", { token });
     const types = events(r.text).map((e) => e.type);

@@ -1,0 +1,44 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+
+/** What an agent logs when something went wrong (agent/src/server.ts and main.ts). */
+const TROUBLE = new Set(["a request failed after its answer began", "uncaught exception", "unhandled rejection"]);
+
+/**
+ * The lines of a unit's agent.log (its agent's stderr, kept by the host in the unit's run dir) that
+ * tell of trouble: those messages, and whatever is not one of the agent's JSON lines (a crash's
+ * stack, runc's own words). At most `max` of them.
+ */
+export function troubleLines(log: string, max = 20): string[] {
+  const out: string[] = [];
+  for (const line of log.split("\n")) {
+    if (line.trim() === "") continue;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      parsed = undefined;
+    }
+    // One of the agent's JSON lines (or its loader's, which have no msg): routine unless trouble.
+    if (parsed !== null && typeof parsed === "object" && !TROUBLE.has(String((parsed as { msg?: unknown }).msg)))
+      continue;
+    out.push(line.length > 2000 ? `${line.slice(0, 2000)}…` : line);
+    if (out.length >= max) break;
+  }
+  return out;
+}
+
+/**
+ * Before a test server destroys its units: each unit's agent.log lines of trouble go to stderr,
+ * which the test runner shows with the test file's output. A rare failure (an exec whose agent
+ * connection broke) is otherwise gone with the unit's run dir.
+ */
+export async function reportAgentTrouble(runRoot: string, unitIds: readonly string[]): Promise<void> {
+  for (const id of unitIds) {
+    const log = await readFile(join(runRoot, id, "agent.log"), "utf8").catch(() => "");
+    const lines = troubleLines(log);
+    if (lines.length === 0) continue;
+    process.stderr.write(`[test server] unit ${id}: its agent.log tells of trouble:\n`);
+    for (const l of lines) process.stderr.write(`  ${l}\n`);
+  }
+}
