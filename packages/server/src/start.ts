@@ -24,6 +24,7 @@ import { openLocalNode } from "./node/local/open.js";
 import { NodePlacement } from "./node/placement/node-placement.js";
 import { NodeRegistration } from "./node/registry/registration.js";
 import { NodeEndpoint } from "./node/remote/node-endpoint.js";
+import { AgentLogCap } from "./runtime/agent-log-cap.js";
 import { runFromHelper } from "./runtime/exec/host-command.js";
 import type { UnitRuntime } from "./runtime/runtime.js";
 import { poolPaths } from "./runtime/storage/pool.js";
@@ -293,6 +294,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   // disk limits reached become `limit.reached` events.
   const limitReached = limitReachedRecorder(store, events.emit);
   let sampler: UsageSampler | undefined;
+  let logCap: AgentLogCap | undefined;
   let dropUnitSource = () => {};
   if (config.metrics) metrics.enableDefaults();
   if (config.metrics && node) {
@@ -322,6 +324,15 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
         );
       };
       sampler.start();
+    }
+    if (rt.agentLog) {
+      const path = rt.agentLog.bind(rt);
+      logCap = new AgentLogCap({
+        running: () => lifecycle.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : [])),
+        path,
+        log: logger,
+      });
+      logCap.start();
     }
   }
   const metricsAddress = metricsServer?.address();
@@ -375,6 +386,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   async function closeAll(): Promise<void> {
     await registration?.close();
     await sampler?.stop();
+    await logCap?.stop();
     dropUnitSource();
     if (metricsServer) {
       metricsServer.closeAllConnections();

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { frameLength } from "@ums/protocol/exec";
+import { log } from "../util/log.js";
 import type { SessionUser } from "../util/users.js";
 import type { SessionTable } from "./registry.js";
 import type { ExecRequest } from "./request.js";
@@ -51,7 +52,12 @@ export function serveHttpExec(
   };
   const session = table.create(request, user, client);
   head();
-  res.on("close", () => session.detach(client));
+  res.on("close", () => {
+    // The host closed the answer's connection before its exit (a client that went away; or the rare
+    // lost answer the host reports as "closed the session"): the log says which side saw it first.
+    if (!res.writableFinished) log("an exec answer's connection closed before its exit", { session: session.id });
+    session.detach(client);
+  });
   req.on("error", () => {});
   if (!request.stdin) {
     req.resume();

@@ -86,7 +86,9 @@ export async function startUserCli(): Promise<UserCli> {
     run,
     async ok(args, opts) {
       const r = await run(args, opts);
-      assert.equal(r.code, 0, `ums ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
+      // What the server and the units' agents said goes with a failure (a rare one is explained by nothing else).
+      if (r.code !== 0)
+        assert.fail(`ums ${args.join(" ")} exited ${r.code}: ${r.stderr}\n${await server.diagnostics()}`);
       return r.stdout.toString("utf8");
     },
     async close() {

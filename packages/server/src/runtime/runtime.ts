@@ -141,6 +141,8 @@ export interface UnitRuntime {
   stats(unitId: string): Promise<UnitStats | undefined>;
   /** Where a running unit's usage is read (issue #17); runtimes without cgroups omit it. */
   usageSources?(unitId: string): UsageSources | undefined;
+  /** The host path of the file a unit's PID 1 and agent write their output to (runtimes without one omit it). */
+  agentLog?(unitId: string): string;
   /** Applies the memory, pids and CPU limits to a running unit where the kernel allows; false when they must wait for the next boot. */
   applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
   resourceLimits(): ResourceLimits;

@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 
 /** What an agent logs when something went wrong (agent/src/server.ts and main.ts). */
@@ -40,5 +40,38 @@ export async function reportAgentTrouble(runRoot: string, unitIds: readonly stri
     if (lines.length === 0) continue;
     process.stderr.write(`[test server] unit ${id}: its agent.log tells of trouble:\n`);
     for (const l of lines) process.stderr.write(`  ${l}\n`);
+  }
+}
+
+/**
+ * The last `lines` lines of the agent.log of each of the `units` most recently written units under
+ * `runRoot`, headed by the unit's id: what a test that saw a unit misbehave adds to its failure.
+ */
+export async function recentAgentLogs(runRoot: string, units = 4, lines = 30): Promise<string> {
+  const ids = await readdir(runRoot).catch(() => [] as string[]);
+  const logs: { id: string; mtime: number; text: string }[] = [];
+  for (const id of ids) {
+    const file = join(runRoot, id, "agent.log");
+    const st = await stat(file).catch(() => undefined);
+    if (!st) continue;
+    logs.push({ id, mtime: st.mtimeMs, text: await readFile(file, "utf8").catch(() => "") });
+  }
+  return logs
+    .sort((a, b) => b.mtime - a.mtime)
+    .slice(0, units)
+    .map((l) => `unit ${l.id} agent.log:\n${l.text.trimEnd().split("\n").slice(-lines).join("\n")}`)
+    .join("\n");
+}
+
+/** A pino destination that keeps the last `max` lines written (the test server's warnings). */
+export class LogRing {
+  private readonly lines: string[] = [];
+  constructor(private readonly max = 100) {}
+  write(line: string): void {
+    this.lines.push(line.trimEnd());
+    if (this.lines.length > this.max) this.lines.shift();
+  }
+  recent(): string[] {
+    return [...this.lines];
   }
 }

@@ -10,7 +10,7 @@ import { readNodeId } from "../node/registry/registration.js";
 import { unmountBelow } from "../runtime/storage/mounts.js";
 import { type RunningServer, startServer } from "../start.js";
 import type { OrgLimits, TokenRole } from "../store/records.js";
-import { reportAgentTrouble } from "./agent-log-report.js";
+import { LogRing, recentAgentLogs, reportAgentTrouble } from "./agent-log-report.js";
 import { type TestDialect, testDialects } from "./dialects.js";
 import { openTestRuntime } from "./runtime.js";
 
@@ -30,6 +30,11 @@ export interface TestServer {
   /** Starts it again after stop(), on the same data dir and runtime (a new port). */
   restart(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * For a test's failure message: the server's recent warnings (kept unless UMS_TEST_LOG or a
+   * logStream sends its log elsewhere) and the recent lines of its units' agent.log files.
+   */
+  diagnostics(): Promise<string>;
 }
 
 export interface ApiOpts {
@@ -166,9 +171,13 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
     },
     cluster ? { UMS_NODE_SECRET: cluster.secret } : {},
   );
+  // Without a log of its own, the server's warnings are kept for `diagnostics()`.
+  const warnings = new LogRing();
   const logger = overrides.logStream
     ? pino({ level: "debug" }, overrides.logStream)
-    : pino({ level: process.env.UMS_TEST_LOG ?? "silent" });
+    : process.env.UMS_TEST_LOG
+      ? pino({ level: process.env.UMS_TEST_LOG })
+      : pino({ level: "warn" }, warnings);
   // An API process runs no units: no runtime.
   const rt =
     cluster?.role === "api"
@@ -242,6 +251,10 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       const r = await apiRequest(server.url, "POST", "/v1/units", { token, json: { name } });
       if (r.status !== 201) throw new Error(`creating unit '${name}': ${r.status} ${r.text}`);
       return r.body.id;
+    },
+    async diagnostics() {
+      const logged = warnings.recent();
+      return [`server warnings (${logged.length}):`, ...logged, await recentAgentLogs(join(dataDir, "run"))].join("\n");
     },
     async close() {
       if (!rt) {

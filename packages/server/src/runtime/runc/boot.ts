@@ -130,13 +130,14 @@ async function bootContainer(ctx: BootContext, spec: BootSpec, warmed: () => voi
     await mkdir(bundle, { recursive: true });
     await writeFile(join(bundle, "config.json"), JSON.stringify(ociSpec));
     const pidFile = join(runDir, "init.pid");
-    const log = await open(join(runDir, "agent.log"), "a");
+    const logPath = join(runDir, "agent.log");
+    const log = await open(logPath, "a");
     let gate: Gate | undefined;
     try {
       gate = await withAgentListener(unit.agentSocket, (fd) => {
         // runc's process is started first: it is the longer way, and a process start holds this
         // thread for milliseconds (ip, nft and btrfs are started right after it).
-        const started = ctx.runc.start(id, bundle, log.fd, pidFile, [fd], { gate: true });
+        const started = ctx.runc.start(id, bundle, { fd: log.fd, path: logPath }, pidFile, [fd], { gate: true });
         started.finally(warmed).catch(() => {}); // its failure is the boot's, awaited below
         setUp();
         return started;

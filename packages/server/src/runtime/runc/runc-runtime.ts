@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
+import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { ImageConfig, ImageRecipe } from "@ums/protocol";
 import { settled } from "../../util/settled.js";
@@ -322,6 +323,10 @@ export class RuncRuntime implements UnitRuntime {
 
   async stats(id: string): Promise<UnitStats | undefined> {
     return cgroupStats(this.paths.unit(id).cgroup);
+  }
+
+  agentLog(id: string): string {
+    return join(this.paths.unit(id).run, "agent.log");
   }
 
   /**

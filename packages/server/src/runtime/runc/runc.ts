@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import type { Socket } from "node:net";
 import { join } from "node:path";
 import { run } from "../exec/host-command.js";
@@ -33,7 +33,11 @@ export class Runc {
   }
 
   /**
-   * `runc run -d`: returns once PID 1 runs; its stdout and stderr go to `logFd`. `passFds` are handed
+   * `runc run -d`: returns once PID 1 runs. runc's stdout and stderr, which the unit's processes
+   * inherit, are both `log` (the unit's agent.log, appended to): the agent's own log lines and a
+   * crash's output land there, and nothing of the unit is piped into this process (a pipe that
+   * outlived runc was read for as long as the unit ran, into memory). When runc fails, its message
+   * is what it appended to the log. `passFds` are handed
    * to PID 1 as descriptors 3, 4, … (`--preserve-fds`), e.g. the agent's listening socket. With
    * `gate`, one more descriptor follows them: a socket whose other end is returned, open; the unit
    * sees it end when the host closes that (see bootUnit: the host finishes setting the unit up).
@@ -41,7 +45,7 @@ export class Runc {
   start(
     id: string,
     bundle: string,
-    logFd: number,
+    log: { readonly fd: number; readonly path: string },
     pidFile: string,
     passFds: readonly number[] = [],
     opts: { gate?: boolean } = {},
@@ -50,8 +54,9 @@ export class Runc {
       const count = passFds.length + (opts.gate ? 1 : 0);
       const preserve = count > 0 ? ["--preserve-fds", String(count)] : [];
       const args = this.args("run", "--detach", ...preserve, "--pid-file", pidFile, "--bundle", bundle, id);
+      const logStart = fstatSync(log.fd).size;
       const child = spawn(this.binary, args, {
-        stdio: ["ignore", logFd, "pipe", ...passFds, ...(opts.gate ? (["pipe"] as const) : [])],
+        stdio: ["ignore", log.fd, log.fd, ...passFds, ...(opts.gate ? (["pipe"] as const) : [])],
       });
       const gateEnd = opts.gate ? (child.stdio[3 + passFds.length] as Socket | null) : null;
       gateEnd?.on("error", () => {}); // the unit may close its end first: nothing to report
@@ -62,10 +67,6 @@ export class Runc {
             },
           }
         : undefined;
-      let stderr = "";
-      child.stderr?.setEncoding("utf8").on("data", (d: string) => {
-        stderr += d;
-      });
       child.on("error", (err) => {
         gate?.open();
         reject(err);
@@ -73,7 +74,7 @@ export class Runc {
       child.on("exit", (code) => {
         if (code === 0) return resolve(gate);
         gate?.open();
-        reject(new Error(`runc run ${id} failed (exit ${code}): ${stderr.trim()}`));
+        reject(new Error(`runc run ${id} failed (exit ${code}): ${appended(log.path, logStart)}`));
       });
     });
   }
@@ -114,5 +115,23 @@ export class Runc {
     } catch (err) {
       if (!/does not exist|not found/i.test(String(err))) throw err;
     }
+  }
+}
+
+/**
+ * What was appended to the file at `path` from `offset` on (its first 4 KiB, trimmed): runc's message
+ * when it failed. The file is the host's (the unit's run dir), opened by its path, read only.
+ */
+function appended(path: string, offset: number): string {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const buf = Buffer.alloc(4096);
+    const n = readSync(fd, buf, 0, buf.length, offset);
+    return buf.subarray(0, n).toString("utf8").trim();
+  } catch (err) {
+    return `(its message could not be read: ${(err as Error).message})`;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
