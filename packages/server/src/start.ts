@@ -325,15 +325,17 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
       };
       sampler.start();
     }
-    if (rt.agentLog) {
-      const path = rt.agentLog.bind(rt);
-      logCap = new AgentLogCap({
-        running: () => lifecycle.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : [])),
-        path,
-        log: logger,
-      });
-      logCap.start();
-    }
+  }
+  // A running unit's agent.log is cut at its cap (runtime/agent-log-cap.ts), metrics or not.
+  const agentLog = node?.runtime.agentLog?.bind(node.runtime);
+  if (node && agentLog) {
+    const lifecycle = node.lifecycle;
+    logCap = new AgentLogCap({
+      running: () => lifecycle.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : [])),
+      path: agentLog,
+      log: logger,
+    });
+    logCap.start();
   }
   const metricsAddress = metricsServer?.address();
   const metricsPort = typeof metricsAddress === "object" && metricsAddress ? metricsAddress.port : undefined;
@@ -386,7 +388,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   async function closeAll(): Promise<void> {
     await registration?.close();
     await sampler?.stop();
-    await logCap?.stop();
+    logCap?.stop();
     dropUnitSource();
     if (metricsServer) {
       metricsServer.closeAllConnections();

@@ -1,31 +1,40 @@
+import { type FSWatcher, watch } from "node:fs";
 import { appendFile, stat, truncate } from "node:fs/promises";
 
 /** The most a unit's agent.log may hold before it is cut. */
 export const AGENT_LOG_MAX_BYTES = 8 * 1024 * 1024;
-/** How often running units' agent.log files are looked at. */
-export const AGENT_LOG_CHECK_MS = 1000;
+/** How often the set of running units is compared with the watched files (in memory: no syscall per unit). */
+const RECONCILE_MS = 1000;
+/** A file that changed is looked at this long after its first change (its writes coalesce meanwhile). */
+const SETTLE_MS = 200;
 
 export interface AgentLogCapDeps {
   /** The units running now (on this node). */
   readonly running: () => readonly string[];
-  /** The host path of a unit's agent.log (its run dir, which no unit can reach), or undefined. */
-  readonly path: (unitId: string) => string | undefined;
+  /** The host path of a unit's agent.log (its run dir, which no unit can reach). */
+  readonly path: (unitId: string) => string;
   readonly log: { warn(obj: object, msg: string): void };
   readonly maxBytes?: number;
-  readonly everyMs?: number;
+}
+
+interface Watched {
+  readonly path: string;
+  readonly watcher: FSWatcher | undefined;
+  timer: NodeJS.Timeout | undefined;
 }
 
 /**
  * A unit's agent.log is a host file the unit's PID 1 and agent hold open for appending (their stdout
- * and stderr, runc.ts `start`): the agent's log lines and a crash's output go there. Root in the unit
- * can make them write anything (it may ptrace its own processes), so the file is the host's disk a
- * unit could fill. Every `everyMs` a file over `maxBytes` is cut to nothing but a line that says so
- * (the writers append: their next line starts the file again), and the cut is logged: what a unit
- * can take is about `maxBytes` plus what it writes in `everyMs`.
+ * and stderr, runc/runc.ts `start`): the agent's log lines and a crash's output go there. Root in the
+ * unit can make them write anything (it may ptrace its own processes), so the file is the host's
+ * disk a unit could fill. Each running unit's file is watched (inotify: an idle unit costs nothing);
+ * `SETTLE_MS` after a change, a file over `maxBytes` is cut to a line that says so (the writers
+ * append: their next line starts the file again) and the cut is logged. What a unit can take is
+ * about `maxBytes` plus what it writes in that time.
  */
 export class AgentLogCap {
+  private readonly watched = new Map<string, Watched>();
   private timer: NodeJS.Timeout | undefined;
-  private checking: Promise<unknown> | undefined;
   private readonly max: number;
 
   constructor(private readonly deps: AgentLogCapDeps) {
@@ -33,46 +42,76 @@ export class AgentLogCap {
   }
 
   start(): void {
-    this.timer ??= setInterval(() => {
-      // One check at a time: a slow disk skips ticks rather than stacking them.
-      this.checking ??= this.check()
-        .catch((err: unknown) => this.deps.log.warn({ err }, "checking the units' agent.log files failed"))
-        .finally(() => {
-          this.checking = undefined;
-        });
-    }, this.deps.everyMs ?? AGENT_LOG_CHECK_MS);
+    this.reconcile();
+    this.timer ??= setInterval(() => this.reconcile(), RECONCILE_MS);
     this.timer.unref();
   }
 
-  async stop(): Promise<void> {
+  stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.checking;
+    for (const id of [...this.watched.keys()]) this.unwatch(id);
   }
 
-  /** Cuts every running unit's agent.log that is over the cap; returns the units whose log was cut. */
-  async check(): Promise<string[]> {
-    const cut: string[] = [];
-    for (const id of this.deps.running()) {
-      const path = this.deps.path(id);
-      if (!path) continue;
-      try {
-        const { size } = await stat(path);
-        if (size <= this.max) continue;
-        await truncate(path, 0);
-        await appendFile(
-          path,
-          `${JSON.stringify({ time: new Date().toISOString(), msg: `ums: cut at ${size} bytes (over ${this.max})` })}\n`,
-        );
-        this.deps.log.warn({ unitId: id, bytes: size }, "a unit's agent.log was over its cap and was cut");
-        cut.push(id);
-      } catch (err) {
-        // Gone with its unit meanwhile: nothing to cut.
-        if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-          this.deps.log.warn({ unitId: id, err }, "could not check a unit's agent.log");
-        }
+  /** Watches the files of units that began running, lets go of those that stopped. */
+  reconcile(): void {
+    const running = new Set(this.deps.running());
+    for (const id of this.watched.keys()) if (!running.has(id)) this.unwatch(id);
+    for (const id of running) if (!this.watched.has(id)) this.watch(id);
+  }
+
+  /** Cuts the unit's agent.log if it is over the cap; true when it did. */
+  async cut(id: string): Promise<boolean> {
+    const path = this.watched.get(id)?.path ?? this.deps.path(id);
+    try {
+      const { size } = await stat(path);
+      if (size <= this.max) return false;
+      await truncate(path, 0);
+      const line = { time: new Date().toISOString(), msg: `ums: cut at ${size} bytes (over ${this.max})` };
+      await appendFile(path, `${JSON.stringify(line)}\n`);
+      this.deps.log.warn({ unitId: id, bytes: size }, "a unit's agent.log was over its cap and was cut");
+      return true;
+    } catch (err) {
+      // Gone with its unit meanwhile: nothing to cut.
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        this.deps.log.warn({ unitId: id, err }, "could not check a unit's agent.log");
       }
+      return false;
     }
-    return cut;
+  }
+
+  private watch(id: string): void {
+    const path = this.deps.path(id);
+    let watcher: FSWatcher | undefined;
+    try {
+      watcher = watch(path, { persistent: false }, () => this.schedule(id));
+      // Its file went with its unit (or the watch failed): the next reconcile lets go of it.
+      watcher.on("error", () => {});
+    } catch {
+      watcher = undefined; // no file yet (a boot under way): looked at again once it is watched
+    }
+    if (!watcher) return;
+    this.watched.set(id, { path, watcher, timer: undefined });
+    this.schedule(id); // what it wrote before the watch began
+  }
+
+  private unwatch(id: string): void {
+    const w = this.watched.get(id);
+    if (!w) return;
+    clearTimeout(w.timer);
+    w.watcher?.close();
+    this.watched.delete(id);
+  }
+
+  private schedule(id: string): void {
+    const w = this.watched.get(id);
+    if (!w || w.timer) return;
+    w.timer = setTimeout(() => {
+      w.timer = undefined;
+      this.cut(id).catch((err: unknown) =>
+        this.deps.log.warn({ unitId: id, err }, "could not check a unit's agent.log"),
+      );
+    }, SETTLE_MS);
+    w.timer.unref();
   }
 }
