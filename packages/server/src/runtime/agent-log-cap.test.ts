@@ -53,4 +53,29 @@ describe("AgentLogCap", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it("looks at a file it cannot watch (inotify's watches used up) at every reconcile instead", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "ums-log-cap-"));
+    const warned: string[] = [];
+    const cap = new AgentLogCap({
+      running: () => ["u"],
+      path: (id) => join(dir, id),
+      log: { warn: (_o, msg) => warned.push(msg) },
+      maxBytes: 1000,
+      watch: () => {
+        throw Object.assign(new Error("no space"), { code: "ENOSPC" });
+      },
+    });
+    try {
+      await writeFile(join(dir, "u"), "short\n");
+      cap.start();
+      await appendFile(join(dir, "u"), Buffer.alloc(3000, 98));
+      cap.reconcile();
+      await until("the file cut", async () => (await stat(join(dir, "u"))).size < 1000);
+      assert.match(warned[0] ?? "", /could not watch a unit's agent.log/);
+    } finally {
+      cap.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

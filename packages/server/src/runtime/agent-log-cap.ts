@@ -15,6 +15,8 @@ export interface AgentLogCapDeps {
   readonly path: (unitId: string) => string;
   readonly log: { warn(obj: object, msg: string): void };
   readonly maxBytes?: number;
+  /** fs.watch (tests give one that fails). */
+  readonly watch?: typeof watch;
 }
 
 interface Watched {
@@ -57,7 +59,11 @@ export class AgentLogCap {
   reconcile(): void {
     const running = new Set(this.deps.running());
     for (const id of this.watched.keys()) if (!running.has(id)) this.unwatch(id);
-    for (const id of running) if (!this.watched.has(id)) this.watch(id);
+    for (const id of running) {
+      const w = this.watched.get(id);
+      if (!w) this.watch(id);
+      else if (!w.watcher) this.schedule(id);
+    }
   }
 
   /** Cuts the unit's agent.log if it is over the cap; true when it did. */
@@ -84,13 +90,15 @@ export class AgentLogCap {
     const path = this.deps.path(id);
     let watcher: FSWatcher | undefined;
     try {
-      watcher = watch(path, { persistent: false }, () => this.schedule(id));
-      // Its file went with its unit (or the watch failed): the next reconcile lets go of it.
+      watcher = (this.deps.watch ?? watch)(path, { persistent: false }, () => this.schedule(id));
+      // Its file went with its unit: the next reconcile lets go of it.
       watcher.on("error", () => {});
-    } catch {
-      watcher = undefined; // no file yet (a boot under way): looked at again once it is watched
+    } catch (err) {
+      // No file yet (a boot under way): tried again at the next reconcile. Any other failure (the
+      // host's inotify watches used up): the file is looked at at every reconcile instead.
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
+      this.deps.log.warn({ unitId: id, err }, "could not watch a unit's agent.log; it is looked at every second");
     }
-    if (!watcher) return;
     this.watched.set(id, { path, watcher, timer: undefined });
     this.schedule(id); // what it wrote before the watch began
   }
