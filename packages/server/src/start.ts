@@ -312,7 +312,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
     if (rt.usageSources) {
       sampler = new UsageSampler({
         store: store.usage,
-        running: () => lifecycle.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : [])),
+        running: () => lifecycle.runningIds(),
         sources: (id) => rt.usageSources?.(id),
         log: logger,
         ...(opts.usageIntervalMs !== undefined && { intervalMs: opts.usageIntervalMs }),
@@ -331,7 +331,7 @@ export async function startServer(config: ServerConfig, opts: StartOpts = {}): P
   if (node && agentLog) {
     const lifecycle = node.lifecycle;
     logCap = new AgentLogCap({
-      running: () => lifecycle.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : [])),
+      running: () => lifecycle.runningIds(),
       path: agentLog,
       log: logger,
     });

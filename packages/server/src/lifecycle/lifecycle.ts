@@ -166,6 +166,11 @@ export class Lifecycle {
     return this.table.entries().map(([unitId, t]) => ({ unitId, status: t.status }));
   }
 
+  /** The units that run now (the usage sampler, the agent.log cap). */
+  runningIds(): string[] {
+    return this.tracked().flatMap((t) => (t.status === "running" ? [t.unitId] : []));
+  }
+
   /** Makes sure the unit runs (booting or resuming it) and holds it awake until `release()`. */
   /** Issue #15: units moving off this node: no wake starts them here meanwhile. */
   private readonly moving = new Set<string>();

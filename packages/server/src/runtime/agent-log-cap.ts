@@ -20,7 +20,6 @@ export interface AgentLogCapDeps {
 }
 
 interface Watched {
-  readonly path: string;
   readonly watcher: FSWatcher | undefined;
   timer: NodeJS.Timeout | undefined;
 }
@@ -66,31 +65,28 @@ export class AgentLogCap {
     }
   }
 
-  /** Cuts the unit's agent.log if it is over the cap; true when it did. */
-  async cut(id: string): Promise<boolean> {
-    const path = this.watched.get(id)?.path ?? this.deps.path(id);
+  /** Cuts the unit's agent.log if it is over the cap. */
+  private async cut(id: string): Promise<void> {
+    const path = this.deps.path(id);
     try {
       const { size } = await stat(path);
-      if (size <= this.max) return false;
+      if (size <= this.max) return;
       await truncate(path, 0);
       const line = { time: new Date().toISOString(), msg: `ums: cut at ${size} bytes (over ${this.max})` };
       await appendFile(path, `${JSON.stringify(line)}\n`);
       this.deps.log.warn({ unitId: id, bytes: size }, "a unit's agent.log was over its cap and was cut");
-      return true;
     } catch (err) {
       // Gone with its unit meanwhile: nothing to cut.
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
         this.deps.log.warn({ unitId: id, err }, "could not check a unit's agent.log");
       }
-      return false;
     }
   }
 
   private watch(id: string): void {
-    const path = this.deps.path(id);
     let watcher: FSWatcher | undefined;
     try {
-      watcher = (this.deps.watch ?? watch)(path, { persistent: false }, () => this.schedule(id));
+      watcher = (this.deps.watch ?? watch)(this.deps.path(id), { persistent: false }, () => this.schedule(id));
       // Its file went with its unit: the next reconcile lets go of it.
       watcher.on("error", () => {});
     } catch (err) {
@@ -99,7 +95,7 @@ export class AgentLogCap {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
       this.deps.log.warn({ unitId: id, err }, "could not watch a unit's agent.log; it is looked at every second");
     }
-    this.watched.set(id, { path, watcher, timer: undefined });
+    this.watched.set(id, { watcher, timer: undefined });
     this.schedule(id); // what it wrote before the watch began
   }
 

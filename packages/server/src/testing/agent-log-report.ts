@@ -5,7 +5,7 @@ import { join } from "node:path";
 const TROUBLE = new Set(["a request failed after its answer began", "uncaught exception", "unhandled rejection"]);
 
 /**
- * The lines of a unit's agent.log (its agent's stderr, kept by the host in the unit's run dir) that
+ * The lines of a unit's agent.log (its PID 1's and agent's stdout and stderr, in its run dir) that
  * tell of trouble: those messages, and whatever is not one of the agent's JSON lines (a crash's
  * stack, runc's own words). At most `max` of them.
  */

@@ -171,6 +171,8 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
     },
     cluster ? { UMS_NODE_SECRET: cluster.secret } : {},
   );
+  /** The run dirs of its units (runtime/runc/unit-paths.ts `runRoot`). */
+  const runRoot = join(dataDir, "run");
   // Without a log of its own, the server's warnings are kept for `diagnostics()`.
   const warnings = new LogRing();
   const logger = overrides.logStream
@@ -254,7 +256,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
     },
     async diagnostics() {
       const logged = warnings.recent();
-      return [`server warnings (${logged.length}):`, ...logged, await recentAgentLogs(join(dataDir, "run"))].join("\n");
+      return [`server warnings (${logged.length}):`, ...logged, await recentAgentLogs(runRoot)].join("\n");
     },
     async close() {
       if (!rt) {
@@ -266,7 +268,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       const { units, templates, images } = stopped ?? (await holdings());
       await server.close();
       await reportAgentTrouble(
-        join(dataDir, "run"),
+        runRoot,
         units.map((u) => u.id),
       );
       const failures: unknown[] = [];
@@ -286,7 +288,7 @@ export async function startTestServer(dialect: TestDialect, overrides: TestServe
       for (const t of templates) await rt.runtime.deleteTemplate(t.id).catch((err) => failures.push(err));
       for (const i of images) await rt.runtime.deleteImage(i.id).catch((err) => failures.push(err));
       // A safety net for what a failed destroy may have left mounted in the run dirs.
-      await unmountBelow(join(dataDir, "run")).catch((err) => failures.push(err));
+      await unmountBelow(runRoot).catch((err) => failures.push(err));
       await rt.release();
       await db.drop();
       if (ownDir) await rm(dataDir, { recursive: true, force: true });

@@ -79,9 +79,8 @@ export function pipeAgentExecAnswer(reply: FastifyReply, answer: IncomingMessage
   // How the answer ended goes into the message and the log: the agent ending it (its side closed the
   // session) is not its connection breaking (the agent or its unit gone), and a rare one is only
   // explained by what it says.
-  let clientLeft = false;
   const lost = (how: string) => {
-    if (clientLeft) return; // the answer was ended here, for a client that went away
+    if (res.destroyed && !res.writableEnded) return; // the client went away first: its answer ended here
     if (!res.writableEnded) reply.log.warn({ how }, "the agent's exec answer ended before the process's exit");
     fail(`the unit's agent closed the session before the process exited (${how})`);
   };
@@ -90,10 +89,7 @@ export function pipeAgentExecAnswer(reply: FastifyReply, answer: IncomingMessage
   answer.on("close", () => lost("the connection closed"));
   // The client went away: end the session (the agent kills the process of a session nobody holds).
   res.on("close", () => {
-    if (!res.writableEnded) {
-      clientLeft = true;
-      answer.destroy();
-    }
+    if (!res.writableEnded) answer.destroy();
     finish();
   });
 }
