@@ -4,7 +4,8 @@
 // node-pty stays external (native addon, mounted beside the bundle at node_modules/node-pty).
 // Also builds dist/libums-statfs.so (src/native/statfs-quota.c: `df` in a unit shows its disk) and
 // the ld.so.preload naming it, which the host binds over the unit's /etc/ld.so.preload, and
-// dist/ums-spawn (src/native/spawner.c: exec sessions' processes start through it).
+// dist/ums-spawn (src/native/spawner.c: exec sessions' processes start through it), and
+// dist/ums-fd-send.node (src/native/fd-send.c: a large read's file goes to the host as its descriptor).
 // Usage: node packages/agent/build.mjs   (exported build() is used by the tests)
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -23,6 +24,7 @@ const bundleFile = join(here, "dist", "agent-bundle.cjs");
 const cacheFile = join(here, "dist", "agent-bundle.cache");
 export const statfsLib = join(here, "dist", "libums-statfs.so");
 export const spawnerFile = join(here, "dist", "ums-spawn");
+export const fdSendFile = join(here, "dist", "ums-fd-send.node");
 /** Where the unit finds the library: the agent's dist directory is bound at /.unit/agent. */
 const statfsLibInUnit = "/.unit/agent/libums-statfs.so";
 
@@ -67,6 +69,19 @@ export function buildSpawner() {
   return compile(["-O2", "-static"], src, spawnerFile, "exec starts processes with node's spawn")
     ? spawnerFile
     : undefined;
+}
+
+/** Where node's own headers are (node_api.h), for its addons: beside its binary, as Debian and node's builds put them. */
+export const nodeHeaders = join(dirname(process.execPath), "..", "include", "node");
+
+/**
+ * ums-fd-send.node (src/native/fd-send.c), a node addon (N-API: any node of this major). Without it
+ * (no compiler, or no node headers) large reads go as bytes through the agent, as small ones do.
+ */
+export function buildFdSend() {
+  const src = join(here, "src", "native", "fd-send.c");
+  const args = ["-O2", "-fPIC", "-shared", `-I${nodeHeaders}`, "-DNODE_GYP_MODULE_NAME=ums_fd_send"];
+  return compile(args, src, fdSendFile, "large reads go through the agent as bytes") ? fdSendFile : undefined;
 }
 
 /**
@@ -156,6 +171,7 @@ export async function build() {
   // dist/agent.mjs of an earlier build (ESM, no cache) stays: units booted before this build run it,
   // and start their filesystem worker from it.
   buildSpawner(); // before the cache's run, which then compiles the agent's side of it too
+  buildFdSend();
   await makeCodeCache();
   buildStatfsLib();
   return outfile;

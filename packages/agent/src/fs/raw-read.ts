@@ -3,6 +3,7 @@ import type { IncomingMessage } from "node:http";
 import { isAbsolute } from "node:path";
 import type { Duplex } from "node:stream";
 import { rejectUpgrade, validation } from "../http/respond.js";
+import { fdSender, socketFd } from "../native/fd-send.js";
 import { statusOf, toFsError } from "./errors.js";
 import { openForRead } from "./ops.js";
 
@@ -15,9 +16,23 @@ import { openForRead } from "./ops.js";
 // buffers on either side: the file is read into two buffers that take turns, and the host relays the
 // bytes from one buffer of its own (server src/agent/relay.ts). A failure mid-file cuts the connection
 // short, which the host tells from the size.
+//
+// Issue #16: a host that can send a file itself asks with `fd=1` in the query. Then a regular file of
+// FD_MIN bytes or more is answered
+//   101 Switching Protocols, `Upgrade: ums-fs-fd`, `X-Ums-Size: <bytes>`
+// and nothing more until the host writes one byte ("g": it has stopped reading the connection, so the
+// descriptor's byte cannot be read and dropped by a read of its own); then the opened file's descriptor
+// goes in one byte ("F") with SCM_RIGHTS (native/fd-send.c), and the connection ends. The host trusts
+// nothing of that descriptor (packages/server/src/native/fd-read.c). Smaller files, other objects, or
+// an agent without the addon answer with the bytes as above.
 
 export const RAW_READ = "ums-fs-bytes";
+export const FD_READ = "ums-fs-fd";
 const CHUNK = 1024 * 1024;
+/** Below this a descriptor's exchange (one more round trip, two threads on the host) gains nothing. */
+export const FD_MIN = 1024 * 1024;
+/** How long the host has to say "go" after the 101. */
+const GO_WAIT_MS = 30_000;
 
 /** Whether `req` asks for a raw read: GET /fs/read upgraded to ums-fs-bytes. */
 export function isRawRead(req: IncomingMessage): boolean {
@@ -47,10 +62,11 @@ export function rawReadAt(url: string, socket: Duplex): void {
     rejectUpgrade(socket, 400, validation(["path: must be an absolute path"]));
     return;
   }
-  rawRead(path, socket).catch(() => socket.destroy());
+  const offered = new URL(url, "http://fs").searchParams.get("fd") === "1";
+  rawRead(path, socket, offered).catch(() => socket.destroy());
 }
 
-async function rawRead(path: string, socket: Duplex): Promise<void> {
+async function rawRead(path: string, socket: Duplex, fdOffered: boolean): Promise<void> {
   let fh: FileHandle;
   let size: number | undefined;
   try {
@@ -58,6 +74,15 @@ async function rawRead(path: string, socket: Duplex): Promise<void> {
   } catch (err) {
     const e = toFsError(err, path);
     return void rejectUpgrade(socket, statusOf(e.code), { error: e.message, code: e.code, path: e.path });
+  }
+  const send = fdOffered && size !== undefined && size >= FD_MIN ? fdSender() : null;
+  if (send && socketFd(socket) >= 0) {
+    try {
+      await sendDescriptor(fh, size as number, socket, send);
+    } finally {
+      await fh.close().catch(() => {});
+    }
+    return;
   }
   try {
     socket.write(
@@ -69,6 +94,39 @@ async function rawRead(path: string, socket: Duplex): Promise<void> {
   } finally {
     await fh.close().catch(() => {});
   }
+}
+
+/** The read as its descriptor (top of this file): the 101, the host's "go", then the descriptor. */
+async function sendDescriptor(
+  fh: FileHandle,
+  size: number,
+  socket: Duplex,
+  send: (sock: number, fd: number) => number,
+): Promise<void> {
+  socket.write(
+    `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${FD_READ}\r\nX-Ums-Size: ${size}\r\n\r\n`,
+  );
+  const go = await new Promise<boolean>((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.off("close", onClose);
+      socket.pause();
+      resolve(ok);
+    };
+    const onData = (chunk: Buffer) => done(chunk.length === 1 && chunk[0] === 0x67);
+    const onClose = () => done(false);
+    const timer = setTimeout(() => done(false), GO_WAIT_MS);
+    socket.on("data", onData);
+    socket.once("close", onClose);
+    socket.resume();
+  });
+  const sock = socketFd(socket);
+  if (!go || sock < 0 || send(sock, fh.fd) !== 0) {
+    socket.destroy();
+    return;
+  }
+  socket.end();
 }
 
 /**

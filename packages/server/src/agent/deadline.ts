@@ -44,6 +44,11 @@ export interface AgentEndpoint {
    * (through a node's endpoint, node/remote/): `done` gets the socket once it leads to the agent.
    */
   readonly connect?: (done: (err: Error | null, socket?: Socket) => void) => void;
+  /**
+   * Issue #16: the device of the unit's files on this host (its rootfs), when the agent is on this
+   * host: a large read may then come as the file's descriptor, checked to be on it (agent/fd-read.ts).
+   */
+  readonly filesDevice?: () => number | undefined;
   readonly timeouts: AgentTimeouts;
   /** Told of a missed deadline (the unit is unhealthy); returns the error the waiting call fails with. */
   timedOut(err: AgentTimeoutError): Error;

@@ -4,6 +4,7 @@ import type { Readable } from "node:stream";
 import { AgentErrorCode } from "@ums/protocol/error-codes";
 import { type AgentEndpoint, boundAnswer, connectEndpoint } from "./deadline.js";
 import { AgentAnswerError, readAnswerError } from "./errors.js";
+import { type FdSlot, receiveFd, sendFd, takeFdSlot } from "./fd-read.js";
 import { wrap } from "./http.js";
 import { RelaySocket, relayOf, relayPlain } from "./relay.js";
 
@@ -15,6 +16,8 @@ const BODY_AHEAD_BYTES = 1024 * 1024;
 
 /** Upgrade protocol of a raw read (packages/agent/src/fs/raw-read.ts). */
 const RAW_READ = "ums-fs-bytes";
+/** What the agent answers a raw read with when it sends the file's descriptor instead (issue #16). */
+const FD_READ = "ums-fs-fd";
 
 /**
  * Opens a connection to the unit's filesystem process of one identity: `GET /fs/connect?as=…` with
@@ -146,13 +149,17 @@ function readInOneExchange(
   ep: AgentEndpoint,
   as: FsIdentity,
   path: string,
+  fdAllowed = true,
 ): Promise<RawRead | IncomingMessage | typeof OLDER_AGENT> {
   const own = ep.connect ? undefined : new RelaySocket(ep.path);
+  // Issue #16: the agent may answer a large read with the file's descriptor (fd-read.ts).
+  const dev = own && fdAllowed ? ep.filesDevice?.() : undefined;
+  const slot = dev !== undefined ? takeFdSlot(ep.path) : null;
   return new Promise((resolve, reject) => {
     const req = request({
       createConnection: (_o, done) => own?.socket ?? connectEndpoint(ep, done),
       method: "GET",
-      path: `/fs/read?${new URLSearchParams({ as, path })}`,
+      path: `/fs/read?${new URLSearchParams({ as, path, ...(slot && { fd: "1" }) })}`,
       headers: { connection: "Upgrade", upgrade: RAW_READ },
     });
     const deadline = boundAnswer(req, ep);
@@ -160,9 +167,19 @@ function readInOneExchange(
       deadline.answered();
       socket.setTimeout(0);
       const size = sizeOf(res);
+      if (slot && res.headers.upgrade?.toLowerCase() === FD_READ && head.length === 0 && size !== undefined) {
+        // Not answered yet: the read is the descriptor's, or (refused) the same read as bytes.
+        fdRead(socket as Socket, dev as number, slot, size)
+          .catch(() => readInOneExchange(ep, as, path, false))
+          .then(resolve)
+          .catch(reject);
+        return;
+      }
+      slot?.release();
       resolve({ size, relayTo: rawRelay(socket as Socket, own ?? relayOf(socket), head, size) });
     });
     req.on("response", (res) => {
+      slot?.release();
       deadline.answered();
       readAnswerError(res)
         .then((err) =>
@@ -171,11 +188,31 @@ function readInOneExchange(
         .catch(reject);
     });
     req.on("error", (err) => {
+      slot?.release();
       own?.socket.destroy();
       reject(wrap(err));
     });
     req.end();
   });
+}
+
+/**
+ * Issue #16: a read the agent answered with `Upgrade: ums-fs-fd` (announcing `size`): the descriptor
+ * taken and checked (fd-read.ts), then sent with sendfile(2) by `relayTo`. A file that changed size
+ * since the agent's 101 is sent as it was announced: what is beyond is not sent, a shrink cuts the
+ * read short (as a raw read's bytes do).
+ */
+async function fdRead(socket: Socket, dev: number, slot: FdSlot, size: number): Promise<RawRead> {
+  const { fd } = await receiveFd(socket, dev, slot);
+  let taken = false;
+  return {
+    size,
+    relayTo: (res, onBytes = () => {}) => {
+      if (taken) throw new Error("a read is relayed once");
+      taken = true;
+      return sendFd(fd, size, res, slot, onBytes);
+    },
+  };
 }
 
 /** The size a raw read's 101 announces (`X-Ums-Size`: regular files), if any. */

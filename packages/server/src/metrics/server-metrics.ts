@@ -161,6 +161,12 @@ export class ServerMetrics {
     labelNames: ["direction"] as const,
     registers: [this.registry],
   });
+  private readonly fsDescriptors = new Counter({
+    name: "ums_fs_read_descriptors_total",
+    help: "Large file reads a unit's agent answered with the file's descriptor, by outcome (sent: with sendfile; refused: the descriptor failed the checks, the read went as bytes)",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
   readonly samplerCpuSeconds = new Counter({
     name: "ums_usage_sampler_cpu_seconds_total",
     help: "CPU time (user + system) the per-unit usage sampler spent",
@@ -198,6 +204,7 @@ export class ServerMetrics {
     };
     // Every fixed label set is exposed from the start (at 0): a rate over a series that appears late is wrong.
     for (const c of Object.values(this.resolverChild)) c.inc(0);
+    for (const outcome of ["sent", "refused"]) this.fsDescriptors.labels(outcome).inc(0);
     for (const c of Object.values(this.fsChild)) c.inc(0);
     for (const cls of ["2xx", "3xx", "4xx", "5xx", "error"]) this.gateway.labels(cls).inc(0);
     for (const op of ["boot", "wake", "checkpoint", "restore", "fork"]) this.lifecycleFailures.labels(op).inc(0);
@@ -281,6 +288,11 @@ export class ServerMetrics {
 
   fs(direction: FsDirection, bytes: number): void {
     if (bytes > 0) this.fsChild[direction].inc(bytes);
+  }
+
+  /** Issue #16: a read answered with a descriptor, sent with sendfile or refused (agent/fd-read.ts). */
+  fsDescriptor(outcome: "sent" | "refused"): void {
+    this.fsDescriptors.labels(outcome).inc();
   }
 
   /** The exposition (text format 0.0.4). */

@@ -143,6 +143,8 @@ export interface UnitRuntime {
   usageSources?(unitId: string): UsageSources | undefined;
   /** The host path of the file a unit's PID 1 and agent write their output to (runtimes without one omit it). */
   agentLog?(unitId: string): string;
+  /** The device of the unit's files (its rootfs) as this host sees them (issue #16: reads sent by descriptor). */
+  filesDevice?(unitId: string): number | undefined;
   /** Applies the memory, pids and CPU limits to a running unit where the kernel allows; false when they must wait for the next boot. */
   applyResources(unitId: string, resources: ResourcesPolicy): Promise<boolean>;
   resourceLimits(): ResourceLimits;

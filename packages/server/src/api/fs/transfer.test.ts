@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { describe, it } from "node:test";
+import { fdSlotsInUse } from "../../agent/fd-read.js";
 import { FS_BASE, fsUnit, HOME, qs } from "../../testing/fs-unit.js";
 import { exchange } from "../../testing/http-exchange.js";
 
@@ -241,6 +242,107 @@ describe("filesystem API", () => {
       assert.ok((await get(true)) < 33554432);
       assert.equal(await get(false), 33554432);
     }
+    // The sends with sendfile (issue #16) of the reads left behind ended, and freed their threads' slots.
+    const t0 = Date.now();
+    while (fdSlotsInUse() > 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(fdSlotsInUse(), 0);
+  });
+
+  /** `GET url` on `agent`: status, the body's length and sha256, the headers, and the socket it went on. */
+  const getBytes = (agent: Agent, url: string, method = "GET") =>
+    new Promise<{ status: number; size: number; sha: string; length?: string; socket: unknown }>((resolve, reject) => {
+      const req = request(url, { agent, method, headers: { authorization: `Bearer ${u.token}` } }, (res) => {
+        const hash = createHash("sha256");
+        let size = 0;
+        res.on("data", (d: Buffer) => {
+          size += d.length;
+          hash.update(d);
+        });
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            size,
+            sha: hash.digest("hex"),
+            length: res.headers["content-length"],
+            socket: req.socket,
+          }),
+        );
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+
+  /** The counter of reads answered with a descriptor, by outcome (GET /metrics). */
+  const descriptors = async () => {
+    const m = await u.s.api("GET", "/metrics", { token: u.token });
+    assert.equal(m.status, 200, m.text);
+    const of = (outcome: string) =>
+      Number(new RegExp(`^ums_fs_read_descriptors_total\\{outcome="${outcome}"\\} (\\d+)$`, "m").exec(m.text)?.[1]);
+    return { sent: of("sent"), refused: of("refused") };
+  };
+
+  it("a large read goes as the file's descriptor, sent with sendfile: whole, as the unit user and root, and the connection carries the next requests (a HEAD too)", async () => {
+    const size = 3 * 1024 * 1024 + 5;
+    const want = (await sh(`head -c ${size} /dev/urandom | tee ${HOME}/sent.bin | sha256sum | cut -d' ' -f1`)).trim();
+    const before = await descriptors();
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const url = (asRoot: boolean) =>
+        `${u.s.url}${base}/read?${qs({ path: "sent.bin", workingDir: HOME, ...(asRoot && { asRoot }) })}`;
+      const first = await getBytes(agent, url(false));
+      const second = await getBytes(agent, url(true));
+      // HEAD: the head alone (a body sent with sendfile regardless would break the connection).
+      const head = await getBytes(agent, url(false), "HEAD");
+      assert.equal(head.status, 200);
+      assert.equal(head.length, String(size));
+      assert.equal(head.size, 0);
+      assert.equal(head.socket, first.socket);
+      for (const got of [first, second]) {
+        assert.equal(got.status, 200);
+        assert.equal(got.length, String(size));
+        assert.equal(got.size, size);
+        assert.equal(got.sha, want);
+      }
+      const next = await exchange(agent, `${u.s.url}${base}/list?${qs({ path: HOME, workingDir: HOME })}`, {
+        headers: { authorization: `Bearer ${u.token}` },
+      });
+      assert.equal(next.status, 200, next.body);
+      assert.equal(second.socket, first.socket, "both reads went on one connection");
+      assert.equal(next.socket, first.socket, "and the next request too");
+    } finally {
+      agent.destroy();
+    }
+    const after = await descriptors();
+    assert.equal(after.sent - before.sent, 3, "the reads (and the HEAD) went as descriptors");
+    assert.equal(after.refused, before.refused);
+    // A file below the threshold goes as bytes, as before.
+    await sh(`head -c 1000 /dev/zero > ${HOME}/small.bin`);
+    assert.equal((await read("small.bin")).text.length, 1000);
+    assert.equal((await descriptors()).sent, after.sent);
+    await sh(`rm ${HOME}/sent.bin ${HOME}/small.bin`);
+  });
+
+  it("a file on another filesystem of the unit (its /dev/shm, a tmpfs): the descriptor is refused, and the read goes whole as bytes", async () => {
+    // The host sends only files on the unit's own device (agent/fd-read.ts); one elsewhere (a tmpfs,
+    // and so procfs or a FUSE mount the unit made) is refused after the agent sent it, and read again.
+    const size = 2 * 1024 * 1024;
+    const want = (await sh(`head -c ${size} /dev/urandom | tee /dev/shm/shm.bin | sha256sum | cut -d' ' -f1`)).trim();
+    const before = await descriptors();
+    const agent = new Agent({ keepAlive: false });
+    try {
+      const got = await getBytes(agent, `${u.s.url}${base}/read?${qs({ path: "/dev/shm/shm.bin", workingDir: HOME })}`);
+      assert.equal(got.status, 200);
+      assert.equal(got.size, size);
+      assert.equal(got.sha, want);
+    } finally {
+      agent.destroy();
+    }
+    const after = await descriptors();
+    assert.equal(after.refused - before.refused, 1, "the descriptor was refused");
+    assert.equal(after.sent, before.sent);
+    assert.equal(fdSlotsInUse(), 0);
+    await sh("rm /dev/shm/shm.bin");
   });
 
   it("an upload refused before its body was read: the rest is read and dropped, the connection carries the next request", async () => {

@@ -9,12 +9,13 @@ import type { UnitRecord } from "../../store/records.js";
  * an error that says so (issue #19 finding 8; the API answers it 504).
  */
 export function agentEndpoint(
-  runtime: Pick<UnitRuntime, "agentSocket">,
+  runtime: Pick<UnitRuntime, "agentSocket" | "filesDevice">,
   lifecycle: Pick<Lifecycle, "agentTimeouts" | "agentTimedOut">,
   unit: Pick<UnitRecord, "id" | "name">,
 ): AgentEndpoint {
   return {
     path: runtime.agentSocket(unit.id),
+    ...(runtime.filesDevice && { filesDevice: () => runtime.filesDevice?.(unit.id) }),
     timeouts: lifecycle.agentTimeouts,
     timedOut: (err) => {
       lifecycle.agentTimedOut(unit.id, err.message);

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
@@ -327,6 +327,15 @@ export class RuncRuntime implements UnitRuntime {
 
   agentLog(id: string): string {
     return join(this.paths.unit(id).run, "agent.log");
+  }
+
+  filesDevice(id: string): number | undefined {
+    // The rootfs is the unit's subvolume (its own device); a host path, never one inside it.
+    try {
+      return statSync(this.paths.unit(id).rootfs).dev;
+    } catch {
+      return undefined;
+    }
   }
 
   /**
