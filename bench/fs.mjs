@@ -5,6 +5,9 @@
 // two baselines measured in the same run (page cache warm for all):
 //   the transport floor: the same bytes through curl and loopback TCP to a minimal python server (no
 //           ums): a PUT's body written to a file with recv_into + write, a GET answered with sendfile(2)
+//   the durable write floor: that write made as durable as the fs API's (flushed behind every 64 MiB,
+//           fsync'ed before the answer), printed beside the writes: the API answers a write once its
+//           bytes are on disk, which the plain floor does not wait for
 //   cat     write: `cat <file in the unit's rootfs> | cat > <new file beside it>` (the pipe keeps cat
 //           from cloning the file with copy_file_range, which btrfs does without writing any data);
 //           read: `cat <file in the unit's rootfs> > /dev/null`
@@ -124,9 +127,12 @@ async function get(t, path) {
 }
 
 // The transport floor: the same file through curl and loopback TCP with (nearly) nothing in between,
-// a python server that answers a GET with sendfile(2), or writes a PUT's body to a file.
+// a python server that answers a GET with sendfile(2), or writes a PUT's body to a file. And the
+// durable write floor: the same write made as durable as ums makes its writes (an fdatasync started
+// every 64 MiB behind the writes, an fsync before the answer): the fs API answers a write once its
+// bytes are on disk, which the plain floor does not wait for.
 const FLOOR = String.raw`
-import os, socket, sys
+import os, socket, sys, threading
 mode, path = sys.argv[1], sys.argv[2]
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
 print(s.getsockname()[1], flush=True)
@@ -141,12 +147,21 @@ if mode == "send":
 else:
     length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
     buf = bytearray(1 << 20); view = memoryview(buf)
+    durable = mode == "recv-durable"
+    flushing = None; since = 0
     with open(path, "wb", buffering=0) as f:
         f.write(body); left = length - len(body)
         while left > 0:
             n = c.recv_into(view, min(left, len(buf)))
             if n == 0: break
-            f.write(view[:n]); left -= n
+            f.write(view[:n]); left -= n; since += n
+            # as ums's write: an fdatasync started every 64 MiB behind the writes, one at a time
+            if durable and since >= 64 << 20 and not (flushing and flushing.is_alive()):
+                since = 0
+                flushing = threading.Thread(target=os.fdatasync, args=(f.fileno(),)); flushing.start()
+        if durable:
+            if flushing: flushing.join()
+            os.fsync(f.fileno())
     c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 c.close()
 `;
@@ -261,6 +276,8 @@ try {
     await time("floorRead", () => floor("send", hostFile));
     await time("floorWrite", () => floor("recv", copy));
     rmSync(copy, { force: true });
+    await time("floorWriteDurable", () => floor("recv-durable", copy));
+    rmSync(copy, { force: true });
   }
   sample();
   const med = (name) => percentile(figures[name], 50);
@@ -272,14 +289,14 @@ try {
   for (const k of names) {
     const t = at[k];
     if (names.length > 1) console.log(`${k === "this" ? "this tree" : against}:`);
-    console.log("                         MiB/s  of floor  of cat        CPU s/GiB: server  unit");
+    console.log("                         MiB/s  of floor  of cat        CPU s/GiB: server  unit   of durable floor");
     const line = (op, label, name) => {
       const s = med(`${k}.${name}`);
       const ofFloor = med(op === "write" ? "floorWrite" : "floorRead") / s;
       const ofCat = med(op === "write" ? "catWrite" : "catRead") / s;
       const ok = ofFloor >= 0.9 && ofCat >= 0.6;
       console.log(
-        `  ${op.padEnd(6)} ${label.padEnd(10)} ${mibps(s).toFixed(0).padStart(6)} ${pct(ofFloor).padStart(9)} ${pct(ofCat).padStart(7)}  ${(ok ? "ok" : "MISS").padEnd(4)} ${gib(`${k}.${name}.server`).padStart(20)} ${gib(`${k}.${name}.unit`).padStart(5)}`,
+        `  ${op.padEnd(6)} ${label.padEnd(10)} ${mibps(s).toFixed(0).padStart(6)} ${pct(ofFloor).padStart(9)} ${pct(ofCat).padStart(7)}  ${(ok ? "ok" : "MISS").padEnd(4)} ${gib(`${k}.${name}.server`).padStart(20)} ${gib(`${k}.${name}.unit`).padStart(5)}${op === "write" ? pct(med("floorWriteDurable") / s).padStart(19) : ""}`,
       );
     };
     line("write", "unit user", "apiWrite");
@@ -292,6 +309,7 @@ try {
   console.log("baselines, same run:");
   const base = (what, name) => console.log(`  ${what.padEnd(58)} ${mibps(med(name)).toFixed(0).padStart(6)} MiB/s`);
   base("transport floor, write: curl -> python recv_into + write", "floorWrite");
+  base("durable write floor: the same, flushed behind, fsync'ed", "floorWriteDurable");
   base("transport floor, read: python sendfile(2) -> curl", "floorRead");
   base("cat write: cat file | cat > copy", "catWrite");
   base("cat read: cat file > /dev/null", "catRead");

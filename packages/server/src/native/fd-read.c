@@ -132,24 +132,25 @@ static void *recv_thread(void *arg) {
       recv_fail(op, "the agent closed the connection before sending the descriptor", 0);
       goto done;
     }
-    int fd = -1;
+    /* Every descriptor that came is ours to close unless it is the one and only. */
+    int fd = -1, count = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; i++) {
+      size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; i++) {
         int got;
         memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-        if (fd < 0 && count == 1) fd = got;
+        if (count++ == 0) fd = got;
         else close(got);
       }
     }
     if (msg.msg_flags & MSG_CTRUNC) {
-      /* More than one descriptor (the kernel closed the ones that did not fit): refused whole. */
+      /* More descriptors than fit (the kernel closed those): refused whole. */
       if (fd >= 0) close(fd);
       recv_fail(op, "more than one descriptor came", 0);
       goto done;
     }
-    if (fd < 0 || byte != 'F') {
+    if (count != 1 || byte != 'F') {
       if (fd >= 0) close(fd);
       recv_fail(op, "the agent's answer was not one descriptor", 0);
       goto done;
@@ -180,8 +181,10 @@ static void *recv_thread(void *arg) {
   }
 done:
   close(op->sock);
-  napi_call_threadsafe_function(op->tsfn, op, napi_tsfn_blocking);
-  napi_release_threadsafe_function(op->tsfn, napi_tsfn_release);
+  /* op is freed by the callback on node's thread, which may run before the release: not read after. */
+  napi_threadsafe_function tsfn = op->tsfn;
+  napi_call_threadsafe_function(tsfn, op, napi_tsfn_blocking);
+  napi_release_threadsafe_function(tsfn, napi_tsfn_release);
   return NULL;
 }
 
@@ -330,8 +333,10 @@ static void *send_thread(void *arg) {
   op->done = 1;
   close(op->efd);
   pthread_mutex_unlock(&op->lock);
-  napi_call_threadsafe_function(op->tsfn, op, napi_tsfn_blocking);
-  napi_release_threadsafe_function(op->tsfn, napi_tsfn_release);
+  /* The callback drops the thread's reference to op (it may be freed then): not read after. */
+  napi_threadsafe_function tsfn = op->tsfn;
+  napi_call_threadsafe_function(tsfn, op, napi_tsfn_blocking);
+  napi_release_threadsafe_function(tsfn, napi_tsfn_release);
   return NULL;
 }
 
