@@ -507,7 +507,8 @@ export class Workload {
     const path =
       existing.length >= 8 || (existing.length && this.rng.next() < 0.5) ? this.rng.pick(existing) : undefined;
     const name = path ?? `f${++this.seq}.txt`;
-    const size = this.rng.next() < 0.1 ? this.rng.int(64 << 10, 1 << 20) : this.rng.int(1, 4096);
+    // One in ten is large, over 1 MiB about half the time: a read of it goes as the file's descriptor (issue #16).
+    const size = this.rng.next() < 0.1 ? this.rng.int(64 << 10, 3 << 20) : this.rng.int(1, 4096);
     const content = `${u.name}:${name}:${++this.seq}:`.padEnd(size, String.fromCharCode(97 + this.rng.int(0, 25)));
     await this.op("fs.write", [u], async () => {
       const allowed = u.files.get(name) ?? new Set([null]);

@@ -323,6 +323,46 @@ describe("filesystem API", () => {
     await sh(`rm ${HOME}/sent.bin ${HOME}/small.bin`);
   });
 
+  it("many large reads at once, some of whose clients leave: the others whole, nothing held after", async () => {
+    // More reads than a unit's slots for descriptors (4): the rest go as bytes, at the same time.
+    const size = 4 * 1024 * 1024 + 1;
+    const want = (await sh(`head -c ${size} /dev/urandom | tee ${HOME}/many.bin | sha256sum | cut -d' ' -f1`)).trim();
+    const fds0 = readdirSync("/proc/self/fd").length;
+    const url = `${u.s.url}${base}/read?${qs({ path: "many.bin", workingDir: HOME })}`;
+    const leaving = (i: number) =>
+      new Promise<void>((resolve) => {
+        const req = request(url, { headers: { authorization: `Bearer ${u.token}` } }, (res) => {
+          res.once("data", () => setTimeout(() => req.destroy(), i % 3));
+          res.on("error", () => resolve());
+          res.on("close", () => resolve());
+        });
+        req.on("error", () => resolve());
+        req.end();
+      });
+    const agents = Array.from({ length: 12 }, () => new Agent({ keepAlive: false }));
+    try {
+      const whole = agents.map((a) => getBytes(a, url));
+      const left = Array.from({ length: 8 }, (_, i) => leaving(i));
+      const got = await Promise.all(whole);
+      await Promise.all(left);
+      for (const g of got) {
+        assert.equal(g.status, 200);
+        assert.equal(g.size, size);
+        assert.equal(g.sha, want);
+      }
+    } finally {
+      for (const a of agents) a.destroy();
+    }
+    const t0 = Date.now();
+    while ((fdSlotsInUse() > 0 || readdirSync("/proc/self/fd").length > fds0 + 4) && Date.now() - t0 < 10_000) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(fdSlotsInUse(), 0, "every descriptor's slot is free");
+    const fds = readdirSync("/proc/self/fd").length;
+    assert.ok(fds <= fds0 + 4, `the server holds ${fds - fds0} more descriptors than before`);
+    await sh(`rm ${HOME}/many.bin`);
+  });
+
   it("a file on another filesystem of the unit (its /dev/shm, a tmpfs): the descriptor is refused, and the read goes whole as bytes", async () => {
     // The host sends only files on the unit's own device (agent/fd-read.ts); one elsewhere (a tmpfs,
     // and so procfs or a FUSE mount the unit made) is refused after the agent sent it, and read again.
