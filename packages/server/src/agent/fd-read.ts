@@ -3,6 +3,7 @@ import type { ServerResponse } from "node:http";
 import { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { metrics } from "../metrics/server-metrics.js";
+import { loadAddon } from "../util/native-addon.js";
 
 // Issue #16 part 1: a large read sent with sendfile(2). The agent hands over the descriptor of the file
 // it opened and checked (packages/agent/src/fs/raw-read.ts has the exchange), this server checks it
@@ -42,16 +43,8 @@ const IDLE_MS = 120_000;
 const HEAD_WAIT_MS = 10_000;
 
 let addon: Addon | null | undefined;
-function loadAddon(): Addon | null {
-  if (addon !== undefined) return addon;
-  addon = null;
-  try {
-    const m = { exports: {} as Addon };
-    process.dlopen(m, ADDON);
-    addon = m.exports;
-  } catch {
-    // not built (no compiler or no node headers): reads go as bytes
-  }
+function fdAddon(): Addon | null {
+  if (addon === undefined) addon = loadAddon<Addon>(ADDON); // tried once
   return addon;
 }
 
@@ -68,7 +61,7 @@ export interface FdSlot {
  * when there is no addon or no slot free (the read is then offered as bytes only).
  */
 export function takeFdSlot(unitKey: string): FdSlot | null {
-  if (!loadAddon()) return null;
+  if (!fdAddon()) return null;
   const mine = perUnit.get(unitKey) ?? 0;
   if (inUse >= SLOTS || mine >= UNIT_SLOTS) return null;
   inUse++;
@@ -107,7 +100,7 @@ export function receiveFd(
   slot: FdSlot,
   timeoutMs: number = RECEIVE_MS,
 ): Promise<{ fd: number; size: number }> {
-  const native = loadAddon() as Addon;
+  const native = fdAddon() as Addon;
   // Node must read no more of it, at the handle: its stream's pause alone does not stop the reads, and
   // a read-ahead the stream scheduled after the 101's chunk (maybeReadMore: `read(0)`, which starts a
   // socket with its own buffers reading again) would. So `read` does nothing from here on (the socket
@@ -182,7 +175,7 @@ export async function sendFd(
       res.destroy();
       return false;
     }
-    const native = loadAddon() as Addon;
+    const native = fdAddon() as Addon;
     const { err, sent } = await new Promise<{ err: string | null; sent: number }>((resolve) => {
       let handle: unknown;
       const cancel = () => native.cancel(handle);

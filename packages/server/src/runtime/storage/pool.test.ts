@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -169,6 +169,27 @@ describe("btrfs pool", { skip: root ? false : "needs root" }, () => {
     await deleteSubvolume(b);
     await assert.rejects(stat(a), { code: "ENOENT" });
     assert.equal((await listSubvolumes(pool.path)).filter((s) => s.path.startsWith("units/")).length, 0);
+  });
+
+  it("a snapshot's source and target are taken as they are: a link at either is refused, as is a name that is not one component", async () => {
+    // Issue #16: snapshots are made with the ioctl in this process (src/native/btrfs-snapshot.c), on
+    // host paths; neither end is followed through a link at its last component.
+    const src = join(pool.unitsDir, "linked-src");
+    await createSubvolume(src);
+    const link = join(pool.unitsDir, "link");
+    await symlink(src, link);
+    // O_NOFOLLOW with O_DIRECTORY: ENOTDIR (or ELOOP) for a link.
+    const aLink = (err: NodeJS.ErrnoException) => err.code === "ENOTDIR" || err.code === "ELOOP";
+    await assert.rejects(snapshot(link, join(pool.unitsDir, "via-link")), aLink);
+    await mkdir(join(pool.unitsDir, "real-dir"));
+    await symlink(join(pool.unitsDir, "real-dir"), join(pool.unitsDir, "dir-link"));
+    await assert.rejects(snapshot(src, join(pool.unitsDir, "dir-link", "snap")), aLink);
+    assert.deepEqual(await readdir(join(pool.unitsDir, "real-dir")), [], "nothing was made through the link");
+    await assert.rejects(snapshot(join(pool.unitsDir, "real-dir"), join(pool.unitsDir, "not-a-subvolume")));
+    await rm(link);
+    await rm(join(pool.unitsDir, "dir-link"));
+    await rm(join(pool.unitsDir, "real-dir"), { recursive: true });
+    await deleteSubvolume(src);
   });
 
   it("snapshots a directory of many files in O(1)", async () => {
