@@ -15,37 +15,17 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 export const viewHelperFile = join(here, "dist", "native", "ums-view");
 
-export function buildViewHelper() {
-  const src = join(here, "src", "native", "view-mount.c");
-  mkdirSync(dirname(viewHelperFile), { recursive: true });
-  const tmp = `${viewHelperFile}.${process.pid}.tmp`;
-  try {
-    execFileSync(process.env.CC || "cc", ["-O2", "-Wall", "-Werror", "-o", tmp, src], {
-      stdio: ["ignore", "inherit", "inherit"],
-    });
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    rmSync(viewHelperFile, { force: true });
-    console.warn(`warning: ${src} not built (${err.message}); checkpoint views are bound with mount(8)`);
-    return undefined;
-  }
-  // Renamed in, never rewritten in place: a running server may be starting it.
-  renameSync(tmp, viewHelperFile);
-  return viewHelperFile;
-}
-
-export const fdReadAddon = join(here, "dist", "native", "ums-fd-read.node");
-export const btrfsAddon = join(here, "dist", "native", "ums-btrfs.node");
-
-/** A node addon (N-API: any node of this major) from `source` into `out`; undefined when it cannot be built. */
-function buildAddon(source, out, moduleName, without) {
+/**
+ * Compiles `source` (in src/native) with `args` into `out`; undefined, with a warning saying what goes
+ * without it, when it cannot be built. Renamed in, never rewritten in place: a running server may be
+ * starting the helper or have the addon loaded.
+ */
+function compile(source, args, out, without) {
   const src = join(here, "src", "native", source);
-  const headers = join(dirname(process.execPath), "..", "include", "node");
   mkdirSync(dirname(out), { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
-  const args = ["-O2", "-fPIC", "-shared", `-I${headers}`, `-DNODE_GYP_MODULE_NAME=${moduleName}`, "-Wall", "-Werror"];
   try {
-    execFileSync(process.env.CC || "cc", [...args, "-o", tmp, src, "-lpthread"], {
+    execFileSync(process.env.CC || "cc", [...args, "-Wall", "-Werror", "-o", tmp, src], {
       stdio: ["ignore", "inherit", "inherit"],
     });
   } catch (err) {
@@ -54,15 +34,30 @@ function buildAddon(source, out, moduleName, without) {
     console.warn(`warning: ${src} not built (${err.message}); ${without}`);
     return undefined;
   }
-  // Renamed in, never rewritten in place: a running server has it loaded.
   renameSync(tmp, out);
   return out;
 }
 
+export const buildViewHelper = () =>
+  compile("view-mount.c", ["-O2"], viewHelperFile, "checkpoint views are bound with mount(8)");
+
+export const fdReadAddon = join(here, "dist", "native", "ums-fd-read.node");
+export const btrfsAddon = join(here, "dist", "native", "ums-btrfs.node");
+
+/** A node addon (N-API: any node of this major): with node's headers, shared, and threads. */
+const addonArgs = (moduleName) => [
+  "-O2",
+  "-fPIC",
+  "-shared",
+  `-I${join(dirname(process.execPath), "..", "include", "node")}`,
+  `-DNODE_GYP_MODULE_NAME=${moduleName}`,
+  "-pthread",
+];
+
 export const buildFdRead = () =>
-  buildAddon("fd-read.c", fdReadAddon, "ums_fd_read", "large reads go as bytes through the agent");
+  compile("fd-read.c", addonArgs("ums_fd_read"), fdReadAddon, "large reads go as bytes through the agent");
 export const buildBtrfs = () =>
-  buildAddon("btrfs-snapshot.c", btrfsAddon, "ums_btrfs", "snapshots are made with `btrfs subvolume snapshot`");
+  compile("btrfs-snapshot.c", addonArgs("ums_btrfs"), btrfsAddon, "snapshots are made with `btrfs subvolume snapshot`");
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   buildViewHelper();

@@ -153,16 +153,16 @@ export async function sendFd(
   onBytes: (n: number) => void,
 ): Promise<boolean> {
   try {
+    if (res.req?.method === "HEAD") {
+      // No body: nothing to read (node drops a HEAD's writes; sendfile would not).
+      closeFd(fd, () => {});
+      res.end();
+      return true;
+    }
     const sock = res.socket;
     const sockFd = socketFd(sock);
     if (!(sock instanceof Socket) || "encrypted" in sock || sockFd < 0 || res.destroyed) {
       return await copyFd(fd, size, res, onBytes);
-    }
-    if (res.req?.method === "HEAD") {
-      // No body (node drops a HEAD's writes; sendfile would not).
-      closeFd(fd, () => {});
-      res.end();
-      return true;
     }
     res.flushHeaders();
     // The head must be in the kernel before the file's first byte (it almost always is at once: a
